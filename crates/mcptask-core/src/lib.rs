@@ -1,0 +1,29 @@
+//! Core of mcptask: the domain types, state machines and policies shared by the
+//! server runtime and the client tracker, plus the store traits the SQL backends
+//! implement.
+//!
+//! Nothing in this crate performs I/O. Time comes from a [`Clock`], ids from
+//! [`ids`], and every store operation takes `now` explicitly so that lease, TTL
+//! and backoff behaviour can be tested exactly.
+//!
+//! ```
+//! use mcptask_core::{Clock, ManualClock, TaskStatus};
+//!
+//! let clock = ManualClock::new(1_000);
+//! clock.advance(500);
+//! assert_eq!(clock.now_ms(), 1_500);
+//! assert!(TaskStatus::Completed.is_terminal());
+//! ```
+
+pub mod clock;
+pub mod error;
+pub mod ids;
+pub mod payload;
+pub mod server;
+pub mod status;
+pub mod store;
+pub mod time;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::StoreError;
+pub use status::TaskStatus;

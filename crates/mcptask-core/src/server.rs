@@ -1,0 +1,232 @@
+//! Domain types of the server side: tasks this process hands out to MCP clients.
+
+use serde_json::Value;
+
+use crate::TaskStatus;
+
+/// Whether a tool may, must or must not run as a task.
+///
+/// ```
+/// use mcptask_core::server::TaskSupport;
+/// assert_eq!(TaskSupport::default(), TaskSupport::Optional);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TaskSupport {
+    /// Always synchronous, never a task.
+    Forbidden,
+    /// A task when the request declares the extension; synchronous otherwise.
+    #[default]
+    Optional,
+    /// Only as a task; non-declaring requests get `-32021`.
+    Required,
+}
+
+/// What recovery does with a task whose process died while running it.
+///
+/// ```
+/// use mcptask_core::server::InterruptPolicy;
+/// assert_eq!(InterruptPolicy::default(), InterruptPolicy::Fail);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum InterruptPolicy {
+    /// Settle the task as `failed` with an "interrupted" error (honest, at-most-once).
+    #[default]
+    Fail,
+    /// Run the tool again from the start with `attempt + 1` (at-least-once).
+    /// Answers to input keys already given are replayed, not asked again.
+    Rerun,
+}
+
+/// A task about to be inserted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewServerTask {
+    pub id: String,
+    /// Authenticated subject the task is bound to; `None` for anonymous callers.
+    pub principal: Option<String>,
+    pub tool: String,
+    pub arguments: Value,
+    /// `inputResponses` of the multi-round-trip exchange that preceded the task.
+    pub call_inputs: Option<Value>,
+    pub created_at: i64,
+    /// `None` means unlimited.
+    pub ttl_ms: Option<i64>,
+    pub poll_interval_ms: Option<i64>,
+    pub status_message: Option<String>,
+    /// The process that will run it (it must have an owner lease).
+    pub owner: String,
+    pub claim_token: String,
+}
+
+/// A task as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerTaskRecord {
+    pub id: String,
+    pub principal: Option<String>,
+    pub tool: String,
+    pub arguments: Value,
+    pub call_inputs: Option<Value>,
+    pub status: TaskStatus,
+    pub status_message: Option<String>,
+    pub result: Option<Value>,
+    pub error: Option<Value>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub ttl_ms: Option<i64>,
+    pub poll_interval_ms: Option<i64>,
+    /// 1 for the first run; incremented by each rerun after an interruption.
+    pub attempt: i64,
+    pub cancel_requested: bool,
+    pub owner: Option<String>,
+    pub claim_token: Option<String>,
+    /// When a terminal task stops being readable and may be deleted.
+    pub purge_at: Option<i64>,
+}
+
+impl ServerTaskRecord {
+    /// `createdAt + ttlMs`, if the TTL is limited.
+    pub fn expires_at(&self) -> Option<i64> {
+        self.ttl_ms.map(|ttl| self.created_at.saturating_add(ttl))
+    }
+
+    /// A live task whose TTL has elapsed (the sweeper may not have marked it yet).
+    pub fn is_overdue(&self, now: i64) -> bool {
+        !self.status.is_terminal() && self.expires_at().is_some_and(|e| e <= now)
+    }
+
+    /// Past its retention: reads treat it as absent even before the purge sweep runs.
+    pub fn is_purged(&self, now: i64) -> bool {
+        self.purge_at.is_some_and(|p| p <= now)
+    }
+
+    /// The fence that authorises writes by the current claim holder.
+    pub fn fence(&self) -> Option<Fence> {
+        Some(Fence {
+            task_id: self.id.clone(),
+            owner: self.owner.clone()?,
+            token: self.claim_token.clone()?,
+        })
+    }
+}
+
+/// A task together with its outstanding input requests (only when `input_required`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerTaskView {
+    pub record: ServerTaskRecord,
+    /// `(key, request)` pairs not yet answered, ordered by key.
+    pub input_requests: Vec<(String, Value)>,
+}
+
+/// Proof of a claim: every claim-owned mutation carries it and is applied only
+/// if the row still names this owner and token.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Fence {
+    pub task_id: String,
+    pub owner: String,
+    pub token: String,
+}
+
+/// How a task's work ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// A tool result (including one with `isError: true`).
+    Completed { result: Value },
+    /// A JSON-RPC error object, with a human-readable status message.
+    Failed { error: Value, message: String },
+    /// The work stopped because cancellation was requested.
+    Cancelled { message: Option<String> },
+}
+
+impl Outcome {
+    pub fn status(&self) -> TaskStatus {
+        match self {
+            Outcome::Completed { .. } => TaskStatus::Completed,
+            Outcome::Failed { .. } => TaskStatus::Failed,
+            Outcome::Cancelled { .. } => TaskStatus::Cancelled,
+        }
+    }
+
+    /// A `failed` outcome carrying a JSON-RPC error object.
+    ///
+    /// ```
+    /// use mcptask_core::server::Outcome;
+    /// let o = Outcome::failed(-32603, "boom");
+    /// assert_eq!(o.status(), mcptask_core::TaskStatus::Failed);
+    /// ```
+    pub fn failed(code: i64, message: impl Into<String>) -> Outcome {
+        let message = message.into();
+        Outcome::Failed {
+            error: serde_json::json!({"code": code, "message": message}),
+            message,
+        }
+    }
+}
+
+/// The state of one input key after asking for it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InputState {
+    /// Answered earlier (possibly in a previous attempt): the stored response.
+    Answered(Value),
+    /// Outstanding: shown in `inputRequests` until answered.
+    Pending,
+}
+
+/// What `tasks/update` changed.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AnswerOutcome {
+    /// Whether the task exists at all.
+    pub found: bool,
+    /// Keys whose response was stored by this call.
+    pub applied: Vec<String>,
+    /// Keys ignored: unknown, already answered, or the task is terminal.
+    pub ignored: Vec<String>,
+    /// The process running the task, to be signalled.
+    pub owner: Option<String>,
+}
+
+/// What `tasks/cancel` changed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CancelOutcome {
+    NotFound,
+    /// Nothing to do: the task already settled.
+    AlreadyTerminal,
+    /// The durable cancel flag is set; `owner` should be signalled.
+    Requested {
+        owner: Option<String>,
+    },
+}
+
+/// A live task owned by `owner` whose signal time moved (answer, cancel, expiry).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskSignal {
+    pub task_id: String,
+    pub status: TaskStatus,
+    pub cancel_requested: bool,
+    pub signaled_at: i64,
+}
+
+/// A task the TTL sweep just failed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExpiredTask {
+    pub task_id: String,
+    pub owner: Option<String>,
+}
+
+/// The JSON-RPC error stored when a task outlives its TTL.
+pub fn expired_error() -> Value {
+    serde_json::json!({
+        "code": -32603,
+        "message": "task expired: its TTL elapsed before it finished"
+    })
+}
+
+/// Status message stored with [`expired_error`].
+pub const EXPIRED_MESSAGE: &str = "Task expired: its TTL elapsed before it finished";
+
+/// The JSON-RPC error stored when recovery fails an interrupted task.
+pub fn interrupted_error(attempt: i64) -> Value {
+    serde_json::json!({
+        "code": -32603,
+        "message": format!("task interrupted: the server process running attempt {attempt} stopped before it finished"),
+        "data": {"reason": "interrupted", "attempt": attempt}
+    })
+}

@@ -1,0 +1,94 @@
+//! The task status state machine shared by both sides.
+
+use serde::{Deserialize, Serialize};
+
+/// A task's status as defined by SEP-2663.
+///
+/// `completed`, `failed` and `cancelled` are absorbing: no transition leaves them.
+///
+/// ```
+/// use mcptask_core::TaskStatus;
+/// assert_eq!(TaskStatus::parse("input_required"), Some(TaskStatus::InputRequired));
+/// assert!(TaskStatus::Working.can_become(TaskStatus::InputRequired));
+/// assert!(!TaskStatus::Failed.can_become(TaskStatus::Working));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    Working,
+    InputRequired,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl TaskStatus {
+    /// All statuses, in lifecycle order.
+    pub const ALL: [TaskStatus; 5] = [
+        TaskStatus::Working,
+        TaskStatus::InputRequired,
+        TaskStatus::Completed,
+        TaskStatus::Failed,
+        TaskStatus::Cancelled,
+    ];
+
+    /// The wire / storage spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Working => "working",
+            TaskStatus::InputRequired => "input_required",
+            TaskStatus::Completed => "completed",
+            TaskStatus::Failed => "failed",
+            TaskStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parse the wire / storage spelling.
+    pub fn parse(s: &str) -> Option<TaskStatus> {
+        TaskStatus::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+
+    /// Whether no further transition is allowed.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled
+        )
+    }
+
+    /// Whether the state machine allows moving from `self` to `next`.
+    /// Staying in the same non-terminal status is allowed (e.g. a new status message).
+    pub fn can_become(self, _next: TaskStatus) -> bool {
+        !self.is_terminal()
+    }
+}
+
+impl std::fmt::Display for TaskStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spelling_round_trips() {
+        for s in TaskStatus::ALL {
+            assert_eq!(TaskStatus::parse(s.as_str()), Some(s));
+            let json = serde_json::to_string(&s).unwrap();
+            assert_eq!(json, format!("\"{}\"", s.as_str()));
+        }
+        assert_eq!(TaskStatus::parse("done"), None);
+    }
+
+    #[test]
+    fn terminal_states_are_absorbing() {
+        for from in TaskStatus::ALL {
+            for to in TaskStatus::ALL {
+                assert_eq!(from.can_become(to), !from.is_terminal(), "{from} -> {to}");
+            }
+        }
+    }
+}

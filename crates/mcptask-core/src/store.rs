@@ -1,0 +1,125 @@
+//! Store traits. The SQL backends in `mcptask-sql` implement them; the runtimes
+//! only ever talk to these traits, so every backend must pass the same contract
+//! suite.
+//!
+//! Conventions shared by every method:
+//! - `now` is epoch milliseconds from the caller's [`Clock`](crate::Clock).
+//! - A fenced write returns `Ok(false)` / `Ok(None)` when the fence no longer
+//!   matches (the claim was taken over, or the task is terminal): the caller
+//!   learns its claim is stale and nothing was changed.
+//! - Terminal states are absorbing: no method moves a task out of
+//!   `completed`, `failed` or `cancelled`.
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use serde_json::Value;
+
+use crate::StoreError;
+use crate::server::{
+    AnswerOutcome, CancelOutcome, ExpiredTask, Fence, InputState, NewServerTask, Outcome,
+    ServerTaskRecord, ServerTaskView, TaskSignal,
+};
+
+/// Durable storage for server-side tasks.
+#[async_trait]
+pub trait ServerTaskStore: Send + Sync + 'static {
+    /// Insert tasks in one transaction. Durable (committed) when this returns, so
+    /// a `tasks/get` on any replica resolves them.
+    async fn create_tasks(&self, tasks: &[NewServerTask]) -> Result<(), StoreError>;
+
+    /// The task and, when `input_required`, its outstanding input requests, read
+    /// in one consistent snapshot. Does not filter by principal, TTL or purge time.
+    async fn get_task(&self, task_id: &str) -> Result<Option<ServerTaskView>, StoreError>;
+
+    /// Fenced: replace the status message.
+    async fn set_status_message(
+        &self,
+        fence: &Fence,
+        message: Option<&str>,
+        now: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// Fenced: register input requests (keys new to the task become outstanding;
+    /// keys seen before keep their stored request) and report each key's state.
+    /// The task becomes `input_required` while any key is outstanding.
+    /// `None` means the fence failed.
+    async fn request_inputs(
+        &self,
+        fence: &Fence,
+        requests: &[(String, Value)],
+        now: i64,
+    ) -> Result<Option<Vec<(String, InputState)>>, StoreError>;
+
+    /// Read the state of input keys without registering anything.
+    async fn input_states(
+        &self,
+        task_id: &str,
+        keys: &[String],
+    ) -> Result<Vec<(String, InputState)>, StoreError>;
+
+    /// Store responses for outstanding keys (each key at most once, even across
+    /// replicas racing), then move the task back to `working` if nothing is
+    /// outstanding. Signals the owner.
+    async fn answer_inputs(
+        &self,
+        task_id: &str,
+        responses: &[(String, Value)],
+        now: i64,
+    ) -> Result<AnswerOutcome, StoreError>;
+
+    /// Set the durable cancel flag on a live task and signal its owner.
+    async fn request_cancel(&self, task_id: &str, now: i64) -> Result<CancelOutcome, StoreError>;
+
+    /// Fenced: settle the task. Terminal tasks stay as they are. A task with a
+    /// TTL becomes purgeable `retention_ms` after `max(createdAt + ttlMs, now)`.
+    async fn finish(
+        &self,
+        fence: &Fence,
+        outcome: &Outcome,
+        now: i64,
+        retention_ms: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// Fenced: start another attempt after an interruption (`attempt + 1`).
+    /// Returns the new attempt number.
+    async fn begin_rerun(&self, fence: &Fence, now: i64) -> Result<Option<i64>, StoreError>;
+
+    /// Create or extend the owner lease of a process to `now + lease_ms`.
+    async fn heartbeat(&self, owner: &str, now: i64, lease_ms: i64) -> Result<(), StoreError>;
+
+    /// Let the owner lease lapse at once (graceful shutdown), so other replicas
+    /// recover whatever this process leaves unfinished without waiting.
+    async fn release_owner(&self, owner: &str, now: i64) -> Result<(), StoreError>;
+
+    /// Claim up to `limit` live tasks whose owner's lease expired before `now`,
+    /// in one statement: each gets `owner` and a fresh claim token.
+    async fn claim_orphans(
+        &self,
+        owner: &str,
+        now: i64,
+        limit: i64,
+    ) -> Result<Vec<ServerTaskRecord>, StoreError>;
+
+    /// Delete owner rows whose lease expired before `before` and that own no
+    /// live task.
+    async fn prune_owners(&self, before: i64) -> Result<u64, StoreError>;
+
+    /// Fail up to `limit` live tasks whose TTL elapsed (indexed range scan).
+    async fn expire_overdue(
+        &self,
+        now: i64,
+        limit: i64,
+        retention_ms: i64,
+    ) -> Result<Vec<ExpiredTask>, StoreError>;
+
+    /// Delete up to `limit` tasks whose retention ended (indexed range scan).
+    async fn purge(&self, now: i64, limit: i64) -> Result<u64, StoreError>;
+
+    /// Live or just-settled tasks owned by `owner` whose signal time is at or
+    /// after `since`: the periodic backstop for lost wake-ups.
+    async fn signals_since(&self, owner: &str, since: i64) -> Result<Vec<TaskSignal>, StoreError>;
+
+    /// Cross-process wake-ups (task ids), if the backend has a push channel
+    /// (PostgreSQL `LISTEN/NOTIFY`). `None` when only the backstop applies.
+    async fn listen_signals(&self) -> Result<Option<BoxStream<'static, String>>, StoreError>;
+}

@@ -1,0 +1,144 @@
+//! SQL stores for mcptask: SQLite (embedded default) and PostgreSQL (shared,
+//! multi-process), both via sqlx, with versioned forward-only migrations.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), mcptask_sql::OpenError> {
+//! let store = mcptask_sql::open("sqlite:mcptask.db").await?;
+//! let server_tasks = store.server_tasks();
+//! # let _ = server_tasks; Ok(()) }
+//! ```
+
+mod codec;
+pub mod postgres;
+pub mod sqlite;
+#[cfg(feature = "testkit")]
+pub mod testkit;
+
+use std::sync::Arc;
+
+use mcptask_core::store::ServerTaskStore;
+
+pub use postgres::PgStore;
+pub use sqlite::SqliteStore;
+
+/// Default database URL: an SQLite file in the working directory.
+pub const DEFAULT_DATABASE_URL: &str = "sqlite:mcptask.db";
+
+/// Which engine a store runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// Why a store could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(
+        "unsupported database URL {0:?}: use sqlite:PATH (e.g. sqlite:mcptask.db) or postgres://USER@HOST/DB"
+    )]
+    UnsupportedUrl(String),
+    #[error("cannot connect to {url}: {source}")]
+    Connect {
+        url: String,
+        #[source]
+        source: sqlx::Error,
+    },
+    #[error("migrating {url} failed: {source}")]
+    Migrate {
+        url: String,
+        #[source]
+        source: sqlx::migrate::MigrateError,
+    },
+}
+
+/// A store opened from a URL, whichever backend it is.
+#[derive(Clone)]
+pub enum Store {
+    Sqlite(SqliteStore),
+    Postgres(PgStore),
+}
+
+impl Store {
+    pub fn backend(&self) -> Backend {
+        match self {
+            Store::Sqlite(_) => Backend::Sqlite,
+            Store::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// The server-side task store.
+    pub fn server_tasks(&self) -> Arc<dyn ServerTaskStore> {
+        match self {
+            Store::Sqlite(s) => Arc::new(s.clone()),
+            Store::Postgres(s) => Arc::new(s.clone()),
+        }
+    }
+
+    /// Close the pools (waits for in-flight statements).
+    pub async fn close(&self) {
+        match self {
+            Store::Sqlite(s) => s.close().await,
+            Store::Postgres(s) => s.close().await,
+        }
+    }
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Store").field(&self.backend()).finish()
+    }
+}
+
+/// Open a store and apply pending migrations (idempotent).
+pub async fn open(url: &str) -> Result<Store, OpenError> {
+    let store = open_without_migrating(url).await?;
+    migrate(&store, url).await?;
+    Ok(store)
+}
+
+/// Open a store without touching its schema.
+pub async fn open_without_migrating(url: &str) -> Result<Store, OpenError> {
+    if url.starts_with("sqlite:") {
+        Ok(Store::Sqlite(SqliteStore::connect(url).await?))
+    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Store::Postgres(PgStore::connect(url).await?))
+    } else {
+        Err(OpenError::UnsupportedUrl(url.to_string()))
+    }
+}
+
+/// Apply pending migrations; returns how many were applied.
+pub async fn migrate(store: &Store, url: &str) -> Result<usize, OpenError> {
+    let result = match store {
+        Store::Sqlite(s) => s.migrate().await,
+        Store::Postgres(s) => s.migrate().await,
+    };
+    result.map_err(|source| OpenError::Migrate {
+        url: redact(url),
+        source,
+    })
+}
+
+/// A URL with any password replaced, safe to print.
+///
+/// ```
+/// assert_eq!(mcptask_sql::redact("postgres://u:secret@h/db"), "postgres://u:***@h/db");
+/// assert_eq!(mcptask_sql::redact("sqlite:x.db"), "sqlite:x.db");
+/// ```
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let Some((userinfo, host)) = rest.split_once('@') else {
+        return url.to_string();
+    };
+    match userinfo.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_string(),
+    }
+}
+
+pub(crate) fn db_err(e: sqlx::Error) -> mcptask_core::StoreError {
+    mcptask_core::StoreError::Database(e.to_string())
+}

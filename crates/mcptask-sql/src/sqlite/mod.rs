@@ -1,0 +1,128 @@
+//! SQLite backend: one file, WAL journal, durable (`synchronous=FULL`) commits.
+//!
+//! SQLite has a single writer, so all writes go through a one-connection pool
+//! (in-process writers queue instead of failing with `SQLITE_BUSY`); reads use
+//! a separate pool and never block on the writer thanks to WAL. Several
+//! processes may share a file: `busy_timeout` makes them wait for the lock.
+
+mod server;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+
+use crate::OpenError;
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+
+/// A store on one SQLite file.
+#[derive(Clone, Debug)]
+pub struct SqliteStore {
+    pub(crate) writer: SqlitePool,
+    pub(crate) reader: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Connect to `sqlite:PATH` (created if missing). Does not migrate.
+    ///
+    /// The URL may carry `?synchronous=normal` to trade power-loss durability
+    /// for commit latency; the default is `full`.
+    pub async fn connect(url: &str) -> Result<Self, OpenError> {
+        let connect_err = |source| OpenError::Connect {
+            url: url.to_string(),
+            source,
+        };
+        let (base, synchronous) = split_synchronous(url);
+        if base.contains(":memory:") || base.contains("mode=memory") {
+            return Err(OpenError::UnsupportedUrl(format!(
+                "{url} (in-memory SQLite is not durable; use a file)"
+            )));
+        }
+        let options = SqliteConnectOptions::from_str(&base)
+            .map_err(connect_err)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(synchronous)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(30));
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(Duration::from_secs(60))
+            .connect_with(options.clone())
+            .await
+            .map_err(connect_err)?;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(8)
+            .acquire_timeout(Duration::from_secs(60))
+            .connect_with(options)
+            .await
+            .map_err(connect_err)?;
+        Ok(Self { writer, reader })
+    }
+
+    /// Apply pending migrations; returns how many ran.
+    pub async fn migrate(&self) -> Result<usize, sqlx::migrate::MigrateError> {
+        let before = applied_count(&self.writer).await;
+        MIGRATOR.run(&self.writer).await?;
+        Ok(applied_count(&self.writer).await.saturating_sub(before))
+    }
+
+    pub async fn close(&self) {
+        self.reader.close().await;
+        self.writer.close().await;
+    }
+
+    /// The write pool, for tests and tools that need raw SQL.
+    pub fn writer_pool(&self) -> &SqlitePool {
+        &self.writer
+    }
+}
+
+async fn applied_count(pool: &SqlitePool) -> usize {
+    sqlx::query_scalar::<_, i64>("SELECT count(*) FROM _sqlx_migrations WHERE success")
+        .fetch_one(pool)
+        .await
+        .map(|n| n as usize)
+        .unwrap_or(0)
+}
+
+/// Pull our own `synchronous=` parameter out of the URL (sqlx does not parse it).
+fn split_synchronous(url: &str) -> (String, SqliteSynchronous) {
+    let Some((path, query)) = url.split_once('?') else {
+        return (url.to_string(), SqliteSynchronous::Full);
+    };
+    let mut synchronous = SqliteSynchronous::Full;
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|kv| match kv.split_once('=') {
+            Some(("synchronous", v)) => {
+                synchronous = SqliteSynchronous::from_str(v).unwrap_or(SqliteSynchronous::Full);
+                false
+            }
+            _ => true,
+        })
+        .collect();
+    if kept.is_empty() {
+        (path.to_string(), synchronous)
+    } else {
+        (format!("{path}?{}", kept.join("&")), synchronous)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn synchronous_parameter_is_ours() {
+        let (u, s) = split_synchronous("sqlite:a.db?synchronous=normal&mode=rwc");
+        assert_eq!(u, "sqlite:a.db?mode=rwc");
+        assert!(matches!(s, SqliteSynchronous::Normal));
+        let (u, s) = split_synchronous("sqlite:a.db");
+        assert_eq!(u, "sqlite:a.db");
+        assert!(matches!(s, SqliteSynchronous::Full));
+    }
+}
