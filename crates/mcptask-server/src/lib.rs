@@ -1,1 +1,48 @@
-pub fn placeholder() {}
+//! Durable SEP-2663 tasks for [`rmcp`] servers.
+//!
+//! A tool registered here runs as a task when the request declares the
+//! `io.modelcontextprotocol/tasks` extension in its own `_meta` on protocol
+//! 2026-07-28 or later. The task row is committed before `CreateTaskResult` is
+//! returned; the process running it holds an owner lease; another replica that
+//! shares the store recovers the task if that process dies, and `tasks/get`,
+//! `tasks/update` and `tasks/cancel` work on any replica.
+//!
+//! ```no_run
+//! use mcptask_server::{DurableTaskServer, TaskRuntime, TaskTool, ToolRegistry};
+//! use rmcp::model::{CallToolResult, ContentBlock, Tool};
+//! use std::sync::Arc;
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = mcptask_sql::open("sqlite:mcptask.db").await?;
+//! let mut tools = ToolRegistry::new();
+//! tools.register(TaskTool::new(
+//!     Tool::new("report", "Build a slow report", Arc::new(Default::default())),
+//!     |call| async move {
+//!         call.ctx.set_status_message("crunching").await?;
+//!         Ok(CallToolResult::success(vec![ContentBlock::text("done")]))
+//!     },
+//! ));
+//! let runtime = TaskRuntime::builder(store.server_tasks(), tools).start().await?;
+//! let server = DurableTaskServer::new(runtime);
+//! # let _ = server; Ok(()) }
+//! ```
+
+mod batcher;
+pub mod config;
+pub mod context;
+pub mod handler;
+pub mod input;
+mod maintenance;
+pub mod principal;
+pub mod registry;
+pub mod runtime;
+mod signals;
+pub mod wire;
+
+pub use config::RuntimeConfig;
+pub use context::{TaskContext, TaskExit};
+pub use handler::DurableTaskServer;
+pub use principal::Principal;
+pub use registry::{Preflight, TaskTool, ToolCall, ToolRegistry};
+pub use runtime::{RuntimeBuilder, TaskError, TaskRuntime};
+pub use mcptask_core::server::{InterruptPolicy, TaskSupport};

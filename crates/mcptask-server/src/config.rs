@@ -1,0 +1,68 @@
+//! Runtime settings with production defaults.
+
+use mcptask_core::payload::PayloadLimits;
+
+/// Settings of a [`TaskRuntime`](crate::TaskRuntime).
+///
+/// ```
+/// let config = mcptask_server::RuntimeConfig { lease_ms: 5_000, ..Default::default() };
+/// assert!(config.heartbeat_every_ms() < config.lease_ms);
+/// ```
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// How long this process's owner lease lasts without a heartbeat. Other
+    /// replicas recover its tasks once it lapses.
+    pub lease_ms: i64,
+    /// How often to look for tasks whose owner's lease lapsed.
+    pub recovery_every_ms: i64,
+    /// How often to fail tasks past their TTL and purge expired rows.
+    pub sweep_every_ms: i64,
+    /// How often to re-check the store for answers and cancellations this
+    /// process may have missed (signals are hints; this is the backstop).
+    pub backstop_every_ms: i64,
+    /// How far back each backstop re-check looks (covers slow commits and clock skew).
+    pub backstop_window_ms: i64,
+    /// How long a settled or expired task stays readable after its TTL.
+    pub retention_ms: i64,
+    /// TTL given to tasks whose tool does not set one; `None` = unlimited.
+    pub default_ttl_ms: Option<i64>,
+    /// `pollIntervalMs` suggested to clients when the tool does not set one.
+    pub default_poll_interval_ms: i64,
+    /// Rows claimed, expired or purged per statement.
+    pub batch_size: i64,
+    /// Creates committed together at most (group commit).
+    pub max_create_batch: usize,
+    /// Concurrent create transactions (1 suits SQLite's single writer).
+    pub create_writers: usize,
+    /// Payload bounds.
+    pub limits: PayloadLimits,
+    /// Whether to run the maintenance loops (tests drive them by hand).
+    pub background: bool,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            lease_ms: 30_000,
+            recovery_every_ms: 5_000,
+            sweep_every_ms: 1_000,
+            backstop_every_ms: 2_000,
+            backstop_window_ms: 60_000,
+            retention_ms: 3_600_000,
+            default_ttl_ms: Some(3_600_000),
+            default_poll_interval_ms: 1_000,
+            batch_size: 200,
+            max_create_batch: 256,
+            create_writers: 1,
+            limits: PayloadLimits::default(),
+            background: true,
+        }
+    }
+}
+
+impl RuntimeConfig {
+    /// Heartbeats come three times per lease, so one lost write never lapses it.
+    pub fn heartbeat_every_ms(&self) -> i64 {
+        (self.lease_ms / 3).max(1)
+    }
+}

@@ -1,0 +1,142 @@
+//! Background upkeep: owner heartbeat, recovery of orphaned tasks, TTL expiry,
+//! purging, and the backstop re-check for lost wake-ups. Every step is also
+//! callable by hand through [`Maintenance`], which is how tests drive them
+//! with a manual clock.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use mcptask_core::StoreError;
+
+use crate::runtime::RuntimeInner;
+
+/// Manual access to the maintenance steps of a runtime.
+#[derive(Clone)]
+pub struct Maintenance {
+    pub(crate) rt: Arc<RuntimeInner>,
+}
+
+impl Maintenance {
+    /// Extend this process's owner lease. If the previous lease had already
+    /// lapsed, tasks may have been taken over: local work that lost its claim
+    /// is stopped.
+    pub async fn heartbeat_once(&self) -> Result<(), StoreError> {
+        let rt = &self.rt;
+        let now = rt.clock.now_ms();
+        let last = rt.last_heartbeat_ok.load(Ordering::SeqCst);
+        rt.store.heartbeat(&rt.owner, now, rt.config.lease_ms).await?;
+        rt.last_heartbeat_ok.store(now, Ordering::SeqCst);
+        if now - last >= rt.config.lease_ms {
+            tracing::warn!(lapsed_ms = now - last, "owner lease had lapsed; checking for lost tasks");
+            for id in rt.running_ids() {
+                rt.refresh_local(&id).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Claim tasks whose owner's lease lapsed and apply each tool's interrupt
+    /// policy. Returns how many were claimed.
+    pub async fn recover_once(&self) -> Result<usize, StoreError> {
+        let rt = &self.rt;
+        let mut total = 0;
+        loop {
+            let now = rt.clock.now_ms();
+            let claimed = rt.store.claim_orphans(&rt.owner, now, rt.config.batch_size).await?;
+            let n = claimed.len();
+            total += n;
+            for record in claimed {
+                tracing::info!(task_id = %record.id, tool = %record.tool, "recovered task from a lapsed owner");
+                rt.adopt(record).await;
+            }
+            if (n as i64) < rt.config.batch_size {
+                break;
+            }
+        }
+        let before = rt.clock.now_ms() - 10 * rt.config.lease_ms;
+        rt.store.prune_owners(before).await?;
+        Ok(total)
+    }
+
+    /// Fail live tasks past their TTL and purge rows past retention.
+    /// Returns `(expired, purged)`.
+    pub async fn sweep_once(&self) -> Result<(usize, u64), StoreError> {
+        let rt = &self.rt;
+        let mut expired = 0;
+        loop {
+            let now = rt.clock.now_ms();
+            let batch = rt.store.expire_overdue(now, rt.config.batch_size, rt.config.retention_ms).await?;
+            expired += batch.len();
+            for task in &batch {
+                if task.owner.as_deref() == Some(&rt.owner) {
+                    rt.stop_local(&task.task_id);
+                }
+            }
+            if (batch.len() as i64) < rt.config.batch_size {
+                break;
+            }
+        }
+        let mut purged = 0;
+        loop {
+            let n = rt.store.purge(rt.clock.now_ms(), rt.config.batch_size).await?;
+            purged += n;
+            if (n as i64) < rt.config.batch_size {
+                break;
+            }
+        }
+        Ok((expired, purged))
+    }
+
+    /// Re-read recent signals for tasks this process runs (answers,
+    /// cancellations, expiry) in case a wake-up was lost.
+    pub async fn backstop_once(&self) -> Result<usize, StoreError> {
+        let rt = &self.rt;
+        let since = rt.clock.now_ms() - rt.config.backstop_window_ms;
+        let signals = rt.store.signals_since(&rt.owner, since).await?;
+        let mut acted = 0;
+        for s in signals {
+            if s.status.is_terminal() {
+                rt.stop_local(&s.task_id);
+            } else {
+                if s.cancel_requested {
+                    rt.cancel_local(&s.task_id);
+                }
+                rt.wake_local(&s.task_id);
+            }
+            acted += 1;
+        }
+        Ok(acted)
+    }
+}
+
+fn every(ms: i64) -> tokio::time::Interval {
+    let mut i = tokio::time::interval(Duration::from_millis(ms.max(10) as u64));
+    i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    i
+}
+
+/// Run every maintenance step on its own cadence until shutdown.
+pub(crate) fn spawn_loops(rt: Arc<RuntimeInner>) {
+    let m = Maintenance { rt: rt.clone() };
+    let cfg = rt.config.clone();
+    let stop = rt.shutdown.clone();
+    tokio::spawn(async move {
+        let mut heartbeat = every(cfg.heartbeat_every_ms());
+        let mut recovery = every(cfg.recovery_every_ms);
+        let mut sweep = every(cfg.sweep_every_ms);
+        let mut backstop = every(cfg.backstop_every_ms);
+        loop {
+            let step = tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = heartbeat.tick() => m.heartbeat_once().await.map(|_| ()),
+                _ = recovery.tick() => m.recover_once().await.map(|_| ()),
+                _ = sweep.tick() => m.sweep_once().await.map(|_| ()),
+                _ = backstop.tick() => m.backstop_once().await.map(|_| ()),
+            };
+            if let Err(e) = step {
+                tracing::warn!(error = %e, "maintenance step failed; will retry on the next tick");
+            }
+        }
+    });
+}

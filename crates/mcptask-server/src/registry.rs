@@ -1,0 +1,164 @@
+//! Tools the runtime serves, each with its task support and interrupt policy.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use mcptask_core::server::{InterruptPolicy, TaskSupport};
+use rmcp::model::{CallToolResult, InputRequests, InputResponses, JsonObject, Tool};
+
+use crate::context::{TaskContext, TaskExit};
+
+/// What a tool handler receives.
+pub struct ToolCall {
+    /// The `tools/call` arguments (an empty object when none were given).
+    pub arguments: JsonObject,
+    /// Task state, input requests and cancellation.
+    pub ctx: TaskContext,
+}
+
+/// Result of a [`TaskTool::preflight`] check.
+pub enum Preflight {
+    /// Create the task now.
+    Proceed,
+    /// Answer the `tools/call` with an `InputRequiredResult` carrying these
+    /// requests first (multi-round-trip input, resolved before the task exists).
+    NeedInput(InputRequests),
+}
+
+pub(crate) type HandlerFn = Arc<dyn Fn(ToolCall) -> BoxFuture<'static, Result<CallToolResult, TaskExit>> + Send + Sync>;
+pub(crate) type PreflightFn = Arc<dyn Fn(&JsonObject, &InputResponses) -> Preflight + Send + Sync>;
+
+/// A tool served by the runtime.
+///
+/// ```
+/// use mcptask_server::{TaskTool, TaskSupport, InterruptPolicy};
+/// use rmcp::model::{CallToolResult, ContentBlock, Tool};
+/// use std::sync::Arc;
+///
+/// let tool = TaskTool::new(
+///     Tool::new("export", "Export everything", Arc::new(Default::default())),
+///     |_call| async { Ok(CallToolResult::success(vec![ContentBlock::text("ok")])) },
+/// )
+/// .support(TaskSupport::Required)
+/// .interrupt(InterruptPolicy::Rerun)
+/// .ttl_ms(Some(600_000));
+/// assert_eq!(tool.name(), "export");
+/// ```
+#[derive(Clone)]
+pub struct TaskTool {
+    pub(crate) tool: Tool,
+    pub(crate) support: TaskSupport,
+    pub(crate) interrupt: InterruptPolicy,
+    /// `None`: runtime default; `Some(None)`: unlimited.
+    pub(crate) ttl_ms: Option<Option<i64>>,
+    pub(crate) poll_interval_ms: Option<i64>,
+    pub(crate) handler: HandlerFn,
+    pub(crate) preflight: Option<PreflightFn>,
+}
+
+impl TaskTool {
+    /// A tool with `Optional` task support and the `Fail` interrupt policy.
+    pub fn new<F, Fut>(tool: Tool, handler: F) -> Self
+    where
+        F: Fn(ToolCall) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<CallToolResult, TaskExit>> + Send + 'static,
+    {
+        Self {
+            tool,
+            support: TaskSupport::Optional,
+            interrupt: InterruptPolicy::Fail,
+            ttl_ms: None,
+            poll_interval_ms: None,
+            handler: Arc::new(move |call| Box::pin(handler(call))),
+            preflight: None,
+        }
+    }
+
+    pub fn support(mut self, support: TaskSupport) -> Self {
+        self.support = support;
+        self
+    }
+
+    pub fn interrupt(mut self, policy: InterruptPolicy) -> Self {
+        self.interrupt = policy;
+        self
+    }
+
+    /// TTL of this tool's tasks; `None` = unlimited.
+    pub fn ttl_ms(mut self, ttl_ms: Option<i64>) -> Self {
+        self.ttl_ms = Some(ttl_ms);
+        self
+    }
+
+    pub fn poll_interval_ms(mut self, ms: i64) -> Self {
+        self.poll_interval_ms = Some(ms);
+        self
+    }
+
+    /// Ask for input with a multi-round-trip exchange before the task is created.
+    /// The answers are stored with the task and given to every attempt through
+    /// [`TaskContext::call_inputs`].
+    pub fn preflight<F>(mut self, check: F) -> Self
+    where
+        F: Fn(&JsonObject, &InputResponses) -> Preflight + Send + Sync + 'static,
+    {
+        self.preflight = Some(Arc::new(check));
+        self
+    }
+
+    pub fn name(&self) -> &str {
+        &self.tool.name
+    }
+
+    pub fn definition(&self) -> &Tool {
+        &self.tool
+    }
+
+    pub fn task_support(&self) -> TaskSupport {
+        self.support
+    }
+
+    pub fn interrupt_policy(&self) -> InterruptPolicy {
+        self.interrupt
+    }
+}
+
+/// Tools by name, listed in registration order.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: BTreeMap<String, (usize, TaskTool)>,
+}
+
+impl ToolRegistry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Add or replace a tool.
+    pub fn register(&mut self, tool: TaskTool) -> &mut Self {
+        let order = self.tools.get(tool.name()).map(|(o, _)| *o).unwrap_or(self.tools.len());
+        self.tools.insert(tool.name().to_string(), (order, tool));
+        self
+    }
+
+    pub fn get(&self, name: &str) -> Option<&TaskTool> {
+        self.tools.get(name).map(|(_, t)| t)
+    }
+
+    /// Definitions for `tools/list`.
+    pub fn definitions(&self) -> Vec<Tool> {
+        let mut all: Vec<_> = self.tools.values().collect();
+        all.sort_by_key(|(order, _)| *order);
+        all.into_iter().map(|(_, t)| t.tool.clone()).collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+}

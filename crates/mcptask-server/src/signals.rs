@@ -1,0 +1,42 @@
+//! Cross-process wake-ups: a `tasks/update` or `tasks/cancel` handled by one
+//! replica reaches the work running on another through the store's push
+//! channel (PostgreSQL `LISTEN/NOTIFY`). Hints only; the backstop re-check in
+//! maintenance covers anything lost.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+
+use crate::runtime::RuntimeInner;
+
+pub(crate) async fn spawn_listener(rt: Arc<RuntimeInner>) {
+    tokio::spawn(async move {
+        loop {
+            let stream = tokio::select! {
+                _ = rt.shutdown.cancelled() => return,
+                s = rt.store.listen_signals() => s,
+            };
+            match stream {
+                Ok(None) => return, // Backend has no push channel.
+                Ok(Some(mut stream)) => loop {
+                    tokio::select! {
+                        _ = rt.shutdown.cancelled() => return,
+                        next = stream.next() => match next {
+                            Some(task_id) => {
+                                let rt = rt.clone();
+                                tokio::spawn(async move { rt.refresh_local(&task_id).await });
+                            }
+                            None => break,
+                        },
+                    }
+                },
+                Err(e) => tracing::warn!(error = %e, "signal listener unavailable; relying on the backstop"),
+            }
+            tokio::select! {
+                _ = rt.shutdown.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+        }
+    });
+}

@@ -1,0 +1,90 @@
+//! Conversions between stored records and the SEP-2663 wire types of `rmcp::model`.
+
+use mcptask_core::server::{EXPIRED_MESSAGE, ServerTaskRecord, ServerTaskView, expired_error};
+use mcptask_core::time::to_rfc3339;
+use rmcp::model::{DetailedTask, InputRequests, JsonObject, Task, TaskPayload, TaskStatus as WireStatus};
+use serde_json::Value;
+
+use crate::runtime::TaskError;
+
+/// The wire spelling of a stored status.
+pub fn wire_status(status: mcptask_core::TaskStatus) -> WireStatus {
+    use mcptask_core::TaskStatus as S;
+    match status {
+        S::Working => WireStatus::Working,
+        S::InputRequired => WireStatus::InputRequired,
+        S::Completed => WireStatus::Completed,
+        S::Failed => WireStatus::Failed,
+        S::Cancelled => WireStatus::Cancelled,
+    }
+}
+
+fn base_task(record: &ServerTaskRecord, status: WireStatus, updated_at: i64, message: Option<&str>) -> Task {
+    let mut task = Task::new(
+        record.id.clone(),
+        status,
+        to_rfc3339(record.created_at),
+        to_rfc3339(updated_at),
+    );
+    task.status_message = message.map(str::to_string);
+    task.ttl_ms = record.ttl_ms.map(|t| t.max(0) as u64);
+    task.poll_interval_ms = record.poll_interval_ms.map(|p| p.max(1) as u64);
+    task
+}
+
+fn object(column: &str, value: &Value) -> Result<JsonObject, TaskError> {
+    match value {
+        Value::Object(map) => Ok(map.clone()),
+        other => Err(TaskError::Internal(format!(
+            "stored {column} is not a JSON object: {}",
+            mcptask_core::payload::truncate_text(&other.to_string(), 200)
+        ))),
+    }
+}
+
+/// The `DetailedTask` that `tasks/get` returns for a stored task at `now`.
+///
+/// A live task past its TTL reads as `failed` (expired) even before the sweep
+/// has written that, so what clients see never depends on sweep timing.
+pub fn detailed_task(view: &ServerTaskView, now: i64) -> Result<DetailedTask, TaskError> {
+    let r = &view.record;
+    if r.is_overdue(now) {
+        let expired_at = r.expires_at().unwrap_or(now);
+        let task = base_task(r, WireStatus::Failed, expired_at, Some(EXPIRED_MESSAGE));
+        let error = object("error", &expired_error())?;
+        return Ok(DetailedTask::new(task, TaskPayload::Failed { error }));
+    }
+    let task = base_task(r, wire_status(r.status), r.updated_at, r.status_message.as_deref());
+    use mcptask_core::TaskStatus as S;
+    let payload = match r.status {
+        S::Working => TaskPayload::Working,
+        S::InputRequired => {
+            let mut input_requests = InputRequests::new();
+            for (key, request) in &view.input_requests {
+                let parsed = serde_json::from_value(request.clone()).map_err(|e| {
+                    TaskError::Internal(format!("stored input request {key:?} is invalid: {e}"))
+                })?;
+                input_requests.insert(key.clone(), parsed);
+            }
+            if input_requests.is_empty() {
+                // Only possible mid-transition on a backend without snapshot reads.
+                TaskPayload::Working
+            } else {
+                TaskPayload::InputRequired { input_requests }
+            }
+        }
+        S::Completed => TaskPayload::Completed {
+            result: object("result", r.result.as_ref().unwrap_or(&Value::Null))?,
+        },
+        S::Failed => TaskPayload::Failed {
+            error: object("error", r.error.as_ref().unwrap_or(&Value::Null))?,
+        },
+        S::Cancelled => TaskPayload::Cancelled,
+    };
+    Ok(DetailedTask::new(task, payload))
+}
+
+/// The seed `Task` of a just-created task, for `CreateTaskResult`.
+pub fn created_task(record: &ServerTaskRecord) -> Task {
+    base_task(record, WireStatus::Working, record.created_at, record.status_message.as_deref())
+}

@@ -1,0 +1,4 @@
+//! The bundled demo MCP server (`mcptask demo-server`).
+
+pub mod server;
+pub mod tools;
