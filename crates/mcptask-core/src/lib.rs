@@ -24,6 +24,6 @@ pub mod status;
 pub mod store;
 pub mod time;
 
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use error::StoreError;
 pub use status::TaskStatus;

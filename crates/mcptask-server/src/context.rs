@@ -125,12 +125,15 @@ impl TaskContext {
             return Ok(());
         };
         let message = message.into();
-        let message = mcptask_core::payload::truncate_text(&message, task.rt.config.limits.max_message_bytes);
+        let message =
+            mcptask_core::payload::truncate_text(&message, task.rt.config.limits.max_message_bytes);
         let now = task.rt.clock.now_ms();
         let ok = task
             .rt
             .retrying("set status message", || {
-                task.rt.store.set_status_message(&task.fence, Some(&message), now)
+                task.rt
+                    .store
+                    .set_status_message(&task.fence, Some(&message), now)
             })
             .await?;
         if ok { Ok(()) } else { Err(TaskExit::Lost) }
@@ -141,10 +144,18 @@ impl TaskContext {
     /// Keys are unique for the task's whole life: asking again for a key that
     /// was already answered (for example in a rerun after a crash) returns the
     /// stored answer at once and is never shown to the client again.
-    pub async fn request_input(&self, key: impl Into<String>, request: InputRequest) -> Result<Value, TaskExit> {
+    pub async fn request_input(
+        &self,
+        key: impl Into<String>,
+        request: InputRequest,
+    ) -> Result<Value, TaskExit> {
         let key = key.into();
-        let mut answers = self.request_inputs(BTreeMap::from([(key.clone(), request)])).await?;
-        answers.remove(&key).ok_or_else(|| TaskExit::Error(ErrorData::internal_error("input answer went missing", None)))
+        let mut answers = self
+            .request_inputs(BTreeMap::from([(key.clone(), request)]))
+            .await?;
+        answers.remove(&key).ok_or_else(|| {
+            TaskExit::Error(ErrorData::internal_error("input answer went missing", None))
+        })
     }
 
     /// Ask for several inputs at once (all outstanding together) and wait
@@ -168,14 +179,21 @@ impl TaskContext {
             .into_iter()
             .map(|(k, r)| serde_json::to_value(r).map(|v| (k, v)))
             .collect::<Result<_, _>>()
-            .map_err(|e| TaskExit::Error(ErrorData::internal_error(format!("input request is not serializable: {e}"), None)))?;
+            .map_err(|e| {
+                TaskExit::Error(ErrorData::internal_error(
+                    format!("input request is not serializable: {e}"),
+                    None,
+                ))
+            })?;
         if self.is_cancel_requested() {
             return Err(TaskExit::Cancelled);
         }
         let now = task.rt.clock.now_ms();
         let states = task
             .rt
-            .retrying("request input", || task.rt.store.request_inputs(&task.fence, &pending, now))
+            .retrying("request input", || {
+                task.rt.store.request_inputs(&task.fence, &pending, now)
+            })
             .await?
             .ok_or(TaskExit::Lost)?;
         let mut answers = BTreeMap::new();
@@ -199,7 +217,9 @@ impl TaskContext {
             }
             let states = task
                 .rt
-                .retrying("read input answers", || task.rt.store.input_states(&task.fence.task_id, &waiting))
+                .retrying("read input answers", || {
+                    task.rt.store.input_states(&task.fence.task_id, &waiting)
+                })
                 .await?;
             for (key, state) in states {
                 if let InputState::Answered(v) = state {

@@ -104,8 +104,13 @@ impl DurableTaskServer {
 
 impl ServerHandler for DurableTaskServer {
     fn get_info(&self) -> ServerConfig {
-        let mut config = ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tasks().build())
-            .with_server_info(self.info.clone());
+        let mut config = ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        )
+        .with_server_info(self.info.clone());
         if let Some(i) = &self.instructions {
             config = config.with_instructions(i.clone());
         }
@@ -117,11 +122,16 @@ impl ServerHandler for DurableTaskServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.runtime.registry().definitions()))
+        Ok(ListToolsResult::with_all_items(
+            self.runtime.registry().definitions(),
+        ))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.runtime.registry().get(name).map(|t| t.definition().clone())
+        self.runtime
+            .registry()
+            .get(name)
+            .map(|t| t.definition().clone())
     }
 
     async fn call_tool(
@@ -153,7 +163,9 @@ impl ServerHandler for DurableTaskServer {
                     None,
                 ));
             }
-            return Ok(CallToolResponse::InputRequired(InputRequiredResult::from_input_requests(requests)));
+            return Ok(CallToolResponse::InputRequired(
+                InputRequiredResult::from_input_requests(requests),
+            ));
         }
         if !as_task {
             return self
@@ -181,7 +193,10 @@ impl ServerHandler for DurableTaskServer {
     ) -> Result<GetTaskResult, ErrorData> {
         self.tasks_gate(&context)?;
         let principal = (self.principal)(&context);
-        let task = self.runtime.get_task(&request.task_id, principal.as_deref()).await?;
+        let task = self
+            .runtime
+            .get_task(&request.task_id, principal.as_deref())
+            .await?;
         Ok(GetTaskResult::new(task))
     }
 
@@ -194,7 +209,11 @@ impl ServerHandler for DurableTaskServer {
         let principal = (self.principal)(&context);
         Ok(self
             .runtime
-            .update_task(&request.task_id, principal.as_deref(), request.input_responses)
+            .update_task(
+                &request.task_id,
+                principal.as_deref(),
+                request.input_responses,
+            )
             .await?)
     }
 
@@ -205,6 +224,9 @@ impl ServerHandler for DurableTaskServer {
     ) -> Result<(), ErrorData> {
         self.tasks_gate(&context)?;
         let principal = (self.principal)(&context);
-        Ok(self.runtime.cancel_task(&request.task_id, principal.as_deref()).await?)
+        Ok(self
+            .runtime
+            .cancel_task(&request.task_id, principal.as_deref())
+            .await?)
     }
 }

@@ -15,7 +15,10 @@ use serde_json::{Value, json};
 /// let wire = serde_json::to_value(&req).unwrap();
 /// assert_eq!(wire["method"], "elicitation/create");
 /// ```
-pub fn elicit_form(message: impl Into<String>, requested_schema: Value) -> Result<InputRequest, serde_json::Error> {
+pub fn elicit_form(
+    message: impl Into<String>,
+    requested_schema: Value,
+) -> Result<InputRequest, serde_json::Error> {
     serde_json::from_value(json!({
         "method": "elicitation/create",
         "params": {"mode": "form", "message": message.into(), "requestedSchema": requested_schema}

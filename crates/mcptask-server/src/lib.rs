@@ -37,12 +37,14 @@ pub mod principal;
 pub mod registry;
 pub mod runtime;
 mod signals;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 pub mod wire;
 
 pub use config::RuntimeConfig;
 pub use context::{TaskContext, TaskExit};
 pub use handler::DurableTaskServer;
+pub use mcptask_core::server::{InterruptPolicy, TaskSupport};
 pub use principal::Principal;
 pub use registry::{Preflight, TaskTool, ToolCall, ToolRegistry};
 pub use runtime::{RuntimeBuilder, TaskError, TaskRuntime};
-pub use mcptask_core::server::{InterruptPolicy, TaskSupport};

@@ -25,10 +25,15 @@ impl Maintenance {
         let rt = &self.rt;
         let now = rt.clock.now_ms();
         let last = rt.last_heartbeat_ok.load(Ordering::SeqCst);
-        rt.store.heartbeat(&rt.owner, now, rt.config.lease_ms).await?;
+        rt.store
+            .heartbeat(&rt.owner, now, rt.config.lease_ms)
+            .await?;
         rt.last_heartbeat_ok.store(now, Ordering::SeqCst);
         if now - last >= rt.config.lease_ms {
-            tracing::warn!(lapsed_ms = now - last, "owner lease had lapsed; checking for lost tasks");
+            tracing::warn!(
+                lapsed_ms = now - last,
+                "owner lease had lapsed; checking for lost tasks"
+            );
             for id in rt.running_ids() {
                 rt.refresh_local(&id).await;
             }
@@ -43,7 +48,10 @@ impl Maintenance {
         let mut total = 0;
         loop {
             let now = rt.clock.now_ms();
-            let claimed = rt.store.claim_orphans(&rt.owner, now, rt.config.batch_size).await?;
+            let claimed = rt
+                .store
+                .claim_orphans(&rt.owner, now, rt.config.batch_size)
+                .await?;
             let n = claimed.len();
             total += n;
             for record in claimed {
@@ -66,7 +74,10 @@ impl Maintenance {
         let mut expired = 0;
         loop {
             let now = rt.clock.now_ms();
-            let batch = rt.store.expire_overdue(now, rt.config.batch_size, rt.config.retention_ms).await?;
+            let batch = rt
+                .store
+                .expire_overdue(now, rt.config.batch_size, rt.config.retention_ms)
+                .await?;
             expired += batch.len();
             for task in &batch {
                 if task.owner.as_deref() == Some(&rt.owner) {
@@ -79,7 +90,10 @@ impl Maintenance {
         }
         let mut purged = 0;
         loop {
-            let n = rt.store.purge(rt.clock.now_ms(), rt.config.batch_size).await?;
+            let n = rt
+                .store
+                .purge(rt.clock.now_ms(), rt.config.batch_size)
+                .await?;
             purged += n;
             if (n as i64) < rt.config.batch_size {
                 break;

@@ -27,7 +27,8 @@ pub enum Preflight {
     NeedInput(InputRequests),
 }
 
-pub(crate) type HandlerFn = Arc<dyn Fn(ToolCall) -> BoxFuture<'static, Result<CallToolResult, TaskExit>> + Send + Sync>;
+pub(crate) type HandlerFn =
+    Arc<dyn Fn(ToolCall) -> BoxFuture<'static, Result<CallToolResult, TaskExit>> + Send + Sync>;
 pub(crate) type PreflightFn = Arc<dyn Fn(&JsonObject, &InputResponses) -> Preflight + Send + Sync>;
 
 /// A tool served by the runtime.
@@ -138,7 +139,11 @@ impl ToolRegistry {
 
     /// Add or replace a tool.
     pub fn register(&mut self, tool: TaskTool) -> &mut Self {
-        let order = self.tools.get(tool.name()).map(|(o, _)| *o).unwrap_or(self.tools.len());
+        let order = self
+            .tools
+            .get(tool.name())
+            .map(|(o, _)| *o)
+            .unwrap_or(self.tools.len());
         self.tools.insert(tool.name().to_string(), (order, tool));
         self
     }

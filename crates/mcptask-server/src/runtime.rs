@@ -61,9 +61,13 @@ impl From<TaskError> for ErrorData {
         match e {
             TaskError::NotFound => ErrorData::invalid_params(TASK_NOT_FOUND, None),
             TaskError::InvalidParams(m) => ErrorData::invalid_params(m, None),
-            TaskError::UnknownTool(name) => ErrorData::invalid_params(format!("unknown tool: {name}"), None),
+            TaskError::UnknownTool(name) => {
+                ErrorData::invalid_params(format!("unknown tool: {name}"), None)
+            }
             TaskError::MissingCapability => ErrorData::missing_required_client_capability(
-                rmcp::model::ClientCapabilities::builder().enable_tasks().build(),
+                rmcp::model::ClientCapabilities::builder()
+                    .enable_tasks()
+                    .build(),
             ),
             other => ErrorData::internal_error(other.to_string(), None),
         }
@@ -131,7 +135,9 @@ impl RuntimeBuilder {
     pub async fn start(self) -> Result<TaskRuntime, StoreError> {
         let owner = self.owner.unwrap_or_else(|| ids::new_owner_id("server"));
         let now = self.clock.now_ms();
-        self.store.heartbeat(&owner, now, self.config.lease_ms).await?;
+        self.store
+            .heartbeat(&owner, now, self.config.lease_ms)
+            .await?;
         let creator = CreateBatcher::start(
             self.store.clone(),
             self.config.create_writers,
@@ -153,8 +159,10 @@ impl RuntimeBuilder {
         let runtime = TaskRuntime { inner };
         if runtime.inner.config.background {
             crate::maintenance::spawn_loops(runtime.inner.clone());
-            crate::signals::spawn_listener(runtime.inner.clone()).await;
         }
+        // The push channel is not time-driven, so it runs even when tests drive
+        // the maintenance steps by hand.
+        crate::signals::spawn_listener(runtime.inner.clone()).await;
         Ok(runtime)
     }
 }
@@ -201,7 +209,11 @@ impl TaskRuntime {
 
     /// Whether this process runs `task_id`'s work right now.
     pub fn is_running_here(&self, task_id: &str) -> bool {
-        self.inner.running.lock().expect("running map").contains_key(task_id)
+        self.inner
+            .running
+            .lock()
+            .expect("running map")
+            .contains_key(task_id)
     }
 
     /// Create a task: validate, commit it (group commit), start its work, and
@@ -235,7 +247,10 @@ impl TaskRuntime {
             call_inputs,
             created_at: now,
             ttl_ms: tool.ttl_ms.unwrap_or(rt.config.default_ttl_ms),
-            poll_interval_ms: Some(tool.poll_interval_ms.unwrap_or(rt.config.default_poll_interval_ms)),
+            poll_interval_ms: Some(
+                tool.poll_interval_ms
+                    .unwrap_or(rt.config.default_poll_interval_ms),
+            ),
             status_message: None,
             owner: rt.owner.clone(),
             claim_token: ids::new_claim_token(),
@@ -267,7 +282,11 @@ impl TaskRuntime {
     }
 
     /// `tasks/get`: the task as `principal` may see it.
-    pub async fn get_task(&self, task_id: &str, principal: Option<&str>) -> Result<DetailedTask, TaskError> {
+    pub async fn get_task(
+        &self,
+        task_id: &str,
+        principal: Option<&str>,
+    ) -> Result<DetailedTask, TaskError> {
         let view = self.inner.visible(task_id, principal).await?;
         wire::detailed_task(&view, self.inner.clock.now_ms())
     }
@@ -289,7 +308,9 @@ impl TaskRuntime {
         }
         for (key, value) in &responses {
             if !value.is_object() {
-                return Err(TaskError::InvalidParams(format!("inputResponses[{key:?}] must be an object")));
+                return Err(TaskError::InvalidParams(format!(
+                    "inputResponses[{key:?}] must be an object"
+                )));
             }
             let size = payload::json_size(value);
             if size > rt.config.limits.max_input_response_bytes {
@@ -301,7 +322,10 @@ impl TaskRuntime {
         }
         rt.visible(task_id, principal).await?;
         let entries: Vec<(String, Value)> = responses.into_iter().collect();
-        let outcome = rt.store.answer_inputs(task_id, &entries, rt.clock.now_ms()).await?;
+        let outcome = rt
+            .store
+            .answer_inputs(task_id, &entries, rt.clock.now_ms())
+            .await?;
         if !outcome.applied.is_empty() {
             rt.wake_local(task_id);
         }
@@ -309,7 +333,11 @@ impl TaskRuntime {
     }
 
     /// `tasks/cancel`: record the durable intent and signal the work.
-    pub async fn cancel_task(&self, task_id: &str, principal: Option<&str>) -> Result<(), TaskError> {
+    pub async fn cancel_task(
+        &self,
+        task_id: &str,
+        principal: Option<&str>,
+    ) -> Result<(), TaskError> {
         let rt = &self.inner;
         rt.visible(task_id, principal).await?;
         match rt.store.request_cancel(task_id, rt.clock.now_ms()).await? {
@@ -336,22 +364,32 @@ impl TaskRuntime {
             .registry
             .get(tool)
             .ok_or_else(|| ErrorData::from(TaskError::UnknownTool(tool.to_string())))?;
-        self.inner.check_arguments(&Value::Object(arguments.clone()))?;
+        self.inner
+            .check_arguments(&Value::Object(arguments.clone()))?;
         let ctx = TaskContext::synchronous(principal, call_inputs, cancel);
         let handler = tool.handler.clone();
-        match AssertUnwindSafe(handler(ToolCall { arguments, ctx })).catch_unwind().await {
+        match AssertUnwindSafe(handler(ToolCall { arguments, ctx }))
+            .catch_unwind()
+            .await
+        {
             Ok(Ok(result)) => Ok(result),
             Ok(Err(TaskExit::Error(e))) => Err(e),
-            Ok(Err(TaskExit::Cancelled | TaskExit::Lost)) => {
-                Err(ErrorData::internal_error("the tool call was cancelled", None))
-            }
-            Err(panic) => Err(ErrorData::internal_error(format!("tool panicked: {}", panic_text(&panic)), None)),
+            Ok(Err(TaskExit::Cancelled | TaskExit::Lost)) => Err(ErrorData::internal_error(
+                "the tool call was cancelled",
+                None,
+            )),
+            Err(panic) => Err(ErrorData::internal_error(
+                format!("tool panicked: {}", panic_text(&panic)),
+                None,
+            )),
         }
     }
 
     /// Handles to run maintenance steps by hand (tests with a manual clock).
     pub fn maintenance(&self) -> crate::maintenance::Maintenance {
-        crate::maintenance::Maintenance { rt: self.inner.clone() }
+        crate::maintenance::Maintenance {
+            rt: self.inner.clone(),
+        }
     }
 
     /// Stop accepting tasks, give running work until `deadline` to finish, then
@@ -362,9 +400,15 @@ impl TaskRuntime {
         rt.accepting.store(false, Ordering::SeqCst);
         rt.shutdown.cancel();
         rt.work.close();
-        if tokio::time::timeout(deadline, rt.work.wait()).await.is_err() {
+        if tokio::time::timeout(deadline, rt.work.wait())
+            .await
+            .is_err()
+        {
             let running = rt.running.lock().expect("running map");
-            tracing::warn!(count = running.len(), "shutdown deadline passed; leaving tasks to recovery");
+            tracing::warn!(
+                count = running.len(),
+                "shutdown deadline passed; leaving tasks to recovery"
+            );
             for r in running.values() {
                 r.stop.cancel();
             }
@@ -386,8 +430,14 @@ impl RuntimeInner {
         if task_id.is_empty() || task_id.len() > MAX_TASK_ID_LEN {
             return Err(TaskError::NotFound);
         }
-        let view = self.store.get_task(task_id).await?.ok_or(TaskError::NotFound)?;
-        if view.record.principal.as_deref() != principal || view.record.is_purged(self.clock.now_ms()) {
+        let view = self
+            .store
+            .get_task(task_id)
+            .await?
+            .ok_or(TaskError::NotFound)?;
+        if view.record.principal.as_deref() != principal
+            || view.record.is_purged(self.clock.now_ms())
+        {
             return Err(TaskError::NotFound);
         }
         Ok(view)
@@ -424,12 +474,22 @@ impl RuntimeInner {
     }
 
     pub(crate) fn running_ids(&self) -> Vec<String> {
-        self.running.lock().expect("running map").keys().cloned().collect()
+        self.running
+            .lock()
+            .expect("running map")
+            .keys()
+            .cloned()
+            .collect()
     }
 
     /// Re-read one task after a cross-process hint and act on what the store says.
     pub(crate) async fn refresh_local(&self, task_id: &str) {
-        if !self.running.lock().expect("running map").contains_key(task_id) {
+        if !self
+            .running
+            .lock()
+            .expect("running map")
+            .contains_key(task_id)
+        {
             return;
         }
         match self.store.get_task(task_id).await {
@@ -445,7 +505,9 @@ impl RuntimeInner {
                 }
             }
             Ok(None) => self.stop_local(task_id),
-            Err(e) => tracing::debug!(task_id, error = %e, "refresh after signal failed; backstop will retry"),
+            Err(e) => {
+                tracing::debug!(task_id, error = %e, "refresh after signal failed; backstop will retry")
+            }
         }
     }
 
@@ -482,10 +544,19 @@ impl RuntimeInner {
     async fn settle(&self, fence: &Fence, outcome: Outcome) {
         let now = self.clock.now_ms();
         let retention = self.config.retention_ms;
-        match self.retrying("finish task", || self.store.finish(fence, &outcome, now, retention)).await {
+        match self
+            .retrying("finish task", || {
+                self.store.finish(fence, &outcome, now, retention)
+            })
+            .await
+        {
             Ok(true) => {}
-            Ok(false) => tracing::info!(task_id = %fence.task_id, "task settled elsewhere or claim lost; result dropped"),
-            Err(_) => tracing::warn!(task_id = %fence.task_id, "could not record the task outcome; recovery will handle it"),
+            Ok(false) => {
+                tracing::info!(task_id = %fence.task_id, "task settled elsewhere or claim lost; result dropped")
+            }
+            Err(_) => {
+                tracing::warn!(task_id = %fence.task_id, "could not record the task outcome; recovery will handle it")
+            }
         }
     }
 
@@ -507,15 +578,20 @@ impl RuntimeInner {
             match &tool {
                 None => Some(Outcome::failed(
                     -32603,
-                    format!("tool {:?} is not available on the server that recovered this task", record.tool),
-                )),
-                Some(t) if t.interrupt == mcptask_core::server::InterruptPolicy::Fail => Some(Outcome::Failed {
-                    error: interrupted_error(record.attempt),
-                    message: format!(
-                        "Interrupted: the server process running attempt {} stopped before it finished",
-                        record.attempt
+                    format!(
+                        "tool {:?} is not available on the server that recovered this task",
+                        record.tool
                     ),
-                }),
+                )),
+                Some(t) if t.interrupt == mcptask_core::server::InterruptPolicy::Fail => {
+                    Some(Outcome::Failed {
+                        error: interrupted_error(record.attempt),
+                        message: format!(
+                            "Interrupted: the server process running attempt {} stopped before it finished",
+                            record.attempt
+                        ),
+                    })
+                }
                 Some(_) => None,
             }
         };
@@ -524,13 +600,18 @@ impl RuntimeInner {
             return;
         }
         let tool = tool.expect("rerun needs the tool");
-        match self.retrying("begin rerun", || self.store.begin_rerun(&fence, now)).await {
+        match self
+            .retrying("begin rerun", || self.store.begin_rerun(&fence, now))
+            .await
+        {
             Ok(Some(attempt)) => {
                 tracing::info!(task_id = %record.id, attempt, "rerunning interrupted task");
                 spawn_work(self, &tool, ServerTaskRecord { attempt, ..record });
             }
             Ok(None) => {}
-            Err(_) => tracing::warn!(task_id = %record.id, "could not start the rerun; the claim will lapse and be retried"),
+            Err(_) => {
+                tracing::warn!(task_id = %record.id, "could not start the rerun; the claim will lapse and be retried")
+            }
         }
     }
 }
@@ -543,11 +624,15 @@ fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "unknown panic".into())
 }
 
-fn outcome_of(rt: &RuntimeInner, result: Result<Result<CallToolResult, TaskExit>, Box<dyn std::any::Any + Send>>) -> Option<Outcome> {
+fn outcome_of(
+    rt: &RuntimeInner,
+    result: Result<Result<CallToolResult, TaskExit>, Box<dyn std::any::Any + Send>>,
+) -> Option<Outcome> {
     let limits = &rt.config.limits;
     let error_outcome = |e: ErrorData| {
         let message = payload::truncate_text(&e.message, limits.max_message_bytes);
-        let mut error = serde_json::to_value(&e).unwrap_or_else(|_| serde_json::json!({"code": -32603, "message": message}));
+        let mut error = serde_json::to_value(&e)
+            .unwrap_or_else(|_| serde_json::json!({"code": -32603, "message": message}));
         if payload::json_size(&error) > limits.max_message_bytes * 4 {
             error = serde_json::json!({"code": e.code.0, "message": message, "data": {"truncated": true}});
         }
@@ -555,12 +640,18 @@ fn outcome_of(rt: &RuntimeInner, result: Result<Result<CallToolResult, TaskExit>
     };
     match result {
         Ok(Ok(result)) => {
-            let value = serde_json::to_value(&result).unwrap_or_else(|_| serde_json::json!({"content": []}));
+            let value = serde_json::to_value(&result)
+                .unwrap_or_else(|_| serde_json::json!({"content": []}));
             let bounded = payload::bound_tool_result(value, limits.max_result_bytes);
             if bounded.truncated {
-                tracing::warn!(bytes = bounded.original_bytes, "tool result truncated to the configured bound");
+                tracing::warn!(
+                    bytes = bounded.original_bytes,
+                    "tool result truncated to the configured bound"
+                );
             }
-            Some(Outcome::Completed { result: bounded.value })
+            Some(Outcome::Completed {
+                result: bounded.value,
+            })
         }
         Ok(Err(TaskExit::Cancelled)) => Some(Outcome::Cancelled {
             message: Some("Cancelled at the client's request".into()),
@@ -621,7 +712,10 @@ fn spawn_work(rt: &Arc<RuntimeInner>, tool: &TaskTool, record: ServerTaskRecord)
             rt.settle(&fence, outcome).await;
         }
         let mut running = rt.running.lock().expect("running map");
-        if running.get(&fence.task_id).is_some_and(|r| r.token == fence.token) {
+        if running
+            .get(&fence.task_id)
+            .is_some_and(|r| r.token == fence.token)
+        {
             running.remove(&fence.task_id);
         }
     });

@@ -31,7 +31,9 @@ pub(crate) async fn spawn_listener(rt: Arc<RuntimeInner>) {
                         },
                     }
                 },
-                Err(e) => tracing::warn!(error = %e, "signal listener unavailable; relying on the backstop"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "signal listener unavailable; relying on the backstop")
+                }
             }
             tokio::select! {
                 _ = rt.shutdown.cancelled() => return,

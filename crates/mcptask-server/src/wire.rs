@@ -2,7 +2,9 @@
 
 use mcptask_core::server::{EXPIRED_MESSAGE, ServerTaskRecord, ServerTaskView, expired_error};
 use mcptask_core::time::to_rfc3339;
-use rmcp::model::{DetailedTask, InputRequests, JsonObject, Task, TaskPayload, TaskStatus as WireStatus};
+use rmcp::model::{
+    DetailedTask, InputRequests, JsonObject, Task, TaskPayload, TaskStatus as WireStatus,
+};
 use serde_json::Value;
 
 use crate::runtime::TaskError;
@@ -19,7 +21,12 @@ pub fn wire_status(status: mcptask_core::TaskStatus) -> WireStatus {
     }
 }
 
-fn base_task(record: &ServerTaskRecord, status: WireStatus, updated_at: i64, message: Option<&str>) -> Task {
+fn base_task(
+    record: &ServerTaskRecord,
+    status: WireStatus,
+    updated_at: i64,
+    message: Option<&str>,
+) -> Task {
     let mut task = Task::new(
         record.id.clone(),
         status,
@@ -54,7 +61,12 @@ pub fn detailed_task(view: &ServerTaskView, now: i64) -> Result<DetailedTask, Ta
         let error = object("error", &expired_error())?;
         return Ok(DetailedTask::new(task, TaskPayload::Failed { error }));
     }
-    let task = base_task(r, wire_status(r.status), r.updated_at, r.status_message.as_deref());
+    let task = base_task(
+        r,
+        wire_status(r.status),
+        r.updated_at,
+        r.status_message.as_deref(),
+    );
     use mcptask_core::TaskStatus as S;
     let payload = match r.status {
         S::Working => TaskPayload::Working,
@@ -86,5 +98,10 @@ pub fn detailed_task(view: &ServerTaskView, now: i64) -> Result<DetailedTask, Ta
 
 /// The seed `Task` of a just-created task, for `CreateTaskResult`.
 pub fn created_task(record: &ServerTaskRecord) -> Task {
-    base_task(record, WireStatus::Working, record.created_at, record.status_message.as_deref())
+    base_task(
+        record,
+        WireStatus::Working,
+        record.created_at,
+        record.status_message.as_deref(),
+    )
 }

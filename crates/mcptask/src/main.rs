@@ -10,7 +10,11 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "mcptask", version, about = "Durable runtime for MCP Tasks (SEP-2663)")]
+#[command(
+    name = "mcptask",
+    version,
+    about = "Durable runtime for MCP Tasks (SEP-2663)"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -83,7 +87,10 @@ async fn main() -> anyhow::Result<()> {
         Command::Migrate { database_url } => {
             let store = mcptask_sql::open_without_migrating(&database_url).await?;
             let applied = mcptask_sql::migrate(&store, &database_url).await?;
-            println!("{}: {applied} migration(s) applied; schema is up to date", mcptask_sql::redact(&database_url));
+            println!(
+                "{}: {applied} migration(s) applied; schema is up to date",
+                mcptask_sql::redact(&database_url)
+            );
             Ok(())
         }
     }

@@ -34,7 +34,12 @@ pub struct DemoServerOptions {
 pub async fn start_runtime(options: &DemoServerOptions) -> anyhow::Result<TaskRuntime> {
     let store = mcptask_sql::open(&options.database_url)
         .await
-        .with_context(|| format!("opening the task store at {}", mcptask_sql::redact(&options.database_url)))?;
+        .with_context(|| {
+            format!(
+                "opening the task store at {}",
+                mcptask_sql::redact(&options.database_url)
+            )
+        })?;
     let mut config = options.config.clone();
     if store.backend() == mcptask_sql::Backend::Postgres {
         config.create_writers = config.create_writers.max(4);
@@ -56,7 +61,11 @@ fn server(runtime: TaskRuntime) -> DurableTaskServer {
         )
 }
 
-async fn authenticate(State(tokens): State<Arc<HashMap<String, String>>>, mut request: Request, next: Next) -> Response {
+async fn authenticate(
+    State(tokens): State<Arc<HashMap<String, String>>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     if tokens.is_empty() {
         return next.run(request).await;
     }
@@ -104,7 +113,11 @@ pub async fn run(options: DemoServerOptions) -> anyhow::Result<()> {
 }
 
 /// The axum router serving MCP at `/mcp` (also used by tests).
-pub fn router(runtime: TaskRuntime, options: &DemoServerOptions, stop: CancellationToken) -> axum::Router {
+pub fn router(
+    runtime: TaskRuntime,
+    options: &DemoServerOptions,
+    stop: CancellationToken,
+) -> axum::Router {
     let mut config = StreamableHttpServerConfig::default()
         .with_json_response(true)
         .with_max_request_body_bytes(options.max_body_bytes)

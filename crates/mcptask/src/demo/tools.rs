@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcptask_server::input::{accepted, elicit_form};
-use mcptask_server::{InterruptPolicy, Preflight, TaskExit, TaskSupport, TaskTool, ToolCall, ToolRegistry};
+use mcptask_server::{
+    InterruptPolicy, Preflight, TaskExit, TaskSupport, TaskTool, ToolCall, ToolRegistry,
+};
 use rmcp::ErrorData;
 use rmcp::model::{CallToolResult, ContentBlock, InputRequests, JsonObject, Tool};
 use serde_json::{Value, json};
@@ -22,19 +24,30 @@ fn text(s: impl Into<String>) -> CallToolResult {
 }
 
 fn arg_str(call: &ToolCall, key: &str, default: &str) -> String {
-    call.arguments.get(key).and_then(Value::as_str).unwrap_or(default).to_string()
+    call.arguments
+        .get(key)
+        .and_then(Value::as_str)
+        .unwrap_or(default)
+        .to_string()
 }
 
 fn arg_seconds(call: &ToolCall, key: &str, default: f64) -> Result<f64, TaskExit> {
-    let v = call.arguments.get(key).and_then(Value::as_f64).unwrap_or(default);
+    let v = call
+        .arguments
+        .get(key)
+        .and_then(Value::as_f64)
+        .unwrap_or(default);
     if !(0.0..=86_400.0).contains(&v) {
-        return Err(ErrorData::invalid_params(format!("{key} must be between 0 and 86400"), None).into());
+        return Err(
+            ErrorData::invalid_params(format!("{key} must be between 0 and 86400"), None).into(),
+        );
     }
     Ok(v)
 }
 
 fn form(message: &str, schema: Value) -> Result<rmcp::model::InputRequest, TaskExit> {
-    elicit_form(message, schema).map_err(|e| TaskExit::Error(ErrorData::internal_error(e.to_string(), None)))
+    elicit_form(message, schema)
+        .map_err(|e| TaskExit::Error(ErrorData::internal_error(e.to_string(), None)))
 }
 
 /// Sleep for `seconds`, updating the status message each second; stop early on cancel.
@@ -99,7 +112,9 @@ pub fn registry() -> ToolRegistry {
                     _ = call.ctx.cancelled() => return Err(TaskExit::Cancelled),
                     _ = tokio::time::sleep(Duration::from_secs(1)) => {}
                 }
-                Ok(CallToolResult::error(vec![ContentBlock::text("failing_job: the job failed (as designed)")]))
+                Ok(CallToolResult::error(vec![ContentBlock::text(
+                    "failing_job: the job failed (as designed)",
+                )]))
             },
         )
         .support(TaskSupport::Required),
@@ -112,7 +127,11 @@ pub fn registry() -> ToolRegistry {
         ),
         |_call| async move {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            Err(ErrorData::internal_error("protocol_error_job: internal failure (as designed)", None).into())
+            Err(ErrorData::internal_error(
+                "protocol_error_job: internal failure (as designed)",
+                None,
+            )
+            .into())
         },
     ));
     r.register(TaskTool::new(

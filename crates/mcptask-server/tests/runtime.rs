@@ -1,0 +1,398 @@
+//! The runtime against real stores, with time moved by hand.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use mcptask_core::ManualClock;
+use mcptask_server::TaskError;
+use serde_json::json;
+
+const ANSWER: &str = r#"{"q": {"action": "accept", "content": {"v": "blue"}}}"#;
+
+fn answer() -> rmcp::model::InputResponses {
+    serde_json::from_str(ANSWER).unwrap()
+}
+
+async fn fail_policy_reports_interruption(backend: Backend) {
+    let clock = ManualClock::new(1_800_000_000_000);
+    let gate = Gate::new();
+    let a = runtime(backend.open().await, &clock, &gate, "A").await;
+    let task = a.create_task(request("hold", json!({}))).await.unwrap();
+    let id = task.task_id;
+    eventually(&a, &id, "working", status_is("working")).await;
+
+    // A stops heartbeating (it "died"); B starts and recovers after the lease.
+    let b = runtime(backend.open().await, &clock, &gate, "B").await;
+    assert_eq!(
+        b.maintenance().recover_once().await.unwrap(),
+        0,
+        "A's lease is still valid"
+    );
+    clock.advance(LEASE + 1);
+    b.maintenance().heartbeat_once().await.unwrap();
+    assert_eq!(b.maintenance().recover_once().await.unwrap(), 1);
+    let v = eventually(&b, &id, "failed", status_is("failed")).await;
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("interrupted"),
+        "{v}"
+    );
+    assert_eq!(v["error"]["data"]["attempt"], 1);
+
+    // A's work, still alive in this process, finishes late: its write is fenced out.
+    gate.release(1);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let v = eventually(&a, &id, "still failed", status_is("failed")).await;
+    assert!(v.get("result").is_none());
+}
+
+async fn rerun_policy_replays_answers(backend: Backend) {
+    let clock = ManualClock::new(1_800_000_000_000);
+    let gate = Gate::new();
+    let a = runtime(backend.open().await, &clock, &gate, "A").await;
+    let id = a
+        .create_task(request("ask", json!({})))
+        .await
+        .unwrap()
+        .task_id;
+    let v = eventually(&a, &id, "input_required", status_is("input_required")).await;
+    assert!(
+        v["inputRequests"]["q"]["method"] == "elicitation/create",
+        "{v}"
+    );
+    a.update_task(&id, None, answer()).await.unwrap();
+    eventually(&a, &id, "working with the answer", |v| {
+        v["statusMessage"] == "got blue"
+    })
+    .await;
+
+    let b = runtime(backend.open().await, &clock, &gate, "B").await;
+    clock.advance(LEASE + 1);
+    b.maintenance().heartbeat_once().await.unwrap();
+    assert_eq!(b.maintenance().recover_once().await.unwrap(), 1);
+    assert!(b.is_running_here(&id));
+    // The rerun asks "q" again: it gets the stored answer at once, so the task
+    // never shows input_required again.
+    for _ in 0..20 {
+        let t = b.get_task(&id, None).await.unwrap();
+        assert_eq!(t.status(), rmcp::model::TaskStatus::Working);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    gate.release(2);
+    let v = eventually(&b, &id, "completed", status_is("completed")).await;
+    assert_eq!(v["result"]["content"][0]["text"], "answer blue attempt 2");
+    gate.release(1); // A's stale attempt finishes too late to matter.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let v = eventually(&b, &id, "completed", status_is("completed")).await;
+    assert_eq!(v["result"]["content"][0]["text"], "answer blue attempt 2");
+}
+
+async fn cancel_request_reaches_an_orphan(backend: Backend) {
+    let clock = ManualClock::new(1_800_000_000_000);
+    let gate = Gate::new();
+    let a = runtime(backend.open().await, &clock, &gate, "A").await;
+    let id = a
+        .create_task(request("ask", json!({})))
+        .await
+        .unwrap()
+        .task_id;
+    eventually(&a, &id, "input_required", status_is("input_required")).await;
+    a.shutdown(Duration::from_millis(50)).await; // releases A's lease at once
+    let b = runtime(backend.open().await, &clock, &gate, "B").await;
+    b.cancel_task(&id, None).await.unwrap();
+    assert_eq!(b.maintenance().recover_once().await.unwrap(), 1);
+    let v = eventually(&b, &id, "cancelled", status_is("cancelled")).await;
+    assert!(v.get("inputRequests").is_none());
+}
+
+async fn ttl_expiry_retention_and_purge(backend: Backend) {
+    let clock = ManualClock::new(1_800_000_000_000);
+    let gate = Gate::new();
+    let mut cfg = config();
+    cfg.default_ttl_ms = Some(5_000);
+    let rt = runtime_with(backend.open().await, &clock, registry(&gate), cfg, "A").await;
+    let id = rt
+        .create_task(request("hold", json!({})))
+        .await
+        .unwrap()
+        .task_id;
+    let t = rt.get_task(&id, None).await.unwrap();
+    assert_eq!(t.task.ttl_ms, Some(5_000));
+    clock.advance(4_999);
+    assert_eq!(
+        rt.get_task(&id, None).await.unwrap().status(),
+        rmcp::model::TaskStatus::Working
+    );
+    clock.advance(1);
+    // Reads reflect the TTL even before the sweep writes it.
+    let v = serde_json::to_value(rmcp::model::GetTaskResult::new(
+        rt.get_task(&id, None).await.unwrap(),
+    ))
+    .unwrap();
+    assert_eq!(v["status"], "failed");
+    assert!(v["error"]["message"].as_str().unwrap().contains("expired"));
+    assert_eq!(rt.maintenance().sweep_once().await.unwrap(), (1, 0));
+    for _ in 0..100 {
+        if !rt.is_running_here(&id) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(!rt.is_running_here(&id), "expired work is stopped");
+    clock.advance(RETENTION - 1);
+    assert!(
+        rt.get_task(&id, None).await.is_ok(),
+        "kept for the retention window"
+    );
+    clock.advance(1);
+    assert!(
+        matches!(rt.get_task(&id, None).await, Err(TaskError::NotFound)),
+        "past retention reads as gone"
+    );
+    assert_eq!(rt.maintenance().sweep_once().await.unwrap(), (0, 1));
+    assert!(matches!(
+        rt.get_task(&id, None).await,
+        Err(TaskError::NotFound)
+    ));
+}
+
+async fn unlimited_ttl_is_kept(backend: Backend) {
+    let clock = ManualClock::new(1_800_000_000_000);
+    let gate = Gate::new();
+    let mut cfg = config();
+    cfg.default_ttl_ms = None;
+    let rt = runtime_with(backend.open().await, &clock, registry(&gate), cfg, "A").await;
+    let id = rt
+        .create_task(request("echo", json!({"x": 1})))
+        .await
+        .unwrap()
+        .task_id;
+    let v = eventually(&rt, &id, "completed", status_is("completed")).await;
+    assert!(v["ttlMs"].is_null());
+    clock.advance(10 * 365 * 24 * 3_600_000);
+    rt.maintenance().sweep_once().await.unwrap();
+    assert!(rt.get_task(&id, None).await.is_ok());
+}
+
+async fn principals_are_isolated(backend: Backend) {
+    let clock = ManualClock::new(1_800_000_000_000);
+    let gate = Gate::new();
+    let rt = runtime(backend.open().await, &clock, &gate, "A").await;
+    let mut req = request("ask", json!({}));
+    req.principal = Some("alice".into());
+    let id = rt.create_task(req).await.unwrap().task_id;
+    eventually_as(&rt, &id, Some("alice")).await;
+    for who in [Some("bob"), None] {
+        let e = rt.get_task(&id, who).await.unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            rt.get_task("no-such-task", who)
+                .await
+                .unwrap_err()
+                .to_string()
+        );
+        assert!(matches!(
+            rt.update_task(&id, who, answer()).await,
+            Err(TaskError::NotFound)
+        ));
+        assert!(matches!(
+            rt.cancel_task(&id, who).await,
+            Err(TaskError::NotFound)
+        ));
+    }
+    let t = rt.get_task(&id, Some("alice")).await.unwrap();
+    assert_eq!(
+        t.status(),
+        rmcp::model::TaskStatus::InputRequired,
+        "bob's answer and cancel did nothing"
+    );
+    rt.update_task(&id, Some("alice"), answer()).await.unwrap();
+    gate.release(1);
+    for _ in 0..400 {
+        if rt.get_task(&id, Some("alice")).await.unwrap().status()
+            == rmcp::model::TaskStatus::Completed
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("alice's task did not complete");
+}
+
+async fn eventually_as(rt: &mcptask_server::TaskRuntime, id: &str, who: Option<&str>) {
+    for _ in 0..400 {
+        if rt.get_task(id, who).await.unwrap().status() == rmcp::model::TaskStatus::InputRequired {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("never input_required");
+}
+
+async fn update_from_another_replica_wakes_the_work(backend: Backend) {
+    let clock = ManualClock::new(1_800_000_000_000);
+    let gate = Gate::new();
+    gate.release(1);
+    let a = runtime(backend.open().await, &clock, &gate, "A").await;
+    let b = runtime(backend.open().await, &clock, &gate, "B").await;
+    let id = a
+        .create_task(request("ask", json!({})))
+        .await
+        .unwrap()
+        .task_id;
+    eventually(&a, &id, "input_required", status_is("input_required")).await;
+    b.update_task(&id, None, answer()).await.unwrap();
+    assert_eq!(
+        b.get_task(&id, None).await.unwrap().status(),
+        rmcp::model::TaskStatus::Working,
+        "the answer is visible at once on any replica"
+    );
+    if backend.name == "sqlite" {
+        // No push channel: A's work learns of the answer from its backstop.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_ne!(
+            a.get_task(&id, None).await.unwrap().status(),
+            rmcp::model::TaskStatus::Completed
+        );
+        assert!(a.maintenance().backstop_once().await.unwrap() >= 1);
+    }
+    // On PostgreSQL the NOTIFY wakes A without any backstop.
+    let v = eventually(&a, &id, "completed", status_is("completed")).await;
+    assert_eq!(v["result"]["content"][0]["text"], "answer blue attempt 1");
+}
+
+async fn cancel_from_another_replica_stops_the_work(backend: Backend) {
+    let clock = ManualClock::new(1_800_000_000_000);
+    let gate = Gate::new();
+    let a = runtime(backend.open().await, &clock, &gate, "A").await;
+    let b = runtime(backend.open().await, &clock, &gate, "B").await;
+    let id = a
+        .create_task(request("hold", json!({})))
+        .await
+        .unwrap()
+        .task_id;
+    b.cancel_task(&id, None).await.unwrap();
+    if backend.name == "sqlite" {
+        a.maintenance().backstop_once().await.unwrap();
+    }
+    let v = eventually(&a, &id, "cancelled", status_is("cancelled")).await;
+    assert!(v["statusMessage"].as_str().unwrap().contains("Cancelled"));
+    // Cancelling a terminal task is an idempotent no-op.
+    b.cancel_task(&id, None).await.unwrap();
+    assert_eq!(
+        a.get_task(&id, None).await.unwrap().status(),
+        rmcp::model::TaskStatus::Cancelled
+    );
+}
+
+async fn keys_are_never_reissued_and_bad_answers_rejected(backend: Backend) {
+    let clock = ManualClock::new(1_800_000_000_000);
+    let gate = Gate::new();
+    let rt = runtime(backend.open().await, &clock, &gate, "A").await;
+    let id = rt
+        .create_task(request("ask", json!({})))
+        .await
+        .unwrap()
+        .task_id;
+    eventually(&rt, &id, "input_required", status_is("input_required")).await;
+    // Non-object answers and unknown tasks are refused; unknown keys ignored.
+    let bad: rmcp::model::InputResponses = serde_json::from_value(json!({"q": "yes"})).unwrap();
+    assert!(matches!(
+        rt.update_task(&id, None, bad).await,
+        Err(TaskError::InvalidParams(_))
+    ));
+    let unknown: rmcp::model::InputResponses =
+        serde_json::from_value(json!({"zzz": {"action": "accept"}})).unwrap();
+    rt.update_task(&id, None, unknown).await.unwrap();
+    assert!(matches!(
+        rt.update_task("nope", None, answer()).await,
+        Err(TaskError::NotFound)
+    ));
+    rt.update_task(&id, None, answer()).await.unwrap();
+    eventually(&rt, &id, "working", |v| v["statusMessage"] == "got blue").await;
+    // A second, different answer to the same key changes nothing.
+    let other: rmcp::model::InputResponses =
+        serde_json::from_value(json!({"q": {"action": "accept", "content": {"v": "red"}}}))
+            .unwrap();
+    rt.update_task(&id, None, other).await.unwrap();
+    gate.release(1);
+    let v = eventually(&rt, &id, "completed", status_is("completed")).await;
+    assert_eq!(v["result"]["content"][0]["text"], "answer blue attempt 1");
+}
+
+async fn oversized_arguments_are_refused_without_a_row(backend: Backend) {
+    let clock = ManualClock::new(1_800_000_000_000);
+    let gate = Gate::new();
+    let mut cfg = config();
+    cfg.limits.max_arguments_bytes = 1_000;
+    let rt = runtime_with(backend.open().await, &clock, registry(&gate), cfg, "A").await;
+    let ok = rt
+        .create_task(request("hold", json!({"x": "a"})))
+        .await
+        .unwrap()
+        .task_id;
+    let err = rt
+        .create_task(request("echo", json!({"blob": "x".repeat(2_000)})))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("at most 1000"), "{err}");
+    assert!(matches!(
+        rt.create_task(request("nope", json!({}))).await,
+        Err(TaskError::UnknownTool(_))
+    ));
+    assert_eq!(rt.running_count(), 1);
+    rt.cancel_task(&ok, None).await.unwrap();
+    eventually(&rt, &ok, "cancelled", status_is("cancelled")).await;
+}
+
+async fn shutdown_drains_then_hands_over(backend: Backend) {
+    let clock = ManualClock::new(1_800_000_000_000);
+    let gate = Gate::new();
+    let a = runtime(backend.open().await, &clock, &gate, "A").await;
+    let quick = a
+        .create_task(request("echo", json!({})))
+        .await
+        .unwrap()
+        .task_id;
+    let stuck = a
+        .create_task(request("hold", json!({})))
+        .await
+        .unwrap()
+        .task_id;
+    let started = std::time::Instant::now();
+    a.shutdown(Duration::from_millis(200)).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "shutdown never hangs"
+    );
+    assert!(matches!(
+        a.create_task(request("echo", json!({}))).await,
+        Err(TaskError::ShuttingDown)
+    ));
+    let b = runtime(backend.open().await, &clock, &gate, "B").await;
+    assert_eq!(
+        b.get_task(&quick, None).await.unwrap().status(),
+        rmcp::model::TaskStatus::Completed
+    );
+    // No waiting for a lease: the released owner's task is recovered at once.
+    assert_eq!(b.maintenance().recover_once().await.unwrap(), 1);
+    eventually(&b, &stuck, "failed", status_is("failed")).await;
+}
+
+on_both_backends! {
+    fail_policy_reports_interruption => super::fail_policy_reports_interruption;
+    rerun_policy_replays_answers => super::rerun_policy_replays_answers;
+    cancel_request_reaches_an_orphan => super::cancel_request_reaches_an_orphan;
+    ttl_expiry_retention_and_purge => super::ttl_expiry_retention_and_purge;
+    unlimited_ttl_is_kept => super::unlimited_ttl_is_kept;
+    principals_are_isolated => super::principals_are_isolated;
+    update_from_another_replica_wakes_the_work => super::update_from_another_replica_wakes_the_work;
+    cancel_from_another_replica_stops_the_work => super::cancel_from_another_replica_stops_the_work;
+    keys_are_never_reissued_and_bad_answers_rejected => super::keys_are_never_reissued_and_bad_answers_rejected;
+    oversized_arguments_are_refused_without_a_row => super::oversized_arguments_are_refused_without_a_row;
+    shutdown_drains_then_hands_over => super::shutdown_drains_then_hands_over;
+}
