@@ -32,3 +32,23 @@ pub fn new_owner_id(role: &str) -> String {
     let random = uuid::Uuid::new_v4().simple().to_string();
     format!("{role}-{}-{}", std::process::id(), &random[..12])
 }
+
+/// A local id for a tracked remote task (`rt_` + 32 hex characters).
+///
+/// ```
+/// assert!(mcptask_core::ids::new_local_task_id().starts_with("rt_"));
+/// ```
+pub fn new_local_task_id() -> String {
+    format!("rt_{}", uuid::Uuid::new_v4().simple())
+}
+
+/// A uniformly distributed number in `[0, 1)` (for scheduling jitter).
+///
+/// ```
+/// let u = mcptask_core::ids::random_unit();
+/// assert!((0.0..1.0).contains(&u));
+/// ```
+pub fn random_unit() -> f64 {
+    let bits = uuid::Uuid::new_v4().as_u128() as u64 >> 11;
+    bits as f64 / (1u64 << 53) as f64
+}

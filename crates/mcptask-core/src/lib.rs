@@ -15,10 +15,12 @@
 //! assert!(TaskStatus::Completed.is_terminal());
 //! ```
 
+pub mod client;
 pub mod clock;
 pub mod error;
 pub mod ids;
 pub mod payload;
+pub mod policy;
 pub mod server;
 pub mod status;
 pub mod store;

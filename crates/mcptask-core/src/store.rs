@@ -123,3 +123,104 @@ pub trait ServerTaskStore: Send + Sync + 'static {
     /// (PostgreSQL `LISTEN/NOTIFY`). `None` when only the backstop applies.
     async fn listen_signals(&self) -> Result<Option<BoxStream<'static, String>>, StoreError>;
 }
+
+/// Durable storage for remote tasks tracked by a gateway.
+///
+/// Every state change goes through [`crate::client::transition`]: the store
+/// locks the row, computes the change with the shared pure function, and
+/// writes it back (claim-owned writes fenced by owner and token), together
+/// with new input keys and events, in one transaction.
+#[async_trait]
+pub trait RemoteTaskStore: Send + Sync + 'static {
+    /// Record a handle. A handle already tracked for the same server, principal
+    /// and remote id keeps its row (returned as `AlreadyTracked`).
+    async fn insert_remote(
+        &self,
+        task: &crate::client::NewRemoteTask,
+        policy: &crate::client::TrackerPolicy,
+    ) -> Result<crate::client::InsertOutcome, StoreError>;
+
+    async fn get_remote(
+        &self,
+        id: &str,
+    ) -> Result<Option<crate::client::RemoteTaskRecord>, StoreError>;
+
+    /// All input keys ever seen for a task, with local answers.
+    async fn remote_inputs(&self, id: &str) -> Result<Vec<crate::client::RemoteInput>, StoreError>;
+
+    /// Events with version greater than `after`, oldest first, at most `limit`.
+    async fn remote_events(
+        &self,
+        id: &str,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<crate::client::TaskEvent>, StoreError>;
+
+    /// Newest first, keyset-paginated.
+    async fn list_remote(
+        &self,
+        filter: &crate::client::ListFilter,
+        after: Option<&crate::client::Cursor>,
+        limit: i64,
+    ) -> Result<Vec<crate::client::RemoteTaskRecord>, StoreError>;
+
+    /// Durable cancel intent (idempotent). `None` if the task does not exist.
+    async fn request_remote_cancel(
+        &self,
+        id: &str,
+        now: i64,
+    ) -> Result<Option<crate::client::RemoteTaskRecord>, StoreError>;
+
+    /// Store answers to outstanding keys (each key once) and schedule their
+    /// delivery. `None` if the task does not exist.
+    async fn store_answers(
+        &self,
+        id: &str,
+        answers: &[(String, Value)],
+        now: i64,
+    ) -> Result<Option<crate::client::AnswerResult>, StoreError>;
+
+    /// Claim up to `limit` tasks due for `phase` in one statement: each gets
+    /// `owner`, a fresh token and `claim_expires_at = now + lease_ms`.
+    async fn claim_remote(
+        &self,
+        phase: crate::client::Phase,
+        owner: &str,
+        now: i64,
+        lease_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<crate::client::ClaimedTask>, StoreError>;
+
+    /// Apply worker results in one transaction; each entry is fenced on its
+    /// own. Returns, per entry, whether it was applied.
+    async fn apply_remote(
+        &self,
+        results: &[crate::client::Applied],
+        policy: &crate::client::TrackerPolicy,
+        now: i64,
+    ) -> Result<Vec<bool>, StoreError>;
+
+    /// Claim up to `limit` tasks with undelivered events due now (separate
+    /// notify lease), with at most `max_events` pending events each.
+    async fn claim_notifications(
+        &self,
+        owner: &str,
+        now: i64,
+        lease_ms: i64,
+        limit: i64,
+        max_events: i64,
+    ) -> Result<Vec<crate::client::NotifyClaim>, StoreError>;
+
+    /// Record delivery results (fenced by the notify claim), in one transaction.
+    async fn finish_notifications(
+        &self,
+        results: &[crate::client::NotifyResult],
+        now: i64,
+    ) -> Result<Vec<bool>, StoreError>;
+
+    /// Number of tracked tasks per status (for metrics).
+    async fn remote_counts(&self) -> Result<Vec<(crate::TaskStatus, i64)>, StoreError>;
+
+    /// Events recorded but not yet delivered (for metrics).
+    async fn notification_backlog(&self) -> Result<i64, StoreError>;
+}

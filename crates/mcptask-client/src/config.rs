@@ -1,0 +1,58 @@
+//! Tracker settings with production defaults.
+
+use std::time::Duration;
+
+use mcptask_core::client::TrackerPolicy;
+
+/// Settings of a [`Tracker`](crate::Tracker).
+///
+/// ```
+/// let config = mcptask_client::TrackerConfig::default();
+/// assert!(config.lease_ms > config.call_timeout.as_millis() as i64);
+/// ```
+#[derive(Debug, Clone)]
+pub struct TrackerConfig {
+    /// Scheduling, retry budgets and payload bounds.
+    pub policy: TrackerPolicy,
+    /// How long a claim lasts; must exceed `call_timeout` so a live claim never lapses mid-call.
+    pub lease_ms: i64,
+    /// Rows claimed per statement.
+    pub batch_size: i64,
+    /// Remote calls in flight per phase in this process.
+    pub max_in_flight: usize,
+    /// Results applied per transaction at most.
+    pub apply_batch: usize,
+    /// How long an idle phase waits before looking for due work again.
+    pub idle_tick: Duration,
+    /// Default bound on every remote call (servers may set their own).
+    pub call_timeout: Duration,
+    /// Default bound on connecting to a server.
+    pub connect_timeout: Duration,
+    /// Events per notification claim at most.
+    pub notify_batch_events: i64,
+    /// Whether to run the workers (tests drive steps by hand).
+    pub background: bool,
+}
+
+impl Default for TrackerConfig {
+    fn default() -> Self {
+        Self {
+            policy: TrackerPolicy {
+                limits: mcptask_core::payload::PayloadLimits {
+                    max_result_bytes: 1024 * 1024,
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+            lease_ms: 60_000,
+            batch_size: 64,
+            max_in_flight: 64,
+            apply_batch: 256,
+            idle_tick: Duration::from_millis(200),
+            call_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(30),
+            notify_batch_events: 32,
+            background: true,
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! Durable tracking of remote MCP tasks (SEP-2663) for agent hosts and gateways.
+//!
+//! A [`Tracker`] calls tools on named MCP servers while declaring the tasks
+//! extension on every request. When a server answers with a task handle, the
+//! handle is written to the store *before* the caller gets a local id back;
+//! from then on background workers own it: they poll `tasks/get` within the
+//! server's `pollIntervalMs` (clamped, with jitter), deliver stored answers
+//! with `tasks/update`, turn cancel intents into `tasks/cancel`, and notify
+//! the application of every event at least once. Every claim is leased and
+//! every claim-owned write is fenced, so any number of tracker processes can
+//! share a PostgreSQL store and be killed at any moment.
+//!
+//! ```no_run
+//! use mcptask_client::{CallOptions, CallOutcome, ServerDef, Tracker};
+//! use serde_json::json;
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = mcptask_sql::open("sqlite:mcptask.db").await?;
+//! let tracker = Tracker::builder(store.remote_tasks())
+//!     .server(ServerDef::http("reports", "http://127.0.0.1:8080/mcp"))
+//!     .start()
+//!     .await?;
+//! match tracker.call_tool("reports", "slow_compute", json!({"seconds": 5}), CallOptions::default()).await? {
+//!     CallOutcome::Completed(result) => println!("done at once: {result:?}"),
+//!     CallOutcome::Task(task) => {
+//!         let done = tracker.wait(&task.id, std::time::Duration::from_secs(60)).await?;
+//!         println!("{} ended {}", done.id, done.status);
+//!     }
+//! }
+//! # Ok(()) }
+//! ```
+
+pub mod config;
+pub mod notify;
+pub mod remote;
+pub mod resolver;
+pub mod servers;
+pub mod snapshot;
+pub mod tracker;
+mod workers;
+
+pub use config::TrackerConfig;
+pub use mcptask_core::client::{RemoteTaskRecord, TaskEvent};
+pub use notify::{ChannelNotifier, FanoutNotifier, Notifier, NotifyError, WebhookNotifier};
+pub use resolver::{InputContext, InputResolver};
+pub use servers::{ServerDef, ServerRegistry, Transport};
+pub use tracker::{CallOptions, CallOutcome, Tracker, TrackerBuilder, TrackerError};

@@ -1,0 +1,181 @@
+//! Calls to remote servers, bounded in time, with every failure classified as
+//! transient (retry with backoff) or permanent (settle the task with a reason).
+
+use std::future::Future;
+use std::time::Duration;
+
+use mcptask_core::client::{FailureKind, Observation};
+use rmcp::ErrorData;
+use rmcp::service::ServiceError;
+
+/// A classified failure of a remote operation.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RemoteError {
+    /// Worth retrying later (timeouts, refused connections, 5xx, a dropped transport).
+    #[error("{0}")]
+    Transient(String),
+    /// The server does not know the task (JSON-RPC -32602).
+    #[error("{0}")]
+    NotFound(String),
+    /// The server broke the protocol (garbage, wrong shapes, mismatched ids, oversized payloads).
+    #[error("{0}")]
+    Protocol(String),
+    /// The server definition is gone or changed: the task cannot be reached as created.
+    #[error("{0}")]
+    ConnectionUnavailable(String),
+    /// The server answered with a JSON-RPC error for a call (not a task lookup).
+    #[error("{}", .0.message)]
+    Rpc(ErrorData),
+}
+
+impl RemoteError {
+    /// What the phase worker records for this failure.
+    pub fn observation(&self) -> Observation {
+        let permanent = |kind, message: &str| Observation::Permanent {
+            kind,
+            message: message.to_string(),
+        };
+        match self {
+            RemoteError::Transient(m) => Observation::Transient(m.clone()),
+            RemoteError::NotFound(m) => permanent(FailureKind::NotFound, m),
+            RemoteError::Protocol(m) => permanent(FailureKind::ProtocolViolation, m),
+            RemoteError::ConnectionUnavailable(m) => {
+                permanent(FailureKind::ConnectionUnavailable, m)
+            }
+            RemoteError::Rpc(e) => {
+                Observation::Transient(format!("server error {}: {}", e.code.0, e.message))
+            }
+        }
+    }
+
+    /// Whether the pooled connection should be dropped (a real disconnect).
+    pub fn is_disconnect(e: &ServiceError) -> bool {
+        matches!(e, ServiceError::TransportClosed)
+    }
+}
+
+/// Signs that a transport error was caused by what the server sent, not by the network.
+const PROTOCOL_SIGNS: [&str; 5] = [
+    "exceeded the maximum size",
+    "Deserialize error",
+    "unexpected server response",
+    "Unexpected content type",
+    "expected value",
+];
+
+/// Classify an rmcp error for a task operation (`tasks/get`, `tasks/update`, `tasks/cancel`).
+pub fn classify_task_error(operation: &str, e: &ServiceError) -> RemoteError {
+    match e {
+        ServiceError::McpError(data) => match data.code.0 {
+            -32602 => RemoteError::NotFound(format!(
+                "{operation}: the server does not know this task: {}",
+                data.message
+            )),
+            -32601 => RemoteError::Protocol(format!(
+                "{operation}: the server does not implement it: {}",
+                data.message
+            )),
+            -32021 => RemoteError::Protocol(format!(
+                "{operation}: the server rejected the tasks capability this client declares: {}",
+                data.message
+            )),
+            code => RemoteError::Transient(format!(
+                "{operation}: server error {code}: {}",
+                data.message
+            )),
+        },
+        ServiceError::UnexpectedResponse => RemoteError::Protocol(format!(
+            "{operation}: the server's answer has the wrong shape"
+        )),
+        other => classify_transport(operation, other),
+    }
+}
+
+/// Classify an rmcp error for `tools/call`: JSON-RPC errors are the call's own outcome.
+pub fn classify_call_error(e: &ServiceError) -> RemoteError {
+    match e {
+        ServiceError::McpError(data) => RemoteError::Rpc(data.clone()),
+        ServiceError::UnexpectedResponse => {
+            RemoteError::Protocol("tools/call: the server's answer has the wrong shape".into())
+        }
+        other => classify_transport("tools/call", other),
+    }
+}
+
+fn classify_transport(operation: &str, e: &ServiceError) -> RemoteError {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    if PROTOCOL_SIGNS.iter().any(|sign| text.contains(sign)) {
+        RemoteError::Protocol(format!("{operation}: {text}"))
+    } else {
+        RemoteError::Transient(format!("{operation}: {text}"))
+    }
+}
+
+/// Run a remote call with a time bound; a timeout is transient.
+pub async fn bounded<T, F>(operation: &str, timeout: Duration, call: F) -> Result<T, ServiceError>
+where
+    F: Future<Output = Result<T, ServiceError>>,
+{
+    match tokio::time::timeout(timeout, call).await {
+        Ok(r) => r,
+        Err(_) => {
+            tracing::debug!(operation, ?timeout, "remote call timed out");
+            Err(ServiceError::Timeout { timeout })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_errors_are_classified() {
+        let e = ServiceError::McpError(ErrorData::invalid_params("Task not found", None));
+        assert!(matches!(
+            classify_task_error("tasks/get", &e),
+            RemoteError::NotFound(_)
+        ));
+        let e = ServiceError::McpError(ErrorData::internal_error("db down", None));
+        assert!(matches!(
+            classify_task_error("tasks/get", &e),
+            RemoteError::Transient(_)
+        ));
+        assert!(matches!(
+            classify_task_error("tasks/get", &ServiceError::UnexpectedResponse),
+            RemoteError::Protocol(_)
+        ));
+        assert!(matches!(
+            classify_task_error("tasks/get", &ServiceError::TransportClosed),
+            RemoteError::Transient(_)
+        ));
+        let timeout = ServiceError::Timeout {
+            timeout: Duration::from_secs(1),
+        };
+        assert!(matches!(
+            classify_task_error("tasks/get", &timeout),
+            RemoteError::Transient(_)
+        ));
+    }
+
+    #[test]
+    fn observations_follow_the_class() {
+        assert!(matches!(
+            RemoteError::Transient("x".into()).observation(),
+            Observation::Transient(_)
+        ));
+        assert!(matches!(
+            RemoteError::ConnectionUnavailable("x".into()).observation(),
+            Observation::Permanent {
+                kind: FailureKind::ConnectionUnavailable,
+                ..
+            }
+        ));
+    }
+}

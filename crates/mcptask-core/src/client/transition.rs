@@ -1,0 +1,698 @@
+//! Every state change of a tracked remote task, as pure functions.
+//!
+//! The stores lock the current row, call one of these, and write the result
+//! back with a fenced UPDATE; so both backends share one state machine, and it
+//! is tested here without a database.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+
+use super::{
+    AnswerResult, EventKind, FailureKind, NewRemoteTask, Observation, Phase, RemoteSnapshot,
+    RemoteTaskRecord, TrackerPolicy,
+};
+use crate::TaskStatus;
+use crate::payload::truncate_text;
+
+/// The new state of a task plus what else to write with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub record: RemoteTaskRecord,
+    /// New events, already numbered (`record.event_version` is the last one).
+    pub events: Vec<(i64, EventKind, Value)>,
+    /// Input keys seen for the first time (stored once; never replaced).
+    pub new_inputs: Vec<(String, Value)>,
+    /// Keys whose answers the server acknowledged.
+    pub sent_keys: Vec<String>,
+}
+
+impl Change {
+    fn of(record: RemoteTaskRecord) -> Self {
+        Change {
+            record,
+            events: Vec::new(),
+            new_inputs: Vec::new(),
+            sent_keys: Vec::new(),
+        }
+    }
+
+    fn emit(&mut self, kind: EventKind, now: i64) {
+        let r = &mut self.record;
+        r.event_version += 1;
+        if r.next_notify_at.is_none() {
+            r.next_notify_at = Some(now);
+        }
+        let data = event_data(r, kind);
+        self.events.push((r.event_version, kind, data));
+    }
+}
+
+/// What an event tells the application about the task.
+pub fn event_data(r: &RemoteTaskRecord, kind: EventKind) -> Value {
+    let mut data = json!({
+        "taskId": r.id,
+        "kind": kind.as_str(),
+        "status": r.status.as_str(),
+        "server": r.server,
+        "tool": r.tool,
+        "principal": r.principal,
+        "conversation": r.conversation,
+        "callId": r.call_id,
+        "correlation": r.correlation,
+    });
+    let obj = data.as_object_mut().expect("object literal");
+    if let Some(m) = &r.status_message {
+        obj.insert("statusMessage".into(), json!(m));
+    }
+    match r.status {
+        TaskStatus::InputRequired => {
+            let map: serde_json::Map<String, Value> = r
+                .input_requests
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            obj.insert("inputRequests".into(), Value::Object(map));
+        }
+        TaskStatus::Completed => {
+            obj.insert("result".into(), r.result.clone().unwrap_or(Value::Null));
+            obj.insert("resultTruncated".into(), json!(r.result_truncated));
+        }
+        TaskStatus::Failed => {
+            obj.insert("error".into(), r.error.clone().unwrap_or(Value::Null));
+        }
+        _ => {}
+    }
+    if kind == EventKind::Degraded {
+        obj.insert("consecutiveErrors".into(), json!(r.consecutive_errors));
+        obj.insert("lastError".into(), json!(r.last_error));
+    }
+    data
+}
+
+fn clear_claim(r: &mut RemoteTaskRecord) {
+    r.claim_owner = None;
+    r.claim_token = None;
+    r.claim_expires_at = None;
+    r.claim_phase = None;
+}
+
+fn settle(r: &mut RemoteTaskRecord, now: i64) {
+    r.completed_at = Some(now);
+    r.next_poll_at = None;
+    r.next_cancel_at = None;
+    r.next_update_at = None;
+    r.input_requests.clear();
+}
+
+/// The JSON-RPC-shaped error mcptask stores when it settles a task itself.
+pub fn local_error(kind: FailureKind, message: &str) -> Value {
+    json!({"code": -32603, "message": message, "data": {"source": "mcptask", "reason": kind.as_str()}})
+}
+
+fn fail_locally(
+    change: &mut Change,
+    kind: FailureKind,
+    message: &str,
+    now: i64,
+    policy: &TrackerPolicy,
+) {
+    let message = truncate_text(message, policy.limits.max_message_bytes);
+    let r = &mut change.record;
+    r.status = TaskStatus::Failed;
+    r.error = Some(local_error(kind, &message));
+    r.status_message = Some(message);
+    r.result = None;
+    settle(r, now);
+    change.emit(EventKind::Status, now);
+}
+
+fn ttl_elapsed(r: &RemoteTaskRecord, now: i64, policy: &TrackerPolicy) -> bool {
+    r.remote_expires_at()
+        .is_some_and(|e| e.saturating_add(policy.ttl_grace_ms) <= now)
+}
+
+fn schedule_poll(r: &RemoteTaskRecord, now: i64, policy: &TrackerPolicy, jitter: f64) -> i64 {
+    now + policy.poll.interval_ms(
+        r.poll_interval_ms,
+        r.status == TaskStatus::InputRequired,
+        jitter,
+    )
+}
+
+/// Apply a snapshot's fields. Returns whether the status or the set of
+/// outstanding keys changed.
+fn absorb(change: &mut Change, s: &RemoteSnapshot, policy: &TrackerPolicy) -> (bool, bool) {
+    let r = &mut change.record;
+    let status = s.status.unwrap_or(r.status);
+    let status_changed = status != r.status;
+    r.status = status;
+    r.status_message = s
+        .status_message
+        .as_deref()
+        .map(|m| truncate_text(m, policy.limits.max_message_bytes));
+    if s.remote_created_at.is_some() {
+        r.remote_created_at = s.remote_created_at;
+    }
+    r.ttl_ms = s.ttl_ms;
+    r.poll_interval_ms = s.poll_interval_ms;
+    let before: BTreeSet<&String> = r.input_requests.iter().map(|(k, _)| k).collect();
+    let after: BTreeSet<&String> = s.input_requests.iter().map(|(k, _)| k).collect();
+    let keys_changed = before != after;
+    let new_inputs: Vec<(String, Value)> = s
+        .input_requests
+        .iter()
+        .filter(|(k, _)| !before.contains(k))
+        .cloned()
+        .collect();
+    r.input_requests = if status == TaskStatus::InputRequired {
+        s.input_requests.clone()
+    } else {
+        Vec::new()
+    };
+    change.new_inputs = new_inputs;
+    match status {
+        TaskStatus::Completed => {
+            r.result = s.result.clone();
+            r.result_truncated = s.result_truncated;
+            r.error = None;
+        }
+        TaskStatus::Failed => {
+            r.error = s.error.clone();
+            r.result = None;
+        }
+        _ => {}
+    }
+    (status_changed, keys_changed && !s.input_requests.is_empty())
+}
+
+/// The row (and first event) for a newly recorded handle.
+pub fn new_record(task: &NewRemoteTask, policy: &TrackerPolicy, jitter: f64) -> Change {
+    let now = task.created_at;
+    let r = RemoteTaskRecord {
+        id: task.id.clone(),
+        server: task.server.clone(),
+        server_hash: task.server_hash.clone(),
+        remote_task_id: task.remote_task_id.clone(),
+        principal: task.principal.clone(),
+        conversation: task.conversation.clone(),
+        call_id: task.call_id.clone(),
+        correlation: task.correlation.clone(),
+        tool: task.tool.clone(),
+        arguments: task.arguments.clone(),
+        status: TaskStatus::Working,
+        status_message: None,
+        input_requests: Vec::new(),
+        result: None,
+        result_truncated: false,
+        error: None,
+        remote_created_at: None,
+        ttl_ms: None,
+        poll_interval_ms: None,
+        created_at: now,
+        updated_at: now,
+        completed_at: None,
+        next_poll_at: None,
+        last_polled_at: None,
+        poll_count: 0,
+        consecutive_errors: 0,
+        last_error: None,
+        cancel_requested_at: None,
+        cancel_sent_at: None,
+        next_cancel_at: None,
+        cancel_attempts: 0,
+        next_update_at: None,
+        claim_owner: None,
+        claim_token: None,
+        claim_expires_at: None,
+        claim_phase: None,
+        event_version: 0,
+        delivered_version: 0,
+        next_notify_at: None,
+        notify_attempts: 0,
+        last_notify_error: None,
+        dead_letters: 0,
+    };
+    let mut change = Change::of(r);
+    absorb(&mut change, &task.snapshot, policy);
+    if change.record.status.is_terminal() {
+        settle(&mut change.record, now);
+    } else {
+        change.record.next_poll_at = Some(schedule_poll(&change.record, now, policy, jitter));
+    }
+    change.emit(EventKind::Created, now);
+    change
+}
+
+/// Apply what a phase worker observed for a task it claimed.
+pub fn observe(
+    current: &RemoteTaskRecord,
+    phase: Phase,
+    observation: &Observation,
+    now: i64,
+    policy: &TrackerPolicy,
+    jitter: f64,
+) -> Change {
+    let mut change = Change::of(current.clone());
+    clear_claim(&mut change.record);
+    if current.is_terminal() {
+        return change;
+    }
+    change.record.updated_at = now;
+    match observation {
+        Observation::Released => {}
+        Observation::Permanent { kind, message } => {
+            fail_locally(&mut change, *kind, message, now, policy)
+        }
+        Observation::Snapshot(s) => {
+            let r = &mut change.record;
+            r.last_polled_at = Some(now);
+            r.consecutive_errors = 0;
+            r.last_error = None;
+            let (status_changed, new_keys) = absorb(&mut change, s, policy);
+            let r = &mut change.record;
+            if r.status.is_terminal() {
+                settle(r, now);
+                change.emit(EventKind::Status, now);
+                return change;
+            }
+            if ttl_elapsed(r, now, policy) {
+                let msg = "the task's TTL elapsed on the server without a terminal status";
+                fail_locally(&mut change, FailureKind::TtlElapsed, msg, now, policy);
+                return change;
+            }
+            r.next_poll_at = Some(schedule_poll(r, now, policy, jitter));
+            if status_changed {
+                change.emit(EventKind::Status, now);
+            } else if new_keys {
+                change.emit(EventKind::InputRequired, now);
+            }
+        }
+        Observation::Transient(error) => {
+            let error = truncate_text(error, policy.limits.max_message_bytes);
+            let r = &mut change.record;
+            r.consecutive_errors += 1;
+            r.last_error = Some(error.clone());
+            if phase == Phase::Cancel {
+                r.cancel_attempts += 1;
+            }
+            if ttl_elapsed(r, now, policy) {
+                let msg =
+                    format!("the task's TTL elapsed while the server was unreachable: {error}");
+                fail_locally(&mut change, FailureKind::TtlElapsed, &msg, now, policy);
+                return change;
+            }
+            if phase == Phase::Cancel && r.cancel_attempts >= policy.max_cancel_attempts {
+                let msg = format!(
+                    "cancellation could not be delivered after {} attempts; stopped tracking: {error}",
+                    r.cancel_attempts
+                );
+                let r = &mut change.record;
+                r.status = TaskStatus::Cancelled;
+                r.status_message = Some(truncate_text(&msg, policy.limits.max_message_bytes));
+                settle(r, now);
+                change.emit(EventKind::Status, now);
+                return change;
+            }
+            if r.consecutive_errors > policy.error_budget {
+                let msg = format!(
+                    "gave up after {} consecutive errors: {error}",
+                    r.consecutive_errors
+                );
+                fail_locally(&mut change, FailureKind::ErrorBudget, &msg, now, policy);
+                return change;
+            }
+            let retry_at = now + policy.backoff.delay_ms(r.consecutive_errors - 1);
+            match phase {
+                Phase::Poll => r.next_poll_at = Some(retry_at),
+                Phase::Cancel => r.next_cancel_at = Some(retry_at),
+                Phase::Update => r.next_update_at = Some(retry_at),
+            }
+            if r.consecutive_errors == policy.degraded_after {
+                change.emit(EventKind::Degraded, now);
+            }
+        }
+        Observation::CancelAcked => {
+            let r = &mut change.record;
+            r.cancel_attempts += 1;
+            r.cancel_sent_at = Some(now);
+            r.next_cancel_at = None;
+            r.consecutive_errors = 0;
+            r.last_error = None;
+            // Keep observing: the server decides how the task ends.
+            r.next_poll_at = Some(now);
+        }
+        Observation::UpdateAcked { keys } => {
+            let r = &mut change.record;
+            r.next_update_at = None;
+            r.consecutive_errors = 0;
+            r.last_error = None;
+            r.next_poll_at = Some(now);
+            change.sent_keys = keys.clone();
+        }
+    }
+    change
+}
+
+/// Record the application's intent to cancel. `None` when there is nothing to
+/// do (terminal, or already requested: a repeat must not disturb a cancel in flight).
+pub fn request_cancel(current: &RemoteTaskRecord, now: i64) -> Option<Change> {
+    if current.is_terminal() || current.cancel_requested_at.is_some() {
+        return None;
+    }
+    let mut change = Change::of(current.clone());
+    let r = &mut change.record;
+    r.cancel_requested_at = Some(now);
+    r.next_cancel_at = Some(now);
+    r.updated_at = now;
+    change.emit(EventKind::CancelRequested, now);
+    Some(change)
+}
+
+/// Store the application's answers to outstanding input requests.
+/// `answered` holds keys answered before (each key is answered once).
+pub fn store_answers(
+    current: &RemoteTaskRecord,
+    answered: &BTreeSet<String>,
+    answers: &[(String, Value)],
+    now: i64,
+) -> (Option<Change>, AnswerResult) {
+    let mut result = AnswerResult::default();
+    if current.is_terminal() {
+        result.ignored = answers.iter().map(|(k, _)| k.clone()).collect();
+        return (None, result);
+    }
+    let outstanding: BTreeSet<&String> = current.input_requests.iter().map(|(k, _)| k).collect();
+    for (key, _) in answers {
+        if outstanding.contains(key) && !answered.contains(key) && !result.stored.contains(key) {
+            result.stored.push(key.clone());
+        } else {
+            result.ignored.push(key.clone());
+        }
+    }
+    if result.stored.is_empty() {
+        return (None, result);
+    }
+    let mut change = Change::of(current.clone());
+    let r = &mut change.record;
+    r.updated_at = now;
+    r.next_update_at = Some(now);
+    change.emit(EventKind::Answered, now);
+    (Some(change), result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn policy() -> TrackerPolicy {
+        TrackerPolicy {
+            poll: crate::policy::PollPolicy {
+                jitter_permille: 0,
+                ..Default::default()
+            },
+            error_budget: 3,
+            max_cancel_attempts: 2,
+            degraded_after: 2,
+            ..Default::default()
+        }
+    }
+
+    fn snapshot(status: TaskStatus) -> RemoteSnapshot {
+        RemoteSnapshot {
+            status: Some(status),
+            poll_interval_ms: Some(2_000),
+            remote_created_at: Some(0),
+            ttl_ms: Some(600_000),
+            input_requests: if status == TaskStatus::InputRequired {
+                vec![("k".into(), json!({"method": "elicitation/create"}))]
+            } else {
+                vec![]
+            },
+            result: (status == TaskStatus::Completed).then(|| json!({"content": []})),
+            error: (status == TaskStatus::Failed).then(|| json!({"code": -1, "message": "x"})),
+            ..Default::default()
+        }
+    }
+
+    fn fresh() -> RemoteTaskRecord {
+        new_record(
+            &NewRemoteTask {
+                id: "rt_1".into(),
+                server: "s".into(),
+                server_hash: "h".into(),
+                remote_task_id: "r1".into(),
+                principal: None,
+                conversation: None,
+                call_id: None,
+                correlation: None,
+                tool: "t".into(),
+                arguments: None,
+                snapshot: snapshot(TaskStatus::Working),
+                created_at: 1_000,
+            },
+            &policy(),
+            0.5,
+        )
+        .record
+    }
+
+    #[test]
+    fn new_handles_are_scheduled_and_announced() {
+        let r = fresh();
+        assert_eq!(r.next_poll_at, Some(3_000));
+        assert_eq!((r.event_version, r.next_notify_at), (1, Some(1_000)));
+    }
+
+    #[test]
+    fn snapshot_resets_errors_and_honours_the_interval() {
+        let mut r = fresh();
+        r.consecutive_errors = 2;
+        let c = observe(
+            &r,
+            Phase::Poll,
+            &Observation::Snapshot(snapshot(TaskStatus::Working)),
+            5_000,
+            &policy(),
+            0.5,
+        );
+        assert_eq!(c.record.consecutive_errors, 0);
+        assert_eq!(c.record.next_poll_at, Some(7_000));
+        assert!(c.events.is_empty(), "nothing changed, nothing to tell");
+    }
+
+    #[test]
+    fn input_required_records_keys_once_and_slows_polling() {
+        let r = fresh();
+        let c = observe(
+            &r,
+            Phase::Poll,
+            &Observation::Snapshot(snapshot(TaskStatus::InputRequired)),
+            5_000,
+            &policy(),
+            0.5,
+        );
+        assert_eq!(c.new_inputs.len(), 1);
+        assert_eq!(c.record.next_poll_at, Some(5_000 + 5_000));
+        assert_eq!(c.events.len(), 1);
+        let again = observe(
+            &c.record,
+            Phase::Poll,
+            &Observation::Snapshot(snapshot(TaskStatus::InputRequired)),
+            9_000,
+            &policy(),
+            0.5,
+        );
+        assert!(
+            again.new_inputs.is_empty(),
+            "keys are deduplicated across polls"
+        );
+        assert!(again.events.is_empty());
+    }
+
+    #[test]
+    fn transient_errors_back_off_degrade_then_exhaust_the_budget() {
+        let p = policy();
+        let mut r = fresh();
+        let mut delays = vec![];
+        let mut kinds = vec![];
+        for i in 0..4 {
+            let c = observe(
+                &r,
+                Phase::Poll,
+                &Observation::Transient("refused".into()),
+                10_000 * (i + 1),
+                &p,
+                0.5,
+            );
+            kinds.extend(c.events.iter().map(|e| e.1));
+            r = c.record;
+            if let Some(at) = r.next_poll_at {
+                delays.push(at - 10_000 * (i + 1));
+            }
+        }
+        assert_eq!(delays, vec![1_000, 2_000, 4_000]);
+        assert_eq!(kinds, vec![EventKind::Degraded, EventKind::Status]);
+        assert_eq!(r.status, TaskStatus::Failed);
+        assert_eq!(r.error.as_ref().unwrap()["data"]["reason"], "error_budget");
+        assert_eq!(r.next_poll_at, None);
+    }
+
+    #[test]
+    fn ttl_backstop_fails_a_task_the_server_never_settles() {
+        let r = fresh();
+        let late = 600_000 + policy().ttl_grace_ms;
+        let c = observe(
+            &r,
+            Phase::Poll,
+            &Observation::Snapshot(snapshot(TaskStatus::Working)),
+            late,
+            &policy(),
+            0.5,
+        );
+        assert_eq!(c.record.status, TaskStatus::Failed);
+        assert_eq!(c.record.error.unwrap()["data"]["reason"], "ttl_elapsed");
+    }
+
+    #[test]
+    fn cancel_is_requested_once_then_observed() {
+        let r = fresh();
+        let c = request_cancel(&r, 2_000).unwrap();
+        assert!(
+            request_cancel(&c.record, 2_001).is_none(),
+            "a repeat changes nothing"
+        );
+        let acked = observe(
+            &c.record,
+            Phase::Cancel,
+            &Observation::CancelAcked,
+            2_500,
+            &policy(),
+            0.5,
+        );
+        assert_eq!(
+            acked.record.status,
+            TaskStatus::Working,
+            "the server decides the outcome"
+        );
+        assert_eq!(acked.record.next_poll_at, Some(2_500));
+        assert_eq!(acked.record.next_cancel_at, None);
+    }
+
+    #[test]
+    fn undeliverable_cancel_settles_locally() {
+        let r = request_cancel(&fresh(), 2_000).unwrap().record;
+        let c1 = observe(
+            &r,
+            Phase::Cancel,
+            &Observation::Transient("down".into()),
+            3_000,
+            &policy(),
+            0.5,
+        );
+        assert_eq!(c1.record.next_cancel_at, Some(4_000));
+        let c2 = observe(
+            &c1.record,
+            Phase::Cancel,
+            &Observation::Transient("down".into()),
+            5_000,
+            &policy(),
+            0.5,
+        );
+        assert_eq!(c2.record.status, TaskStatus::Cancelled);
+        assert!(
+            c2.record
+                .status_message
+                .unwrap()
+                .contains("could not be delivered")
+        );
+    }
+
+    #[test]
+    fn answers_only_for_outstanding_keys_once() {
+        let r = observe(
+            &fresh(),
+            Phase::Poll,
+            &Observation::Snapshot(snapshot(TaskStatus::InputRequired)),
+            5_000,
+            &policy(),
+            0.5,
+        )
+        .record;
+        let answers = vec![
+            ("k".to_string(), json!({"action": "accept"})),
+            ("nope".to_string(), json!({})),
+        ];
+        let (c, res) = store_answers(&r, &BTreeSet::new(), &answers, 6_000);
+        assert_eq!(res.stored, ["k"]);
+        assert_eq!(res.ignored, ["nope"]);
+        assert_eq!(c.unwrap().record.next_update_at, Some(6_000));
+        let answered: BTreeSet<String> = ["k".to_string()].into();
+        let (c, res) = store_answers(&r, &answered, &answers, 7_000);
+        assert!(c.is_none());
+        assert_eq!(res.ignored.len(), 2);
+    }
+
+    fn any_observation() -> impl Strategy<Value = (Phase, Observation)> {
+        let status = prop_oneof![
+            Just(TaskStatus::Working),
+            Just(TaskStatus::InputRequired),
+            Just(TaskStatus::Completed),
+            Just(TaskStatus::Failed),
+            Just(TaskStatus::Cancelled),
+        ];
+        let phase = prop_oneof![Just(Phase::Poll), Just(Phase::Cancel), Just(Phase::Update)];
+        let obs = prop_oneof![
+            status.prop_map(|s| Observation::Snapshot(snapshot(s))),
+            Just(Observation::Transient("boom".into())),
+            Just(Observation::CancelAcked),
+            Just(Observation::UpdateAcked {
+                keys: vec!["k".into()]
+            }),
+            Just(Observation::Released),
+            Just(Observation::Permanent {
+                kind: FailureKind::ProtocolViolation,
+                message: "bad".into()
+            }),
+        ];
+        (phase, obs)
+    }
+
+    proptest! {
+        /// Whatever happens, terminal is absorbing, claims are cleared, event
+        /// versions grow by one, and a live task always has a next poll.
+        #[test]
+        fn the_state_machine_holds_its_invariants(steps in proptest::collection::vec(any_observation(), 1..40)) {
+            let p = policy();
+            let mut r = fresh();
+            let mut now = 1_000;
+            for (phase, obs) in steps {
+                now += 500;
+                r.claim_owner = Some("w".into());
+                r.claim_token = Some("t".into());
+                let before = r.clone();
+                let c = observe(&r, phase, &obs, now, &p, 0.5);
+                prop_assert!(c.record.claim_token.is_none());
+                if before.is_terminal() {
+                    prop_assert_eq!(c.record.status, before.status);
+                    prop_assert_eq!(&c.record.result, &before.result);
+                    prop_assert!(c.events.is_empty());
+                }
+                let mut v = before.event_version;
+                for (version, _, _) in &c.events {
+                    v += 1;
+                    prop_assert_eq!(*version, v);
+                }
+                prop_assert_eq!(c.record.event_version, v);
+                if c.record.is_terminal() {
+                    prop_assert!(c.record.next_poll_at.is_none() && c.record.completed_at.is_some());
+                } else if !matches!(obs, Observation::Released) {
+                    let due = [c.record.next_poll_at, c.record.next_cancel_at, c.record.next_update_at];
+                    prop_assert!(due.iter().any(Option::is_some), "a live task must stay scheduled: {:?}", c.record);
+                }
+                r = c.record;
+            }
+        }
+    }
+}

@@ -1,0 +1,92 @@
+-- Client side: remote task handles a gateway tracks to a terminal state.
+-- Timestamps are integer milliseconds since the Unix epoch (UTC).
+
+CREATE TABLE remote_tasks (
+    id                 TEXT    PRIMARY KEY NOT NULL,
+    server             TEXT    NOT NULL,
+    server_hash        TEXT    NOT NULL,
+    remote_task_id     TEXT    NOT NULL,
+    -- '' for anonymous callers, so the uniqueness below holds for them too.
+    principal          TEXT    NOT NULL DEFAULT '',
+    conversation       TEXT,
+    call_id            TEXT,
+    correlation        TEXT,
+    tool               TEXT    NOT NULL,
+    arguments          TEXT,
+    status             TEXT    NOT NULL
+        CHECK (status IN ('working', 'input_required', 'completed', 'failed', 'cancelled')),
+    status_message     TEXT,
+    input_requests     TEXT    NOT NULL DEFAULT '[]',
+    result             TEXT,
+    result_truncated   INTEGER NOT NULL DEFAULT 0,
+    error              TEXT,
+    remote_created_at  INTEGER,
+    ttl_ms             INTEGER,
+    poll_interval_ms   INTEGER,
+    created_at         INTEGER NOT NULL,
+    updated_at         INTEGER NOT NULL,
+    completed_at       INTEGER,
+    -- Phase schedules: NULL means "not due for this phase".
+    next_poll_at       INTEGER,
+    last_polled_at     INTEGER,
+    poll_count         INTEGER NOT NULL DEFAULT 0,
+    consecutive_errors INTEGER NOT NULL DEFAULT 0,
+    last_error         TEXT,
+    cancel_requested_at INTEGER,
+    cancel_sent_at     INTEGER,
+    next_cancel_at     INTEGER,
+    cancel_attempts    INTEGER NOT NULL DEFAULT 0,
+    next_update_at     INTEGER,
+    -- Work claim (poll, cancel and update share it: one remote call per task at a time).
+    claim_owner        TEXT,
+    claim_token        TEXT,
+    claim_expires_at   INTEGER,
+    claim_phase        TEXT,
+    -- Outbox: events up to event_version exist; up to delivered_version are delivered.
+    event_version      INTEGER NOT NULL DEFAULT 0,
+    delivered_version  INTEGER NOT NULL DEFAULT 0,
+    next_notify_at     INTEGER,
+    notify_attempts    INTEGER NOT NULL DEFAULT 0,
+    last_notify_error  TEXT,
+    dead_letters       INTEGER NOT NULL DEFAULT 0,
+    notify_owner       TEXT,
+    notify_token       TEXT,
+    notify_expires_at  INTEGER
+) STRICT;
+
+CREATE UNIQUE INDEX remote_tasks_handle ON remote_tasks (server, principal, remote_task_id);
+CREATE INDEX remote_tasks_poll_due ON remote_tasks (next_poll_at) WHERE next_poll_at IS NOT NULL;
+CREATE INDEX remote_tasks_cancel_due ON remote_tasks (next_cancel_at) WHERE next_cancel_at IS NOT NULL;
+CREATE INDEX remote_tasks_update_due ON remote_tasks (next_update_at) WHERE next_update_at IS NOT NULL;
+CREATE INDEX remote_tasks_notify_due ON remote_tasks (next_notify_at) WHERE next_notify_at IS NOT NULL;
+CREATE INDEX remote_tasks_newest ON remote_tasks (created_at, id);
+CREATE INDEX remote_tasks_by_status ON remote_tasks (status, created_at, id);
+CREATE INDEX remote_tasks_by_server ON remote_tasks (server, created_at, id);
+CREATE INDEX remote_tasks_by_principal ON remote_tasks (principal, created_at, id);
+CREATE INDEX remote_tasks_by_conversation ON remote_tasks (conversation, created_at, id)
+    WHERE conversation IS NOT NULL;
+
+-- Every input key ever seen for a task (deduplicated by key) and the local answer.
+CREATE TABLE remote_task_inputs (
+    task_id       TEXT    NOT NULL REFERENCES remote_tasks (id) ON DELETE CASCADE,
+    key           TEXT    NOT NULL,
+    request       TEXT    NOT NULL,
+    response      TEXT,
+    first_seen_at INTEGER NOT NULL,
+    answered_at   INTEGER,
+    sent_at       INTEGER,
+    PRIMARY KEY (task_id, key)
+) STRICT;
+
+-- Timeline and outbox: (task_id, version) is the idempotency key of delivery.
+CREATE TABLE remote_task_events (
+    task_id       TEXT    NOT NULL REFERENCES remote_tasks (id) ON DELETE CASCADE,
+    version       INTEGER NOT NULL,
+    kind          TEXT    NOT NULL,
+    status        TEXT    NOT NULL,
+    occurred_at   INTEGER NOT NULL,
+    data          TEXT    NOT NULL,
+    delivered_at  INTEGER,
+    dead_lettered INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (task_id, version)
+) STRICT;
