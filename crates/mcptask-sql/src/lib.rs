@@ -16,7 +16,7 @@ pub mod testkit;
 
 use std::sync::Arc;
 
-use mcptask_core::store::ServerTaskStore;
+use mcptask_core::store::{RemoteTaskStore, ServerTaskStore};
 
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
@@ -69,6 +69,14 @@ impl Store {
 
     /// The server-side task store.
     pub fn server_tasks(&self) -> Arc<dyn ServerTaskStore> {
+        match self {
+            Store::Sqlite(s) => Arc::new(s.clone()),
+            Store::Postgres(s) => Arc::new(s.clone()),
+        }
+    }
+
+    /// The client-side store of tracked remote tasks.
+    pub fn remote_tasks(&self) -> Arc<dyn RemoteTaskStore> {
         match self {
             Store::Sqlite(s) => Arc::new(s.clone()),
             Store::Postgres(s) => Arc::new(s.clone()),

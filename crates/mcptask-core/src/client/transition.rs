@@ -245,6 +245,11 @@ pub fn new_record(task: &NewRemoteTask, policy: &TrackerPolicy, jitter: f64) -> 
 }
 
 /// Apply what a phase worker observed for a task it claimed.
+///
+/// `unsent_answers` counts answers stored locally that are still not
+/// acknowledged once this observation's keys are marked sent (answers the
+/// application gave while a `tasks/update` was in flight): they keep the update
+/// phase due.
 pub fn observe(
     current: &RemoteTaskRecord,
     phase: Phase,
@@ -252,6 +257,7 @@ pub fn observe(
     now: i64,
     policy: &TrackerPolicy,
     jitter: f64,
+    unsent_answers: usize,
 ) -> Change {
     let mut change = Change::of(current.clone());
     clear_claim(&mut change.record);
@@ -344,7 +350,7 @@ pub fn observe(
         }
         Observation::UpdateAcked { keys } => {
             let r = &mut change.record;
-            r.next_update_at = None;
+            r.next_update_at = (unsent_answers > 0).then_some(now);
             r.consecutive_errors = 0;
             r.last_error = None;
             r.next_poll_at = Some(now);
@@ -476,6 +482,7 @@ mod tests {
             5_000,
             &policy(),
             0.5,
+            0,
         );
         assert_eq!(c.record.consecutive_errors, 0);
         assert_eq!(c.record.next_poll_at, Some(7_000));
@@ -492,6 +499,7 @@ mod tests {
             5_000,
             &policy(),
             0.5,
+            0,
         );
         assert_eq!(c.new_inputs.len(), 1);
         assert_eq!(c.record.next_poll_at, Some(5_000 + 5_000));
@@ -503,6 +511,7 @@ mod tests {
             9_000,
             &policy(),
             0.5,
+            0,
         );
         assert!(
             again.new_inputs.is_empty(),
@@ -525,6 +534,7 @@ mod tests {
                 10_000 * (i + 1),
                 &p,
                 0.5,
+                0,
             );
             kinds.extend(c.events.iter().map(|e| e.1));
             r = c.record;
@@ -550,6 +560,7 @@ mod tests {
             late,
             &policy(),
             0.5,
+            0,
         );
         assert_eq!(c.record.status, TaskStatus::Failed);
         assert_eq!(c.record.error.unwrap()["data"]["reason"], "ttl_elapsed");
@@ -570,6 +581,7 @@ mod tests {
             2_500,
             &policy(),
             0.5,
+            0,
         );
         assert_eq!(
             acked.record.status,
@@ -578,6 +590,35 @@ mod tests {
         );
         assert_eq!(acked.record.next_poll_at, Some(2_500));
         assert_eq!(acked.record.next_cancel_at, None);
+    }
+
+    #[test]
+    fn answers_given_during_an_update_keep_the_phase_due() {
+        let r = observe(
+            &fresh(),
+            Phase::Poll,
+            &Observation::Snapshot(snapshot(TaskStatus::InputRequired)),
+            5_000,
+            &policy(),
+            0.5,
+            0,
+        )
+        .record;
+        let acked = Observation::UpdateAcked {
+            keys: vec!["k".into()],
+        };
+        assert_eq!(
+            observe(&r, Phase::Update, &acked, 6_000, &policy(), 0.5, 0)
+                .record
+                .next_update_at,
+            None
+        );
+        assert_eq!(
+            observe(&r, Phase::Update, &acked, 6_000, &policy(), 0.5, 1)
+                .record
+                .next_update_at,
+            Some(6_000)
+        );
     }
 
     #[test]
@@ -590,6 +631,7 @@ mod tests {
             3_000,
             &policy(),
             0.5,
+            0,
         );
         assert_eq!(c1.record.next_cancel_at, Some(4_000));
         let c2 = observe(
@@ -599,6 +641,7 @@ mod tests {
             5_000,
             &policy(),
             0.5,
+            0,
         );
         assert_eq!(c2.record.status, TaskStatus::Cancelled);
         assert!(
@@ -618,6 +661,7 @@ mod tests {
             5_000,
             &policy(),
             0.5,
+            0,
         )
         .record;
         let answers = vec![
@@ -672,7 +716,7 @@ mod tests {
                 r.claim_owner = Some("w".into());
                 r.claim_token = Some("t".into());
                 let before = r.clone();
-                let c = observe(&r, phase, &obs, now, &p, 0.5);
+                let c = observe(&r, phase, &obs, now, &p, 0.5, 0);
                 prop_assert!(c.record.claim_token.is_none());
                 if before.is_terminal() {
                     prop_assert_eq!(c.record.status, before.status);

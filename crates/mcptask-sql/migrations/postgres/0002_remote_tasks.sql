@@ -61,6 +61,10 @@ CREATE INDEX remote_tasks_update_due ON remote_tasks (next_update_at) WHERE next
 CREATE INDEX remote_tasks_notify_due ON remote_tasks (next_notify_at) WHERE next_notify_at IS NOT NULL;
 CREATE INDEX remote_tasks_newest ON remote_tasks (created_at, id);
 CREATE INDEX remote_tasks_by_status ON remote_tasks (status, created_at, id);
+-- Listing live tasks only (active_only, the usual view) walks this newest first
+-- instead of sorting every live task found through remote_tasks_by_status.
+CREATE INDEX remote_tasks_active ON remote_tasks (created_at, id)
+    WHERE status IN ('working', 'input_required');
 CREATE INDEX remote_tasks_by_server ON remote_tasks (server, created_at, id);
 CREATE INDEX remote_tasks_by_principal ON remote_tasks (principal, created_at, id);
 CREATE INDEX remote_tasks_by_conversation ON remote_tasks (conversation, created_at, id)

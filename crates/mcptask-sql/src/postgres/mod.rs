@@ -2,6 +2,7 @@
 //! processes. Claims use `FOR UPDATE SKIP LOCKED`; cross-process wake-ups use
 //! `LISTEN/NOTIFY` (hints only: the store stays the truth).
 
+mod remote;
 mod server;
 
 use std::time::Duration;

@@ -5,6 +5,7 @@
 //! a separate pool and never block on the writer thanks to WAL. Several
 //! processes may share a file: `busy_timeout` makes them wait for the lock.
 
+mod remote;
 mod server;
 
 use std::str::FromStr;

@@ -2,6 +2,7 @@
 //! contract suites. Enabled by the `testkit` feature; never used in production.
 
 pub mod pg;
+pub mod remote_contract;
 pub mod server_contract;
 
 use crate::{SqliteStore, Store};

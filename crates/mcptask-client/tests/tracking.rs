@@ -1,0 +1,481 @@
+//! End-to-end tracking against a real MCP server over Streamable HTTP, with the
+//! tracker's store on SQLite and on PostgreSQL.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use mcptask_client::{CallOptions, CallOutcome, InputContext, InputResolver, ServerDef, Tracker};
+use mcptask_core::TaskStatus;
+use mcptask_core::client::EventKind;
+use serde_json::{Value, json};
+
+async fn start_task(tracker: &Tracker, tool: &str) -> mcptask_client::RemoteTaskRecord {
+    let opts = CallOptions {
+        principal: Some("alice".into()),
+        conversation: Some("conv-1".into()),
+        call_id: Some(format!("call-{tool}")),
+        correlation: Some(json!({"ticket": 7})),
+    };
+    match tracker
+        .call_tool("remote", tool, json!({"x": 1}), opts)
+        .await
+        .unwrap()
+    {
+        CallOutcome::Task(t) => *t,
+        CallOutcome::Completed(r) => panic!("{tool} completed synchronously: {r:?}"),
+    }
+}
+
+async fn outcomes_are_recorded_as_the_server_reports_them(backend: TrackerBackend) {
+    let server = RemoteServer::start(Some(60_000)).await;
+    let tracker = tracker(&backend, &server, fast_config()).await;
+    let quick = start_task(&tracker, "quick").await;
+    assert_eq!(quick.principal.as_deref(), Some("alice"));
+    let boom = start_task(&tracker, "boom").await;
+    let tool_error = start_task(&tracker, "tool_error").await;
+
+    let q = tracker
+        .wait(&quick.id, Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(q.status, TaskStatus::Completed);
+    assert_eq!(
+        q.result.as_ref().unwrap()["content"][0]["text"],
+        "quick {\"x\":1}"
+    );
+    let b = tracker
+        .wait(&boom.id, Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(b.status, TaskStatus::Failed);
+    assert_eq!(b.error.as_ref().unwrap()["message"], "boom went the tool");
+    let t = tracker
+        .wait(&tool_error.id, Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(
+        t.status,
+        TaskStatus::Completed,
+        "isError is a completed task"
+    );
+    assert_eq!(t.result.as_ref().unwrap()["isError"], true);
+
+    // A tool the server runs synchronously gives its result directly.
+    match tracker
+        .call_tool("remote", "sync_only", json!({}), CallOptions::default())
+        .await
+        .unwrap()
+    {
+        CallOutcome::Completed(r) => assert!(!r.content.is_empty()),
+        CallOutcome::Task(t) => panic!("unexpected task {t:?}"),
+    }
+    // A JSON-RPC error on tools/call itself surfaces as an error.
+    let e = tracker
+        .call_tool("remote", "no_such_tool", json!({}), CallOptions::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, mcptask_client::TrackerError::Remote(_)), "{e}");
+    tracker.shutdown(Duration::from_secs(2)).await;
+}
+
+async fn cancel_settles_with_what_the_server_reports(backend: TrackerBackend) {
+    let server = RemoteServer::start(Some(60_000)).await;
+    let tracker = tracker(&backend, &server, fast_config()).await;
+    let hold = start_task(&tracker, "hold").await;
+    until(&tracker, &hold.id, "polled", |r| r.poll_count > 0).await;
+    let r = tracker.cancel(&hold.id).await.unwrap();
+    assert!(r.cancel_requested_at.is_some());
+    let r = tracker
+        .wait(&hold.id, Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(r.status, TaskStatus::Cancelled);
+    assert!(
+        r.cancel_sent_at.is_some(),
+        "tasks/cancel was sent and acknowledged"
+    );
+    // Cancelling a settled task changes nothing.
+    assert_eq!(
+        tracker.cancel(&hold.id).await.unwrap().status,
+        TaskStatus::Cancelled
+    );
+    assert!(matches!(
+        tracker.cancel("rt_nope").await,
+        Err(mcptask_client::TrackerError::NotFound(_))
+    ));
+    tracker.shutdown(Duration::from_secs(2)).await;
+}
+
+async fn answers_reach_the_server_once(backend: TrackerBackend) {
+    let server = RemoteServer::start(Some(60_000)).await;
+    let tracker = tracker(&backend, &server, fast_config()).await;
+    let mut events = tracker.subscribe();
+    let ask = start_task(&tracker, "ask").await;
+    let r = until(&tracker, &ask.id, "input_required", |r| {
+        r.status == TaskStatus::InputRequired
+    })
+    .await;
+    assert_eq!(r.input_requests[0].0, "q");
+    let inputs = tracker.inputs(&ask.id).await.unwrap();
+    assert_eq!(inputs.len(), 1);
+    assert_eq!(inputs[0].request["method"], "elicitation/create");
+
+    let bad = tracker
+        .answer(
+            &ask.id,
+            BTreeMap::from([("q".into(), json!("not an object"))]),
+        )
+        .await;
+    assert!(matches!(
+        bad,
+        Err(mcptask_client::TrackerError::InvalidInput(_))
+    ));
+    let res = tracker
+        .answer(
+            &ask.id,
+            BTreeMap::from([
+                (
+                    "q".into(),
+                    json!({"action": "accept", "content": {"v": "blue"}}),
+                ),
+                ("zz".into(), json!({})),
+            ]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(res.stored, ["q"]);
+    assert_eq!(res.ignored, ["zz"]);
+    let again = tracker
+        .answer(
+            &ask.id,
+            BTreeMap::from([("q".into(), json!({"action": "decline"}))]),
+        )
+        .await
+        .unwrap();
+    assert!(again.stored.is_empty(), "each key is answered once");
+
+    let done = tracker
+        .wait(&ask.id, Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(
+        done.result.as_ref().unwrap()["content"][0]["text"],
+        "answer blue"
+    );
+    let inputs = tracker.inputs(&ask.id).await.unwrap();
+    assert!(inputs[0].sent_at.is_some());
+
+    // Every event arrives, in order, with a unique idempotency key and the app's context.
+    let mut seen = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !seen
+        .iter()
+        .any(|(_, k, s)| *k == EventKind::Status && *s == TaskStatus::Completed)
+    {
+        let e = tokio::time::timeout_at(deadline, events.recv())
+            .await
+            .expect("events keep coming")
+            .unwrap();
+        if e.task_id == ask.id {
+            assert_eq!(e.data["correlation"]["ticket"], 7);
+            assert_eq!(e.data["conversation"], "conv-1");
+            seen.push((e.version, e.kind, e.status));
+        }
+    }
+    let versions: Vec<i64> = seen.iter().map(|s| s.0).collect();
+    let mut sorted = versions.clone();
+    sorted.dedup();
+    assert_eq!(versions, sorted, "delivered in version order");
+    let kinds: Vec<EventKind> = seen.iter().map(|s| s.1).collect();
+    for k in [EventKind::Created, EventKind::Answered] {
+        assert!(kinds.contains(&k), "{kinds:?}");
+    }
+    assert!(seen.iter().any(|s| s.2 == TaskStatus::InputRequired));
+    let timeline = tracker.events(&ask.id, 0, 100).await.unwrap();
+    assert_eq!(timeline.len() as i64, done.event_version);
+    tracker.shutdown(Duration::from_secs(2)).await;
+}
+
+struct Approver;
+
+#[async_trait::async_trait]
+impl InputResolver for Approver {
+    async fn resolve(&self, input: InputContext<'_>) -> Option<Value> {
+        (input.key == "q")
+            .then(|| json!({"action": "accept", "content": {"v": format!("auto-{}", input.tool)}}))
+    }
+}
+
+async fn a_resolver_answers_without_the_app(backend: TrackerBackend) {
+    let server = RemoteServer::start(Some(60_000)).await;
+    let tracker = Tracker::builder(backend.store().await)
+        .server(ServerDef::http("remote", server.url()))
+        .config(fast_config())
+        .resolver(Arc::new(Approver))
+        .start()
+        .await
+        .unwrap();
+    let ask = start_task(&tracker, "ask").await;
+    let done = tracker
+        .wait(&ask.id, Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(
+        done.result.unwrap()["content"][0]["text"],
+        "answer auto-ask"
+    );
+    tracker.shutdown(Duration::from_secs(2)).await;
+}
+
+async fn a_removed_or_edited_server_fails_its_tasks(backend: TrackerBackend) {
+    let server = RemoteServer::start(Some(60_000)).await;
+    let tracker = tracker(&backend, &server, fast_config()).await;
+    let a = start_task(&tracker, "hold").await;
+    let b = start_task(&tracker, "hold").await;
+    until(&tracker, &a.id, "polled", |r| r.poll_count > 0).await;
+    // Edited: same name, another definition.
+    tracker
+        .servers()
+        .upsert(ServerDef::http("remote", server.url()).with_header("X-Edited", "1"));
+    let ra = until(&tracker, &a.id, "failed", |r| r.is_terminal()).await;
+    assert_eq!(ra.status, TaskStatus::Failed);
+    assert_eq!(
+        ra.error.as_ref().unwrap()["data"]["reason"],
+        "connection_unavailable"
+    );
+    assert!(ra.status_message.as_ref().unwrap().contains("redefined"));
+    // A cancel on such a task settles it too (it cannot reach the server).
+    let rb = tracker.cancel(&b.id).await.unwrap();
+    let rb = until(&tracker, &rb.id, "settled", |r| r.is_terminal()).await;
+    assert_eq!(rb.status, TaskStatus::Failed);
+    // Removed entirely.
+    tracker
+        .servers()
+        .upsert(ServerDef::http("remote", server.url()));
+    let c = start_task(&tracker, "hold").await;
+    tracker.servers().remove("remote");
+    let rc = until(&tracker, &c.id, "failed", |r| r.is_terminal()).await;
+    assert!(
+        rc.status_message
+            .as_ref()
+            .unwrap()
+            .contains("no longer configured")
+    );
+    tracker.shutdown(Duration::from_secs(2)).await;
+}
+
+async fn server_outage_backs_off_then_recovers(backend: TrackerBackend) {
+    let mut server = RemoteServer::start(Some(120_000)).await;
+    let tracker = tracker(&backend, &server, fast_config()).await;
+    let mut events = tracker.subscribe();
+    let ask = start_task(&tracker, "ask").await;
+    until(&tracker, &ask.id, "input_required", |r| {
+        r.status == TaskStatus::InputRequired
+    })
+    .await;
+    server.stop().await;
+    let r = until(&tracker, &ask.id, "erroring", |r| r.consecutive_errors >= 3).await;
+    assert!(!r.is_terminal(), "transient errors do not fail the task");
+    assert!(r.last_error.is_some());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let e = tokio::time::timeout_at(deadline, events.recv())
+            .await
+            .expect("a degraded event")
+            .unwrap();
+        if e.task_id == ask.id && e.kind == EventKind::Degraded {
+            break;
+        }
+    }
+    server.restart().await;
+    tracker
+        .answer(
+            &ask.id,
+            BTreeMap::from([(
+                "q".into(),
+                json!({"action": "accept", "content": {"v": "back"}}),
+            )]),
+        )
+        .await
+        .unwrap();
+    let done = tracker
+        .wait(&ask.id, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(done.result.unwrap()["content"][0]["text"], "answer back");
+    assert_eq!(done.consecutive_errors, 0);
+    tracker.shutdown(Duration::from_secs(2)).await;
+}
+
+async fn garbage_from_the_remote_fails_only_that_task(backend: TrackerBackend) {
+    let server = RemoteServer::start(Some(60_000)).await;
+    let mut config = fast_config();
+    config.policy.limits.max_result_bytes = 10_000;
+    let tracker = tracker(&backend, &server, config).await;
+    let healthy = start_task(&tracker, "ask").await;
+    let cases = [
+        (
+            "mismatch",
+            json!({"resultType": "complete", "taskId": "someone-else", "status": "working", "createdAt": "2026-01-01T00:00:00Z", "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttlMs": null}),
+            "answered for task",
+        ),
+        (
+            "shape",
+            json!({"resultType": "complete", "taskId": 42, "status": ["no"]}),
+            "wrong shape",
+        ),
+        (
+            "no-result",
+            json!({"resultType": "complete", "taskId": "x", "status": "completed", "createdAt": "2026-01-01T00:00:00Z", "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttlMs": null}),
+            "wrong shape",
+        ),
+    ];
+    let mut ids = Vec::new();
+    for (name, result, expect) in cases {
+        let t = start_task(&tracker, "hold").await;
+        let mut result = result;
+        if name == "no-result" {
+            result["taskId"] = json!(t.remote_task_id);
+        }
+        server
+            .mangle
+            .lock()
+            .unwrap()
+            .insert(t.remote_task_id.clone(), Mangle::Result(result));
+        ids.push((t.id, expect));
+    }
+    let huge = start_task(&tracker, "hold").await;
+    server.mangle.lock().unwrap().insert(
+        huge.remote_task_id.clone(),
+        Mangle::Result(json!({"resultType": "complete", "taskId": huge.remote_task_id, "status": "completed",
+            "createdAt": "2026-01-01T00:00:00Z", "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttlMs": null,
+            "result": {"content": [{"type": "text", "text": "z".repeat(200_000)}]}})),
+    );
+    for (id, expect) in ids {
+        let r = until(&tracker, &id, "failed", |r| r.is_terminal()).await;
+        assert_eq!(r.status, TaskStatus::Failed, "{r:#?}");
+        assert_eq!(
+            r.error.as_ref().unwrap()["data"]["reason"],
+            "protocol_violation"
+        );
+        assert!(
+            r.status_message.as_ref().unwrap().contains(expect),
+            "{:?} lacks {expect:?}",
+            r.status_message
+        );
+    }
+    let h = until(&tracker, &huge.id, "completed", |r| r.is_terminal()).await;
+    assert_eq!(h.status, TaskStatus::Completed);
+    assert!(h.result_truncated);
+    assert!(mcptask_core::payload::json_size(h.result.as_ref().unwrap()) < 11_000);
+    // The healthy task was never disturbed.
+    let r = until(&tracker, &healthy.id, "input_required", |r| {
+        r.status == TaskStatus::InputRequired
+    })
+    .await;
+    assert_eq!(r.consecutive_errors, 0);
+    tracker.shutdown(Duration::from_secs(2)).await;
+}
+
+async fn ttl_backstop_fails_a_task_the_server_never_settles(backend: TrackerBackend) {
+    let server = RemoteServer::start(Some(60_000)).await;
+    let mut config = fast_config();
+    config.policy.ttl_grace_ms = 0;
+    let tracker = tracker(&backend, &server, config).await;
+    let t = start_task(&tracker, "hold").await;
+    server.mangle.lock().unwrap().insert(
+        t.remote_task_id.clone(),
+        Mangle::Result(json!({"resultType": "complete", "taskId": t.remote_task_id, "status": "working",
+            "createdAt": "2020-01-01T00:00:00Z", "lastUpdatedAt": "2020-01-01T00:00:00Z", "ttlMs": 1000})),
+    );
+    let r = until(&tracker, &t.id, "failed", |r| r.is_terminal()).await;
+    assert_eq!(r.error.unwrap()["data"]["reason"], "ttl_elapsed");
+    tracker.shutdown(Duration::from_secs(2)).await;
+}
+
+async fn server_side_ttl_expiry_is_observed(backend: TrackerBackend) {
+    let server = RemoteServer::start(Some(300)).await;
+    let tracker = tracker(&backend, &server, fast_config()).await;
+    let t = start_task(&tracker, "hold").await;
+    let r = tracker.wait(&t.id, Duration::from_secs(20)).await.unwrap();
+    assert_eq!(r.status, TaskStatus::Failed);
+    assert!(
+        r.error.unwrap()["message"]
+            .as_str()
+            .unwrap()
+            .contains("expired")
+    );
+    tracker.shutdown(Duration::from_secs(2)).await;
+}
+
+async fn tracking_a_handle_twice_keeps_one_row(backend: TrackerBackend) {
+    let server = RemoteServer::start(Some(60_000)).await;
+    let tracker = tracker(&backend, &server, fast_config()).await;
+    let t = start_task(&tracker, "hold").await;
+    let opts = CallOptions {
+        principal: Some("alice".into()),
+        ..Default::default()
+    };
+    let again = tracker
+        .track("remote", &t.remote_task_id, "hold", opts)
+        .await
+        .unwrap();
+    assert_eq!(again.id, t.id, "duplicate remote ids keep the tracked row");
+    let other = tracker
+        .track("remote", &t.remote_task_id, "hold", CallOptions::default())
+        .await
+        .unwrap();
+    assert_ne!(other.id, t.id, "another principal tracks separately");
+    let e = tracker
+        .track("remote", "not-a-task", "hold", CallOptions::default())
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("does not know"), "{e}");
+    tracker.shutdown(Duration::from_secs(2)).await;
+}
+
+async fn shutdown_releases_claims_without_counting_errors(backend: TrackerBackend) {
+    let server = RemoteServer::start(Some(60_000)).await;
+    let tracker = tracker(&backend, &server, fast_config()).await;
+    let t = start_task(&tracker, "hold").await;
+    until(&tracker, &t.id, "polled", |r| r.poll_count > 0).await;
+    server.mangle.lock().unwrap().insert(
+        t.remote_task_id.clone(),
+        Mangle::Delay(Duration::from_secs(30)),
+    );
+    until(&tracker, &t.id, "claimed by a slow poll", |r| {
+        r.claim_token.is_some()
+    })
+    .await;
+    let started = std::time::Instant::now();
+    tracker.shutdown(Duration::from_millis(200)).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "shutdown never hangs"
+    );
+    let r = tracker.get(&t.id).await.unwrap();
+    assert!(
+        r.claim_token.is_none(),
+        "the in-flight claim was given back"
+    );
+    assert_eq!(r.consecutive_errors, 0, "and not counted as an error");
+    assert!(!r.is_terminal());
+}
+
+on_both_backends! {
+    outcomes_are_recorded_as_the_server_reports_them => super::outcomes_are_recorded_as_the_server_reports_them;
+    cancel_settles_with_what_the_server_reports => super::cancel_settles_with_what_the_server_reports;
+    answers_reach_the_server_once => super::answers_reach_the_server_once;
+    a_resolver_answers_without_the_app => super::a_resolver_answers_without_the_app;
+    a_removed_or_edited_server_fails_its_tasks => super::a_removed_or_edited_server_fails_its_tasks;
+    server_outage_backs_off_then_recovers => super::server_outage_backs_off_then_recovers;
+    garbage_from_the_remote_fails_only_that_task => super::garbage_from_the_remote_fails_only_that_task;
+    ttl_backstop_fails_a_task_the_server_never_settles => super::ttl_backstop_fails_a_task_the_server_never_settles;
+    server_side_ttl_expiry_is_observed => super::server_side_ttl_expiry_is_observed;
+    tracking_a_handle_twice_keeps_one_row => super::tracking_a_handle_twice_keeps_one_row;
+    shutdown_releases_claims_without_counting_errors => super::shutdown_releases_claims_without_counting_errors;
+}
