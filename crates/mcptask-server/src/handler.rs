@@ -8,9 +8,10 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelTaskParams, CreateTaskResult, GetTaskParams,
-    GetTaskResult, Implementation, InputRequiredResult, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ServerCapabilities, ServerConfig, Tool, UpdateTaskParams,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CreateTaskResult, CustomRequest,
+    CustomResult, ErrorCode, GetTaskParams, GetTaskResult, Implementation, InputRequiredResult,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    Tool, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -215,6 +216,42 @@ impl ServerHandler for DurableTaskServer {
                 request.input_responses,
             )
             .await?)
+    }
+
+    /// rmcp routes a `tasks/*` request whose params do not parse to the custom
+    /// handler; the method exists, so that is "invalid params", not "method not found".
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        if !matches!(
+            request.method.as_str(),
+            "tasks/get" | "tasks/update" | "tasks/cancel"
+        ) {
+            return Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                request.method,
+                None,
+            ));
+        }
+        self.tasks_gate(&context)?;
+        if !context
+            .meta
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks())
+        {
+            return Err(TaskError::MissingCapability.into());
+        }
+        let expected = if request.method == "tasks/update" {
+            "{taskId: string, inputResponses: object}"
+        } else {
+            "{taskId: string}"
+        };
+        Err(ErrorData::invalid_params(
+            format!("invalid params for {}: expected {expected}", request.method),
+            None,
+        ))
     }
 
     async fn cancel_task(

@@ -1,6 +1,7 @@
 //! `mcptask`: durable runtime for MCP Tasks (SEP-2663).
 
 mod demo;
+mod gateway;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -24,6 +25,12 @@ struct Cli {
 enum Command {
     /// Run the bundled demo MCP server (conformance fixtures + demo tools).
     DemoServer(DemoServerArgs),
+    /// Run the gateway: tracker workers, HTTP API, dashboard and metrics.
+    Serve {
+        /// Configuration file (see README, Configuration).
+        #[arg(long, short, env = "MCPTASK_CONFIG", default_value = "mcptask.toml")]
+        config: std::path::PathBuf,
+    },
     /// Apply pending database migrations and exit.
     Migrate {
         /// sqlite:PATH or postgres://USER@HOST/DB
@@ -84,6 +91,7 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::DemoServer(args) => demo_server(args).await,
+        Command::Serve { config } => gateway::run(&config).await,
         Command::Migrate { database_url } => {
             let store = mcptask_sql::open_without_migrating(&database_url).await?;
             let applied = mcptask_sql::migrate(&store, &database_url).await?;

@@ -189,6 +189,14 @@ impl Cluster {
     /// the executable's location and directory permissions, never on timing.
     fn locate() -> Self {
         let as_postgres = running_as_root();
+        // scripts/test names the directory explicitly, so it can stop the
+        // cluster without re-deriving this logic.
+        if let Some(dir) = env::var_os("MCPTASK_TEST_PG_DIR").filter(|d| !d.is_empty()) {
+            return Cluster {
+                dir: PathBuf::from(dir),
+                as_postgres,
+            };
+        }
         let dir = match target_dir() {
             // The `postgres` user has to reach the directory; under a
             // root-only home or checkout it cannot, so use /tmp, keyed by the

@@ -1,0 +1,566 @@
+//! `mcptask.toml`: the gateway's configuration, with environment overrides and
+//! errors that name the file, the line and the fix.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use mcptask_client::{ServerDef, TrackerConfig, Transport};
+use serde::Deserialize;
+use toml::Spanned;
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub database: DatabaseSection,
+    #[serde(default)]
+    pub api: ApiSection,
+    #[serde(default)]
+    pub tracker: TrackerSection,
+    #[serde(default)]
+    pub servers: Vec<ServerSection>,
+    #[serde(default)]
+    pub webhooks: Vec<WebhookSection>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseSection {
+    /// `sqlite:PATH` (default `sqlite:mcptask.db`) or `postgres://USER@HOST/DB`.
+    #[serde(default = "default_database_url")]
+    pub url: String,
+}
+
+impl Default for DatabaseSection {
+    fn default() -> Self {
+        Self {
+            url: default_database_url(),
+        }
+    }
+}
+
+fn default_database_url() -> String {
+    mcptask_sql::DEFAULT_DATABASE_URL.to_string()
+}
+
+/// How API requests are authenticated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthMode {
+    /// `Authorization: Bearer TOKEN` required (default).
+    #[default]
+    Token,
+    /// No authentication: only for local development.
+    None,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiSection {
+    /// Address of the HTTP API, dashboard and metrics.
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    #[serde(default)]
+    pub auth: AuthMode,
+    #[serde(default)]
+    pub tokens: Vec<TokenSection>,
+    /// Largest accepted request body, in bytes.
+    #[serde(default = "default_max_body")]
+    pub max_body_bytes: usize,
+}
+
+impl Default for ApiSection {
+    fn default() -> Self {
+        Self {
+            listen: default_listen(),
+            auth: AuthMode::default(),
+            tokens: Vec::new(),
+            max_body_bytes: default_max_body(),
+        }
+    }
+}
+
+fn default_listen() -> SocketAddr {
+    "127.0.0.1:7777".parse().expect("valid default address")
+}
+
+fn default_max_body() -> usize {
+    1024 * 1024
+}
+
+/// An API token. With a `principal`, its holder only sees and creates tasks
+/// bound to that principal; without one it is an operator token that sees all.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenSection {
+    pub token: Spanned<String>,
+    #[serde(default)]
+    pub principal: Option<String>,
+}
+
+/// Tracker tuning (every key optional; defaults suit most deployments).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct TrackerSection {
+    pub lease_ms: Option<i64>,
+    pub batch_size: Option<i64>,
+    pub max_in_flight: Option<usize>,
+    pub poll_default_ms: Option<i64>,
+    pub poll_min_ms: Option<i64>,
+    pub poll_max_ms: Option<i64>,
+    pub input_required_poll_ms: Option<i64>,
+    pub backoff_base_ms: Option<i64>,
+    pub backoff_max_ms: Option<i64>,
+    pub error_budget: Option<i64>,
+    pub max_cancel_attempts: Option<i64>,
+    pub max_notify_attempts: Option<i64>,
+    pub ttl_grace_ms: Option<i64>,
+    pub call_timeout_ms: Option<u64>,
+    pub connect_timeout_ms: Option<u64>,
+    pub max_result_bytes: Option<usize>,
+    pub max_arguments_bytes: Option<usize>,
+}
+
+/// A remote MCP server: either `url` (Streamable HTTP) or `command` (stdio).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    pub name: Spanned<String>,
+    #[serde(default)]
+    pub url: Option<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default)]
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub call_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub connect_timeout_ms: Option<u64>,
+}
+
+/// A webhook receiving every task event (JSON POST, HMAC-SHA256 signed).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookSection {
+    pub url: Spanned<String>,
+    pub secret: String,
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+/// A configuration error, already phrased for humans.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+fn line_of(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before
+        .rfind('\n')
+        .map_or(before.len(), |i| before.len() - i - 1)
+        + 1;
+    (line, col)
+}
+
+fn at(
+    path: &str,
+    text: &str,
+    span: std::ops::Range<usize>,
+    problem: &str,
+    fix: &str,
+) -> ConfigError {
+    let (line, col) = line_of(text, span.start);
+    ConfigError(format!("{path}:{line}:{col}: {problem}\n  fix: {fix}"))
+}
+
+impl Config {
+    /// Read and validate a file, then apply environment overrides.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigError(format!(
+                "{}: cannot read the configuration: {e}\n  fix: create it (see `mcptask serve --help` and the README) or pass --config PATH",
+                path.display()
+            ))
+        })?;
+        let mut config = Config::parse(&path.display().to_string(), &text)?;
+        config.apply_env(|k| std::env::var(k).ok())?;
+        Ok(config)
+    }
+
+    /// Parse and validate TOML text (`path` is used in messages).
+    pub fn parse(path: &str, text: &str) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| {
+            let span = e.span().unwrap_or(0..0);
+            let (line, col) = line_of(text, span.start);
+            ConfigError(format!(
+                "{path}:{line}:{col}: {}\n  fix: correct this entry; every key is documented in the README (Configuration)",
+                e.message().trim()
+            ))
+        })?;
+        config.validate(path, text)?;
+        Ok(config)
+    }
+
+    fn validate(&self, path: &str, text: &str) -> Result<(), ConfigError> {
+        let mut names = BTreeMap::new();
+        for s in &self.servers {
+            let name = s.name.get_ref();
+            let span = s.name.span();
+            if name.is_empty() || name.len() > 128 || name.contains(char::is_whitespace) {
+                return Err(at(
+                    path,
+                    text,
+                    span,
+                    &format!("server name {name:?} is not usable"),
+                    "use 1-128 characters without spaces, e.g. name = \"reports\"",
+                ));
+            }
+            if names.insert(name.clone(), ()).is_some() {
+                return Err(at(
+                    path,
+                    text,
+                    span,
+                    &format!("server {name:?} is defined twice"),
+                    "give each [[servers]] entry a unique name",
+                ));
+            }
+            match (&s.url, &s.command) {
+                (Some(_), Some(_)) => {
+                    return Err(at(
+                        path,
+                        text,
+                        span,
+                        &format!("server {name:?} has both url and command"),
+                        "keep url = \"http://…/mcp\" for Streamable HTTP, or command = \"…\" for stdio",
+                    ));
+                }
+                (None, None) => {
+                    return Err(at(
+                        path,
+                        text,
+                        span,
+                        &format!("server {name:?} has neither url nor command"),
+                        "add url = \"http://host:port/mcp\" or command = \"path/to/server\"",
+                    ));
+                }
+                (Some(url), None) => {
+                    if !(url.starts_with("http://") || url.starts_with("https://")) {
+                        return Err(at(
+                            path,
+                            text,
+                            span,
+                            &format!("server {name:?} url {url:?} is not http(s)"),
+                            "use a Streamable HTTP URL such as \"http://127.0.0.1:8080/mcp\"",
+                        ));
+                    }
+                    if !s.args.is_empty() || !s.env.is_empty() || s.cwd.is_some() {
+                        return Err(at(
+                            path,
+                            text,
+                            span,
+                            &format!("server {name:?} is HTTP but sets args/env/cwd"),
+                            "args, env and cwd only apply to command (stdio) servers",
+                        ));
+                    }
+                }
+                (None, Some(_)) => {
+                    if !s.headers.is_empty() {
+                        return Err(at(
+                            path,
+                            text,
+                            span,
+                            &format!("server {name:?} is stdio but sets headers"),
+                            "headers only apply to url (HTTP) servers",
+                        ));
+                    }
+                }
+            }
+        }
+        if self.api.auth == AuthMode::Token && self.api.tokens.is_empty() {
+            let span = text.find("[api]").map_or(0..0, |i| i..i + 5);
+            return Err(at(
+                path,
+                text,
+                span,
+                "the API requires a token but none is configured",
+                "add [[api.tokens]] with token = \"…\" (or set MCPTASK_API_TOKEN), or set auth = \"none\" under [api] for local development",
+            ));
+        }
+        for t in &self.api.tokens {
+            if t.token.get_ref().len() < 8 {
+                return Err(at(
+                    path,
+                    text,
+                    t.token.span(),
+                    "API tokens must be at least 8 characters",
+                    "use a long random value, e.g. from `openssl rand -hex 24`",
+                ));
+            }
+        }
+        for w in &self.webhooks {
+            let url = w.url.get_ref();
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(at(
+                    path,
+                    text,
+                    w.url.span(),
+                    &format!("webhook url {url:?} is not http(s)"),
+                    "use a full URL such as \"https://example.com/hooks/mcptask\"",
+                ));
+            }
+        }
+        let t = &self.tracker;
+        for (key, value) in [
+            ("lease_ms", t.lease_ms),
+            ("batch_size", t.batch_size),
+            ("poll_default_ms", t.poll_default_ms),
+            ("poll_min_ms", t.poll_min_ms),
+            ("poll_max_ms", t.poll_max_ms),
+            ("backoff_base_ms", t.backoff_base_ms),
+            ("backoff_max_ms", t.backoff_max_ms),
+            ("error_budget", t.error_budget),
+            ("max_cancel_attempts", t.max_cancel_attempts),
+            ("max_notify_attempts", t.max_notify_attempts),
+        ] {
+            if value.is_some_and(|v| v <= 0) {
+                let span = text.find(key).map_or(0..0, |i| i..i + key.len());
+                return Err(at(
+                    path,
+                    text,
+                    span,
+                    &format!("tracker.{key} must be positive"),
+                    "use a value greater than 0, or remove the key for the default",
+                ));
+            }
+        }
+        let call = self.tracker_config().call_timeout.as_millis() as i64;
+        if self.tracker_config().lease_ms <= call {
+            let span = text.find("lease_ms").map_or(0..0, |i| i..i + 8);
+            return Err(at(
+                path,
+                text,
+                span,
+                "tracker.lease_ms must exceed the call timeout",
+                "raise lease_ms (a claim must outlive the remote call it covers)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Environment overrides: `MCPTASK_DATABASE_URL`, `MCPTASK_LISTEN`,
+    /// `MCPTASK_AUTH` (`token`|`none`), `MCPTASK_API_TOKEN` (an operator token).
+    pub fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        if let Some(url) = get("MCPTASK_DATABASE_URL") {
+            self.database.url = url;
+        }
+        if let Some(listen) = get("MCPTASK_LISTEN") {
+            self.api.listen = listen.parse().map_err(|_| {
+                ConfigError(format!("MCPTASK_LISTEN={listen:?} is not an address\n  fix: use HOST:PORT, e.g. 127.0.0.1:7777"))
+            })?;
+        }
+        if let Some(auth) = get("MCPTASK_AUTH") {
+            self.api.auth = match auth.as_str() {
+                "token" => AuthMode::Token,
+                "none" => AuthMode::None,
+                other => {
+                    return Err(ConfigError(format!(
+                        "MCPTASK_AUTH={other:?} is not a mode\n  fix: use token or none"
+                    )));
+                }
+            };
+        }
+        if let Some(token) = get("MCPTASK_API_TOKEN") {
+            if token.len() < 8 {
+                return Err(ConfigError("MCPTASK_API_TOKEN must be at least 8 characters\n  fix: use a long random value".into()));
+            }
+            self.api.tokens.push(TokenSection {
+                token: Spanned::new(0..0, token),
+                principal: None,
+            });
+        }
+        Ok(())
+    }
+
+    /// Server definitions for the tracker.
+    pub fn server_defs(&self) -> Vec<ServerDef> {
+        self.servers
+            .iter()
+            .map(|s| ServerDef {
+                name: s.name.get_ref().clone(),
+                transport: match (&s.url, &s.command) {
+                    (Some(url), _) => Transport::Http {
+                        url: url.clone(),
+                        headers: s.headers.clone(),
+                    },
+                    (None, command) => Transport::Stdio {
+                        command: command.clone().unwrap_or_default(),
+                        args: s.args.clone(),
+                        env: s.env.clone(),
+                        cwd: s.cwd.clone(),
+                    },
+                },
+                call_timeout: s.call_timeout_ms.map(Duration::from_millis),
+                connect_timeout: s.connect_timeout_ms.map(Duration::from_millis),
+            })
+            .collect()
+    }
+
+    /// Tracker settings: defaults overridden by `[tracker]`.
+    pub fn tracker_config(&self) -> TrackerConfig {
+        let mut c = TrackerConfig::default();
+        let t = &self.tracker;
+        let p = &mut c.policy;
+        if let Some(v) = t.lease_ms {
+            c.lease_ms = v;
+        }
+        if let Some(v) = t.batch_size {
+            c.batch_size = v;
+        }
+        if let Some(v) = t.max_in_flight {
+            c.max_in_flight = v.max(1);
+        }
+        if let Some(v) = t.poll_default_ms {
+            p.poll.default_ms = v;
+        }
+        if let Some(v) = t.poll_min_ms {
+            p.poll.min_ms = v;
+        }
+        if let Some(v) = t.poll_max_ms {
+            p.poll.max_ms = v;
+        }
+        if let Some(v) = t.input_required_poll_ms {
+            p.poll.input_required_min_ms = v;
+        }
+        if let Some(v) = t.backoff_base_ms {
+            p.backoff.base_ms = v;
+        }
+        if let Some(v) = t.backoff_max_ms {
+            p.backoff.max_ms = v;
+        }
+        if let Some(v) = t.error_budget {
+            p.error_budget = v;
+        }
+        if let Some(v) = t.max_cancel_attempts {
+            p.max_cancel_attempts = v;
+        }
+        if let Some(v) = t.max_notify_attempts {
+            p.max_notify_attempts = v;
+        }
+        if let Some(v) = t.ttl_grace_ms {
+            p.ttl_grace_ms = v;
+        }
+        if let Some(v) = t.max_result_bytes {
+            p.limits.max_result_bytes = v;
+        }
+        if let Some(v) = t.max_arguments_bytes {
+            p.limits.max_arguments_bytes = v;
+        }
+        if let Some(v) = t.call_timeout_ms {
+            c.call_timeout = Duration::from_millis(v);
+        }
+        if let Some(v) = t.connect_timeout_ms {
+            c.connect_timeout = Duration::from_millis(v);
+        }
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[database]
+url = "sqlite:x.db"
+
+[api]
+listen = "127.0.0.1:0"
+[[api.tokens]]
+token = "0123456789abcdef"
+principal = "alice"
+
+[tracker]
+poll_min_ms = 100
+
+[[servers]]
+name = "demo"
+url = "http://127.0.0.1:8080/mcp"
+headers = { Authorization = "Bearer t" }
+
+[[servers]]
+name = "local"
+command = "mcptask"
+args = ["demo-server", "--stdio"]
+
+[[webhooks]]
+url = "http://127.0.0.1:9/hook"
+secret = "s3cret"
+"#;
+
+    #[test]
+    fn a_full_file_parses() {
+        let c = Config::parse("mcptask.toml", GOOD).unwrap();
+        assert_eq!(c.database.url, "sqlite:x.db");
+        assert_eq!(c.server_defs().len(), 2);
+        assert_eq!(c.tracker_config().policy.poll.min_ms, 100);
+        assert_eq!(c.api.tokens[0].principal.as_deref(), Some("alice"));
+    }
+
+    #[test]
+    fn errors_name_the_file_the_line_and_the_fix() {
+        let bad = GOOD.replace("listen =", "liste =");
+        let e = Config::parse("mcptask.toml", &bad).unwrap_err().0;
+        assert!(e.starts_with("mcptask.toml:6:"), "{e}");
+        assert!(e.contains("unknown field") && e.contains("fix:"), "{e}");
+
+        let both = GOOD.replace(
+            "command = \"mcptask\"",
+            "command = \"mcptask\"\nurl = \"http://x/mcp\"",
+        );
+        let e = Config::parse("mcptask.toml", &both).unwrap_err().0;
+        assert!(e.starts_with("mcptask.toml:20:"), "{e}");
+        assert!(e.contains("both url and command"), "{e}");
+
+        let no_token = "[api]\nauth = \"token\"\n";
+        let e = Config::parse("gw.toml", no_token).unwrap_err().0;
+        assert!(
+            e.starts_with("gw.toml:1:") && e.contains("MCPTASK_API_TOKEN"),
+            "{e}"
+        );
+
+        let zero = GOOD.replace("poll_min_ms = 100", "poll_min_ms = 0");
+        let e = Config::parse("mcptask.toml", &zero).unwrap_err().0;
+        assert!(e.contains("tracker.poll_min_ms must be positive"), "{e}");
+    }
+
+    #[test]
+    fn environment_overrides_apply() {
+        let mut c = Config::parse("m.toml", "[api]\nauth = \"none\"\n").unwrap();
+        c.apply_env(|k| match k {
+            "MCPTASK_DATABASE_URL" => Some("postgres://u@h/db".into()),
+            "MCPTASK_LISTEN" => Some("0.0.0.0:9000".into()),
+            "MCPTASK_AUTH" => Some("token".into()),
+            "MCPTASK_API_TOKEN" => Some("abcdefghijkl".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(c.database.url, "postgres://u@h/db");
+        assert_eq!(c.api.listen.port(), 9000);
+        assert_eq!(c.api.auth, AuthMode::Token);
+        assert_eq!(c.api.tokens.len(), 1);
+        assert!(
+            c.apply_env(|k| (k == "MCPTASK_LISTEN").then(|| "nope".into()))
+                .is_err()
+        );
+    }
+}

@@ -1,0 +1,80 @@
+//! `mcptask serve`: the gateway daemon (tracker workers + HTTP API).
+
+pub mod config;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use mcptask_client::{Notifier, Tracker, WebhookNotifier};
+use tokio_util::sync::CancellationToken;
+
+use config::Config;
+
+/// A running gateway.
+pub struct Gateway {
+    pub tracker: Tracker,
+    pub config: Config,
+    pub store: mcptask_sql::Store,
+}
+
+/// Open the store and start the tracker workers described by `config`.
+pub async fn start(config: Config) -> anyhow::Result<Gateway> {
+    let store = mcptask_sql::open(&config.database.url)
+        .await
+        .with_context(|| {
+            format!(
+                "opening the database {}",
+                mcptask_sql::redact(&config.database.url)
+            )
+        })?;
+    let mut builder = Tracker::builder(store.remote_tasks()).config(config.tracker_config());
+    for def in config.server_defs() {
+        builder = builder.server(def);
+    }
+    for hook in &config.webhooks {
+        let timeout = Duration::from_millis(hook.timeout_ms.unwrap_or(10_000));
+        let notifier = WebhookNotifier::new(
+            hook.url.get_ref().clone(),
+            hook.secret.clone().into_bytes(),
+            timeout,
+        )
+        .map_err(anyhow::Error::msg)?;
+        builder = builder.notifier(Arc::new(notifier) as Arc<dyn Notifier>);
+    }
+    let tracker = builder.start().await.context("starting the tracker")?;
+    Ok(Gateway {
+        tracker,
+        config,
+        store,
+    })
+}
+
+/// Run until Ctrl-C / SIGTERM, then drain within a deadline.
+pub async fn run(config_path: &Path) -> anyhow::Result<()> {
+    let config = Config::load(config_path)?;
+    let gateway = start(config).await?;
+    let stop = CancellationToken::new();
+    tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            crate::demo::server::shutdown_signal().await;
+            stop.cancel();
+        }
+    });
+    let listener = tokio::net::TcpListener::bind(gateway.config.api.listen)
+        .await
+        .with_context(|| format!("binding the API address {}", gateway.config.api.listen))?;
+    let local = listener.local_addr()?;
+    eprintln!("mcptask gateway listening on http://{local}/");
+    let app = axum::Router::new().route("/healthz", axum::routing::get(|| async { "ok" }));
+    let server = axum::serve(listener, app).with_graceful_shutdown({
+        let stop = stop.clone();
+        async move { stop.cancelled().await }
+    });
+    server.await.context("HTTP server")?;
+    gateway.tracker.shutdown(Duration::from_secs(10)).await;
+    gateway.store.close().await;
+    Ok(())
+}
