@@ -43,5 +43,5 @@ pub use config::TrackerConfig;
 pub use mcptask_core::client::{RemoteTaskRecord, TaskEvent};
 pub use notify::{ChannelNotifier, FanoutNotifier, Notifier, NotifyError, WebhookNotifier};
 pub use resolver::{InputContext, InputResolver};
-pub use servers::{ServerDef, ServerRegistry, Transport};
+pub use servers::{Health, ServerDef, ServerRegistry, Transport};
 pub use tracker::{CallOptions, CallOutcome, Tracker, TrackerBuilder, TrackerError};

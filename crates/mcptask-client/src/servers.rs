@@ -126,6 +126,18 @@ struct Entry {
     def: ServerDef,
     hash: String,
     session: Arc<Mutex<Option<Arc<Session>>>>,
+    health: std::sync::Mutex<Health>,
+}
+
+/// What the tracker last saw of a server.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Health {
+    /// `ok`, `error` or `unknown` (not contacted yet).
+    pub state: &'static str,
+    pub last_ok_at: Option<String>,
+    pub last_error: Option<String>,
+    pub last_error_at: Option<String>,
 }
 
 /// The servers a tracker knows, each with one pooled connection.
@@ -168,6 +180,10 @@ impl ServerRegistry {
             def: def.clone(),
             hash,
             session: Arc::new(Mutex::new(None)),
+            health: std::sync::Mutex::new(Health {
+                state: "unknown",
+                ..Default::default()
+            }),
         });
         let mut map = self.entries.write().expect("server registry lock");
         if map.get(&def.name).is_some_and(|e| e.hash == entry.hash) {
@@ -187,6 +203,31 @@ impl ServerRegistry {
     pub fn get(&self, name: &str) -> Option<(ServerDef, String)> {
         let map = self.entries.read().expect("server registry lock");
         map.get(name).map(|e| (e.def.clone(), e.hash.clone()))
+    }
+
+    /// What the tracker last saw of `name` (`None` if not configured).
+    pub fn health(&self, name: &str) -> Option<Health> {
+        let map = self.entries.read().expect("server registry lock");
+        map.get(name).map(|e| e.health.lock().expect("health lock").clone())
+    }
+
+    /// Record the outcome of a call to `name` (for health reporting).
+    pub fn report(&self, name: &str, outcome: Result<(), &str>) {
+        let map = self.entries.read().expect("server registry lock");
+        let Some(entry) = map.get(name) else { return };
+        let mut h = entry.health.lock().expect("health lock");
+        let now = mcptask_core::time::to_rfc3339(now_ms());
+        match outcome {
+            Ok(()) => {
+                h.state = "ok";
+                h.last_ok_at = Some(now);
+            }
+            Err(e) => {
+                h.state = "error";
+                h.last_error = Some(mcptask_core::payload::truncate_text(e, 500));
+                h.last_error_at = Some(now);
+            }
+        }
     }
 
     pub fn names(&self) -> Vec<String> {
@@ -239,14 +280,22 @@ impl ServerRegistry {
             });
         }
         let connect_timeout = entry.def.connect_timeout.unwrap_or(default_connect);
-        let session = tokio::time::timeout(connect_timeout, open(&entry.def))
-            .await
-            .map_err(|_| {
-                RemoteError::Transient(format!(
-                    "connecting to {name:?} timed out after {connect_timeout:?}"
-                ))
-            })??;
-        let session = Arc::new(session);
+        let opened = match tokio::time::timeout(connect_timeout, open(&entry.def)).await {
+            Ok(result) => result,
+            Err(_) => Err(RemoteError::Transient(format!(
+                "connecting to {name:?} timed out after {connect_timeout:?}"
+            ))),
+        };
+        let session = match opened {
+            Ok(session) => {
+                self.report(name, Ok(()));
+                Arc::new(session)
+            }
+            Err(e) => {
+                self.report(name, Err(&e.to_string()));
+                return Err(e);
+            }
+        };
         *slot = Some(session.clone());
         Ok(Connection {
             peer: session.peer().clone(),
@@ -255,6 +304,11 @@ impl ServerRegistry {
             slot: entry.session.clone(),
         })
     }
+}
+
+fn now_ms() -> i64 {
+    use mcptask_core::Clock;
+    mcptask_core::SystemClock.now_ms()
 }
 
 fn client_config() -> ClientConfig {

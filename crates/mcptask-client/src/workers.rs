@@ -262,8 +262,14 @@ async fn work(inner: &Arc<Inner>, phase: Phase, claimed: &ClaimedTask) -> Observ
     metrics::histogram!("mcptask_remote_call_seconds", "phase" => phase.as_str())
         .record(started.elapsed().as_secs_f64());
     match outcome {
-        Ok(o) => o,
+        Ok(o) => {
+            inner.servers.report(&r.server, Ok(()));
+            o
+        }
         Err((e, disconnected)) => {
+            if matches!(e, RemoteError::Transient(_)) {
+                inner.servers.report(&r.server, Err(&e.to_string()));
+            }
             if disconnected {
                 conn.discard().await;
             }

@@ -1,6 +1,9 @@
 //! `mcptask serve`: the gateway daemon (tracker workers + HTTP API).
 
+pub mod api;
 pub mod config;
+mod dashboard;
+pub mod metrics;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -68,7 +71,10 @@ pub async fn run(config_path: &Path) -> anyhow::Result<()> {
         .with_context(|| format!("binding the API address {}", gateway.config.api.listen))?;
     let local = listener.local_addr()?;
     eprintln!("mcptask gateway listening on http://{local}/");
-    let app = axum::Router::new().route("/healthz", axum::routing::get(|| async { "ok" }));
+    let handle = metrics::install()?;
+    metrics::spawn_gauges(gateway.tracker.clone(), Duration::from_secs(5), stop.clone());
+    let state = api::AppState::new(gateway.tracker.clone(), &gateway.config, Some(handle));
+    let app = api::router(state, gateway.config.api.max_body_bytes);
     let server = axum::serve(listener, app).with_graceful_shutdown({
         let stop = stop.clone();
         async move { stop.cancelled().await }

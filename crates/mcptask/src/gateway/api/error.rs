@@ -1,0 +1,106 @@
+//! JSON errors with stable codes.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use mcptask_client::TrackerError;
+use serde_json::json;
+
+/// An API error: HTTP status, stable machine code, human message.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub details: Option<serde_json::Value>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    pub fn not_found(what: &str) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", format!("{what} not found"))
+    }
+
+    pub fn unauthorized() -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "missing or unknown API token: send Authorization: Bearer <token>",
+        )
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = json!({"error": {"code": self.code, "message": self.message}});
+        if let Some(d) = self.details {
+            body["error"]["details"] = d;
+        }
+        (self.status, Json(body)).into_response()
+    }
+}
+
+impl From<TrackerError> for ApiError {
+    fn from(e: TrackerError) -> Self {
+        let message = e.to_string();
+        match e {
+            TrackerError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "not_found", message),
+            TrackerError::InvalidInput(_) => ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message),
+            TrackerError::UnknownServer(_) => ApiError::new(StatusCode::NOT_FOUND, "unknown_server", message),
+            TrackerError::Remote(data) => ApiError {
+                details: Some(json!({"code": data.code.0, "message": data.message, "data": data.data})),
+                ..ApiError::new(StatusCode::BAD_GATEWAY, "remote_error", message)
+            },
+            TrackerError::Unavailable(_) => ApiError::new(StatusCode::BAD_GATEWAY, "unavailable", message),
+            TrackerError::Protocol(_) => ApiError::new(StatusCode::BAD_GATEWAY, "protocol_error", message),
+            TrackerError::InputNeeded { requests, .. } => ApiError {
+                details: Some(json!({"inputRequests": requests})),
+                ..ApiError::new(StatusCode::CONFLICT, "input_needed", message)
+            },
+            TrackerError::Timeout(_) => ApiError::new(StatusCode::GATEWAY_TIMEOUT, "timeout", message),
+            TrackerError::ShuttingDown => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", message),
+            TrackerError::Store(_) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", message),
+        }
+    }
+}
+
+/// JSON body extraction whose failures are API errors (400 / 413 / 415).
+pub struct JsonBody<T>(pub T);
+
+impl<S, T> axum::extract::FromRequest<S> for JsonBody<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Self::Rejection> {
+        use axum::extract::rejection::JsonRejection;
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(JsonBody(v)),
+            Err(JsonRejection::MissingJsonContentType(_)) => Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "send Content-Type: application/json",
+            )),
+            Err(JsonRejection::BytesRejection(e)) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                "the request body is larger than [api] max_body_bytes",
+            )),
+            Err(e) => Err(ApiError::bad_request(format!("invalid JSON body: {}", e.body_text()))),
+        }
+    }
+}

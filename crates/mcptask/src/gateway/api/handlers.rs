@@ -1,0 +1,211 @@
+//! Route handlers.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use axum::Extension;
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use mcptask_client::{CallOptions, CallOutcome, TrackerError};
+use mcptask_core::TaskStatus;
+use mcptask_core::client::{Cursor, ListFilter, RemoteTaskRecord};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::error::{ApiError, JsonBody};
+use super::{AppState, Caller, views};
+
+/// Timeline entries included in a task's detail.
+const TIMELINE_LIMIT: i64 = 200;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    status: Option<String>,
+    server: Option<String>,
+    principal: Option<String>,
+    conversation: Option<String>,
+    active: Option<bool>,
+    limit: Option<i64>,
+    cursor: Option<String>,
+}
+
+pub async fn list_tasks(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let status = q
+        .status
+        .as_deref()
+        .map(|s| TaskStatus::parse(s).ok_or_else(|| ApiError::bad_request(format!("unknown status {s:?}"))))
+        .transpose()?;
+    let principal = if caller.operator { q.principal } else { caller.principal.clone() };
+    let filter = ListFilter {
+        status,
+        server: q.server,
+        principal,
+        conversation: q.conversation,
+        active_only: q.active.unwrap_or(false),
+    };
+    let cursor = q
+        .cursor
+        .as_deref()
+        .map(|c| Cursor::decode(c).ok_or_else(|| ApiError::bad_request("invalid cursor")))
+        .transpose()?;
+    let limit = q.limit.unwrap_or(50);
+    if !(1..=500).contains(&limit) {
+        return Err(ApiError::bad_request("limit must be between 1 and 500"));
+    }
+    let (page, next) = state.tracker.list(&filter, cursor.as_ref(), limit).await?;
+    Ok(Json(json!({
+        "tasks": page.iter().map(|r| views::summary(r, caller.operator)).collect::<Vec<_>>(),
+        "nextCursor": next.map(|c| c.encode()),
+    })))
+}
+
+/// The task if it exists and the caller may see it (otherwise: not found).
+async fn visible(state: &AppState, caller: &Caller, id: &str) -> Result<RemoteTaskRecord, ApiError> {
+    if id.is_empty() || id.len() > 128 {
+        return Err(ApiError::not_found("task"));
+    }
+    match state.tracker.get(id).await {
+        Ok(r) if caller.may_see(r.principal.as_deref()) => Ok(r),
+        Ok(_) | Err(TrackerError::NotFound(_)) => Err(ApiError::not_found("task")),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn detail_of(state: &AppState, caller: &Caller, r: &RemoteTaskRecord) -> Result<Value, ApiError> {
+    let inputs = state.tracker.inputs(&r.id).await?;
+    let timeline = state.tracker.events(&r.id, 0, TIMELINE_LIMIT).await?;
+    Ok(views::detail(r, &inputs, &timeline, caller.operator))
+}
+
+pub async fn get_task(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let r = visible(&state, &caller, &id).await?;
+    Ok(Json(detail_of(&state, &caller, &r).await?))
+}
+
+pub async fn cancel_task(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<impl IntoResponse, ApiError> {
+    visible(&state, &caller, &id).await?;
+    let r = state.tracker.cancel(&id).await?;
+    Ok((StatusCode::ACCEPTED, Json(detail_of(&state, &caller, &r).await?)))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerBody {
+    /// `key -> response` (e.g. an elicitation result `{"action": "accept", "content": {...}}`).
+    answers: BTreeMap<String, Value>,
+}
+
+pub async fn answer_task(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<AnswerBody>,
+) -> Result<Json<Value>, ApiError> {
+    visible(&state, &caller, &id).await?;
+    if body.answers.is_empty() {
+        return Err(ApiError::bad_request("answers must name at least one input key"));
+    }
+    let result = state.tracker.answer(&id, body.answers).await?;
+    Ok(Json(json!({"stored": result.stored, "ignored": result.ignored})))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CallBody {
+    server: String,
+    tool: String,
+    #[serde(default)]
+    arguments: Option<Value>,
+    conversation: Option<String>,
+    call_id: Option<String>,
+    correlation: Option<Value>,
+    /// Operators may act for a principal; principal tokens always act for themselves.
+    principal: Option<String>,
+    /// Wait up to this many milliseconds for a task to settle before answering.
+    wait_ms: Option<u64>,
+}
+
+pub async fn call_tool(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    JsonBody(body): JsonBody<CallBody>,
+) -> Result<impl IntoResponse, ApiError> {
+    let principal = if caller.operator { body.principal } else { caller.principal.clone() };
+    let options = CallOptions {
+        principal,
+        conversation: body.conversation,
+        call_id: body.call_id,
+        correlation: body.correlation,
+    };
+    let arguments = body.arguments.unwrap_or(json!({}));
+    match state.tracker.call_tool(&body.server, &body.tool, arguments, options).await? {
+        CallOutcome::Completed(result) => Ok((
+            StatusCode::OK,
+            Json(json!({"outcome": "completed", "result": result})),
+        )),
+        CallOutcome::Task(task) => {
+            let mut record = *task;
+            if let Some(ms) = body.wait_ms.filter(|ms| *ms > 0) {
+                let wait = Duration::from_millis(ms.min(300_000));
+                match state.tracker.wait(&record.id, wait).await {
+                    Ok(r) => record = r,
+                    Err(TrackerError::Timeout(r)) => record = *r,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Ok((
+                StatusCode::ACCEPTED,
+                Json(json!({"outcome": "task", "task": detail_of(&state, &caller, &record).await?})),
+            ))
+        }
+    }
+}
+
+pub async fn list_servers(State(state): State<AppState>) -> Json<Value> {
+    let servers: Vec<Value> = state
+        .tracker
+        .servers()
+        .names()
+        .into_iter()
+        .filter_map(|name| {
+            let (def, hash) = state.tracker.servers().get(&name)?;
+            let health = state.tracker.servers().health(&name);
+            Some(json!({
+                "name": name,
+                "transport": match def.transport {
+                    mcptask_client::Transport::Http { url, .. } => json!({"type": "http", "url": url}),
+                    mcptask_client::Transport::Stdio { command, .. } => json!({"type": "stdio", "command": command}),
+                },
+                "definitionHash": hash,
+                "health": health,
+            }))
+        })
+        .collect();
+    Json(json!({"servers": servers}))
+}
+
+pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
+    let Some(handle) = &state.metrics else {
+        return Err(ApiError::new(StatusCode::NOT_FOUND, "metrics_disabled", "metrics are not enabled in this process"));
+    };
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        handle.render(),
+    ))
+}

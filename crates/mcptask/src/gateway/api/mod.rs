@@ -1,0 +1,162 @@
+//! The gateway's HTTP API (`/api/v1`), live event stream, health, metrics,
+//! OpenAPI document and dashboard.
+
+pub mod error;
+mod handlers;
+pub mod openapi;
+mod sse;
+pub mod views;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use mcptask_client::Tracker;
+
+use super::config::{AuthMode, Config};
+use error::ApiError;
+
+/// Who is calling.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// Tasks are scoped to this principal (a principal token).
+    pub principal: Option<String>,
+    /// An operator token (or no auth): sees every task.
+    pub operator: bool,
+}
+
+impl Caller {
+    /// Whether this caller may see a task bound to `principal`.
+    pub fn may_see(&self, principal: Option<&str>) -> bool {
+        self.operator || self.principal.as_deref() == principal
+    }
+}
+
+/// Shared state of the API handlers.
+#[derive(Clone)]
+pub struct AppState {
+    pub tracker: Tracker,
+    pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+    auth: AuthMode,
+    tokens: Arc<HashMap<String, Option<String>>>,
+}
+
+impl AppState {
+    pub fn new(tracker: Tracker, config: &Config, metrics: Option<metrics_exporter_prometheus::PrometheusHandle>) -> Self {
+        let tokens = config
+            .api
+            .tokens
+            .iter()
+            .map(|t| (t.token.get_ref().clone(), t.principal.clone()))
+            .collect();
+        Self {
+            tracker,
+            metrics,
+            auth: config.api.auth,
+            tokens: Arc::new(tokens),
+        }
+    }
+}
+
+fn bearer(request: &Request) -> Option<String> {
+    if let Some(h) = request.headers().get(axum::http::header::AUTHORIZATION) {
+        return h.to_str().ok()?.strip_prefix("Bearer ").map(|t| t.trim().to_string());
+    }
+    // EventSource cannot send headers: the stream (GET only) accepts ?access_token=.
+    if request.method() == axum::http::Method::GET {
+        let query = request.uri().query()?;
+        return query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix("access_token=").map(percent_decode));
+    }
+    None
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok());
+                match hex {
+                    Some(b) => {
+                        out.push(b);
+                        i += 3;
+                    }
+                    None => {
+                        out.push(b'%');
+                        i += 1;
+                    }
+                }
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let caller = match state.auth {
+        AuthMode::None => Caller {
+            principal: None,
+            operator: true,
+        },
+        AuthMode::Token => match bearer(&request).and_then(|t| state.tokens.get(&t).cloned()) {
+            Some(principal) => Caller {
+                operator: principal.is_none(),
+                principal,
+            },
+            None => return ApiError::unauthorized().into_response(),
+        },
+    };
+    request.extensions_mut().insert(caller);
+    next.run(request).await
+}
+
+async fn count_requests(request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".into());
+    let method = request.method().to_string();
+    let response = next.run(request).await;
+    metrics::counter!("mcptask_api_requests_total", "route" => route, "method" => method, "status" => response.status().as_u16().to_string())
+        .increment(1);
+    response
+}
+
+/// The full HTTP surface.
+pub fn router(state: AppState, max_body_bytes: usize) -> axum::Router {
+    let protected = axum::Router::new()
+        .route("/api/v1/tasks", get(handlers::list_tasks))
+        .route("/api/v1/tasks/{id}", get(handlers::get_task))
+        .route("/api/v1/tasks/{id}/cancel", post(handlers::cancel_task))
+        .route("/api/v1/tasks/{id}/answers", post(handlers::answer_task))
+        .route("/api/v1/calls", post(handlers::call_tool))
+        .route("/api/v1/servers", get(handlers::list_servers))
+        .route("/api/v1/events", get(sse::events))
+        .route("/metrics", get(handlers::metrics))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), authenticate));
+    axum::Router::new()
+        .route("/", get(super::dashboard::page))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/openapi.json", get(openapi::document))
+        .merge(protected)
+        .fallback(|| async { ApiError::not_found("route") })
+        .layer(axum::middleware::from_fn(count_requests))
+        .layer(axum::extract::DefaultBodyLimit::max(max_body_bytes))
+        .with_state(state)
+}

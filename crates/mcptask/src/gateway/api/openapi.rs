@@ -1,0 +1,139 @@
+//! `GET /openapi.json`: the API described as OpenAPI 3.1.
+
+use axum::Json;
+use serde_json::{Value, json};
+
+fn error_response(description: &str) -> Value {
+    json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
+}
+
+fn ok(description: &str, schema: &str) -> Value {
+    json!({"description": description, "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}})
+}
+
+fn task_id_param() -> Value {
+    json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string"}, "description": "Local task id (rt_…)"})
+}
+
+/// The document (also used by tests to check every route is described).
+pub fn spec() -> Value {
+    let common_errors = json!({
+        "401": error_response("Missing or unknown API token"),
+        "400": error_response("Malformed request"),
+    });
+    let with = |mut responses: Value| {
+        for (k, v) in common_errors.as_object().expect("object") {
+            responses[k] = v.clone();
+        }
+        responses
+    };
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "mcptask gateway API",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Durable tracking of remote MCP tasks (SEP-2663). Send `Authorization: Bearer <token>` unless the gateway runs with auth = \"none\". Errors are JSON: {\"error\": {\"code\": <stable code>, \"message\": <text>}}."
+        },
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": {
+                "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {
+                    "code": {"type": "string", "enum": ["bad_request", "unauthorized", "not_found", "unknown_server", "payload_too_large", "unsupported_media_type", "remote_error", "unavailable", "protocol_error", "input_needed", "timeout", "shutting_down", "store_unavailable", "metrics_disabled"]},
+                    "message": {"type": "string"},
+                    "details": {}
+                }}}},
+                "Status": {"type": "string", "enum": ["working", "input_required", "completed", "failed", "cancelled"]},
+                "TaskSummary": {"type": "object", "required": ["id", "server", "tool", "status", "createdAt", "updatedAt"], "properties": {
+                    "id": {"type": "string"}, "server": {"type": "string"}, "tool": {"type": "string"},
+                    "status": {"$ref": "#/components/schemas/Status"}, "statusMessage": {"type": ["string", "null"]},
+                    "principal": {"type": ["string", "null"]}, "conversation": {"type": ["string", "null"]}, "callId": {"type": ["string", "null"]},
+                    "correlation": {}, "createdAt": {"type": "string", "format": "date-time"}, "updatedAt": {"type": "string", "format": "date-time"},
+                    "completedAt": {"type": ["string", "null"], "format": "date-time"}, "cancelRequested": {"type": "boolean"},
+                    "pollCount": {"type": "integer"}, "consecutiveErrors": {"type": "integer"}, "lastError": {"type": ["string", "null"]},
+                    "inputRequests": {"type": "object", "additionalProperties": true},
+                    "remoteTaskId": {"type": "string", "description": "Operators only"}
+                }},
+                "TaskDetail": {"allOf": [{"$ref": "#/components/schemas/TaskSummary"}, {"type": "object", "properties": {
+                    "arguments": {}, "result": {}, "resultTruncated": {"type": "boolean"}, "error": {},
+                    "inputs": {"type": "array", "items": {"type": "object", "properties": {"key": {"type": "string"}, "request": {}, "answered": {"type": "boolean"}}}},
+                    "timeline": {"type": "array", "items": {"$ref": "#/components/schemas/TimelineEntry"}},
+                    "notifications": {"type": "object"}
+                }}]},
+                "TimelineEntry": {"type": "object", "properties": {
+                    "idempotencyKey": {"type": "string"}, "taskId": {"type": "string"}, "version": {"type": "integer"},
+                    "kind": {"type": "string", "enum": ["created", "status", "input_required", "answered", "cancel_requested", "degraded"]},
+                    "status": {"$ref": "#/components/schemas/Status"}, "occurredAt": {"type": "string", "format": "date-time"}
+                }},
+                "TaskList": {"type": "object", "properties": {"tasks": {"type": "array", "items": {"$ref": "#/components/schemas/TaskSummary"}}, "nextCursor": {"type": ["string", "null"]}}},
+                "Answers": {"type": "object", "required": ["answers"], "additionalProperties": false, "properties": {"answers": {"type": "object", "additionalProperties": {"type": "object"}, "description": "input key -> response (e.g. {\"action\": \"accept\", \"content\": {...}})"}}},
+                "AnswerResult": {"type": "object", "properties": {"stored": {"type": "array", "items": {"type": "string"}}, "ignored": {"type": "array", "items": {"type": "string"}}}},
+                "Call": {"type": "object", "required": ["server", "tool"], "additionalProperties": false, "properties": {
+                    "server": {"type": "string"}, "tool": {"type": "string"}, "arguments": {"type": "object"},
+                    "conversation": {"type": "string"}, "callId": {"type": "string"}, "correlation": {},
+                    "principal": {"type": "string", "description": "Operators only"}, "waitMs": {"type": "integer", "minimum": 0, "maximum": 300000}
+                }},
+                "CallOutcome": {"type": "object", "properties": {"outcome": {"type": "string", "enum": ["completed", "task"]}, "result": {}, "task": {"$ref": "#/components/schemas/TaskDetail"}}},
+                "Servers": {"type": "object", "properties": {"servers": {"type": "array", "items": {"type": "object"}}}}
+            }
+        },
+        "security": [{"bearer": []}],
+        "paths": {
+            "/api/v1/tasks": {"get": {
+                "summary": "List tracked tasks, newest first",
+                "parameters": [
+                    {"name": "status", "in": "query", "schema": {"$ref": "#/components/schemas/Status"}},
+                    {"name": "server", "in": "query", "schema": {"type": "string"}},
+                    {"name": "principal", "in": "query", "schema": {"type": "string"}, "description": "Operators only; principal tokens always see their own"},
+                    {"name": "conversation", "in": "query", "schema": {"type": "string"}},
+                    {"name": "active", "in": "query", "schema": {"type": "boolean"}},
+                    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}},
+                    {"name": "cursor", "in": "query", "schema": {"type": "string"}, "description": "nextCursor of the previous page"}
+                ],
+                "responses": with(json!({"200": ok("A page of tasks", "TaskList")}))
+            }},
+            "/api/v1/tasks/{id}": {"get": {
+                "summary": "One task: snapshot, result, error, input requests, timeline",
+                "parameters": [task_id_param()],
+                "responses": with(json!({"200": ok("The task", "TaskDetail"), "404": error_response("Unknown task (or another principal's)")}))
+            }},
+            "/api/v1/tasks/{id}/cancel": {"post": {
+                "summary": "Request cancellation (durable; the server decides the final status)",
+                "parameters": [task_id_param()],
+                "responses": with(json!({"202": ok("Cancellation recorded", "TaskDetail"), "404": error_response("Unknown task")}))
+            }},
+            "/api/v1/tasks/{id}/answers": {"post": {
+                "summary": "Answer outstanding input requests (each key once)",
+                "parameters": [task_id_param()],
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Answers"}}}},
+                "responses": with(json!({"200": ok("What was stored", "AnswerResult"), "404": error_response("Unknown task"), "413": error_response("Body too large")}))
+            }},
+            "/api/v1/calls": {"post": {
+                "summary": "Call a tool; returns its result or the tracked task",
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Call"}}}},
+                "responses": with(json!({
+                    "200": ok("Completed synchronously", "CallOutcome"),
+                    "202": ok("A task is tracked", "CallOutcome"),
+                    "404": error_response("Unknown server"),
+                    "409": error_response("The tool needs input before it starts"),
+                    "413": error_response("Body too large"),
+                    "502": error_response("The remote server failed or broke the protocol")
+                }))
+            }},
+            "/api/v1/servers": {"get": {"summary": "Configured servers and their health", "responses": with(json!({"200": ok("Servers", "Servers")}))}},
+            "/api/v1/events": {"get": {
+                "summary": "Server-Sent Events: `task` (summary on change), `event` (timeline entries as delivered)",
+                "description": "EventSource cannot send headers: pass the token as ?access_token=.",
+                "parameters": [{"name": "access_token", "in": "query", "schema": {"type": "string"}}],
+                "responses": with(json!({"200": {"description": "text/event-stream", "content": {"text/event-stream": {}}}}))
+            }},
+            "/metrics": {"get": {"summary": "Prometheus metrics", "responses": with(json!({"200": {"description": "Prometheus text format", "content": {"text/plain": {}}}}))}},
+            "/healthz": {"get": {"summary": "Liveness", "security": [], "responses": {"200": {"description": "ok"}}}},
+            "/openapi.json": {"get": {"summary": "This document", "security": [], "responses": {"200": {"description": "OpenAPI 3.1"}}}},
+            "/": {"get": {"summary": "The dashboard (HTML)", "security": [], "responses": {"200": {"description": "text/html"}}}}
+        }
+    })
+}
+
+pub async fn document() -> Json<Value> {
+    Json(spec())
+}
