@@ -208,7 +208,8 @@ impl ServerRegistry {
     /// What the tracker last saw of `name` (`None` if not configured).
     pub fn health(&self, name: &str) -> Option<Health> {
         let map = self.entries.read().expect("server registry lock");
-        map.get(name).map(|e| e.health.lock().expect("health lock").clone())
+        map.get(name)
+            .map(|e| e.health.lock().expect("health lock").clone())
     }
 
     /// Record the outcome of a call to `name` (for health reporting).

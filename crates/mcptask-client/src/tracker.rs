@@ -591,11 +591,22 @@ impl Tracker {
         id: &str,
         timeout: Duration,
     ) -> Result<RemoteTaskRecord, TrackerError> {
+        self.wait_until(id, timeout, RemoteTaskRecord::is_terminal)
+            .await
+    }
+
+    /// Wait until `done` holds for the task (or it settles, or `timeout` passes).
+    pub async fn wait_until(
+        &self,
+        id: &str,
+        timeout: Duration,
+        done: impl Fn(&RemoteTaskRecord) -> bool,
+    ) -> Result<RemoteTaskRecord, TrackerError> {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut changes = self.inner.changes.subscribe();
         loop {
             let record = self.get(id).await?;
-            if record.is_terminal() {
+            if done(&record) || record.is_terminal() {
                 return Ok(record);
             }
             let now = tokio::time::Instant::now();

@@ -1,5 +1,6 @@
 //! `mcptask`: durable runtime for MCP Tasks (SEP-2663).
 
+mod cli;
 mod demo;
 mod gateway;
 
@@ -23,6 +24,41 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Start the demo server and the gateway on the embedded SQLite file, run
+    /// three tasks end to end, then keep serving the dashboard.
+    Demo {
+        /// Exit once the three demo tasks have settled.
+        #[arg(long)]
+        once: bool,
+        /// sqlite:PATH or postgres://USER@HOST/DB
+        #[arg(long, env = "MCPTASK_DATABASE_URL", default_value = mcptask_sql::DEFAULT_DATABASE_URL)]
+        database_url: String,
+        /// Address of the dashboard and API (a free port is used if it is busy).
+        #[arg(long, default_value = "127.0.0.1:7777")]
+        listen: SocketAddr,
+    },
+    /// Call a tool through the gateway; with --wait, follow the task to the end.
+    Call {
+        /// Server name from mcptask.toml.
+        server: String,
+        /// Tool name.
+        tool: String,
+        /// Arguments as a JSON object.
+        #[arg(long, default_value = "{}")]
+        args: String,
+        /// Follow the task with a live progress line until it settles.
+        #[arg(long)]
+        wait: bool,
+        #[command(flatten)]
+        gateway: cli::client::GatewayArgs,
+    },
+    /// Inspect and act on tracked tasks.
+    Tasks {
+        #[command(subcommand)]
+        action: TasksCommand,
+        #[command(flatten)]
+        gateway: cli::client::GatewayArgs,
+    },
     /// Run the bundled demo MCP server (conformance fixtures + demo tools).
     DemoServer(DemoServerArgs),
     /// Run the gateway: tracker workers, HTTP API, dashboard and metrics.
@@ -36,6 +72,42 @@ enum Command {
         /// sqlite:PATH or postgres://USER@HOST/DB
         #[arg(long, env = "MCPTASK_DATABASE_URL", default_value = mcptask_sql::DEFAULT_DATABASE_URL)]
         database_url: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum TasksCommand {
+    /// List tasks, newest first.
+    List {
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long)]
+        server: Option<String>,
+        /// Only working / input_required tasks.
+        #[arg(long)]
+        active: bool,
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one task: status, questions, timeline, result.
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+        /// Follow it with a live progress line until it settles.
+        #[arg(long)]
+        follow: bool,
+    },
+    /// Request cancellation.
+    Cancel { id: String },
+    /// Answer an input request: a JSON object (taken as accepted content) or a
+    /// full response such as '{"action": "decline"}'.
+    Answer {
+        id: String,
+        key: String,
+        response: String,
     },
 }
 
@@ -92,6 +164,62 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::DemoServer(args) => demo_server(args).await,
         Command::Serve { config } => gateway::run(&config).await,
+        Command::Demo {
+            once,
+            database_url,
+            listen,
+        } => {
+            demo::walkthrough::run(demo::walkthrough::DemoArgs {
+                database_url,
+                listen,
+                once,
+            })
+            .await
+        }
+        Command::Call {
+            server,
+            tool,
+            args,
+            wait,
+            gateway,
+        } => {
+            let gw = cli::client::Gateway::new(&gateway)?;
+            exit_with(cli::commands::call(&gw, &server, &tool, &args, wait).await?)
+        }
+        Command::Tasks { action, gateway } => {
+            let gw = cli::client::Gateway::new(&gateway)?;
+            let code = match action {
+                TasksCommand::List {
+                    status,
+                    server,
+                    active,
+                    limit,
+                    json,
+                } => {
+                    cli::commands::list(
+                        &gw,
+                        status.as_deref(),
+                        server.as_deref(),
+                        active,
+                        limit,
+                        json,
+                    )
+                    .await?
+                }
+                TasksCommand::Show { id, json, follow } => {
+                    if follow {
+                        cli::commands::follow(&gw, &id).await?
+                    } else {
+                        cli::commands::show(&gw, &id, json).await?
+                    }
+                }
+                TasksCommand::Cancel { id } => cli::commands::cancel(&gw, &id).await?,
+                TasksCommand::Answer { id, key, response } => {
+                    cli::commands::answer(&gw, &id, &key, &response).await?
+                }
+            };
+            exit_with(code)
+        }
         Command::Migrate { database_url } => {
             let store = mcptask_sql::open_without_migrating(&database_url).await?;
             let applied = mcptask_sql::migrate(&store, &database_url).await?;
@@ -102,6 +230,13 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+fn exit_with(code: i32) -> anyhow::Result<()> {
+    if code != 0 {
+        std::process::exit(code);
+    }
+    Ok(())
 }
 
 async fn demo_server(args: DemoServerArgs) -> anyhow::Result<()> {

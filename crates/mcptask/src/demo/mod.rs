@@ -2,3 +2,4 @@
 
 pub mod server;
 pub mod tools;
+pub mod walkthrough;

@@ -17,7 +17,9 @@ pub fn install() -> anyhow::Result<PrometheusHandle> {
     PrometheusBuilder::new()
         .set_buckets_for_metric(
             metrics_exporter_prometheus::Matcher::Full("mcptask_remote_call_seconds".into()),
-            &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0],
+            &[
+                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+            ],
         )?
         .install_recorder()
         .map_err(|e| anyhow::anyhow!("cannot install the metrics recorder: {e}"))
@@ -41,7 +43,10 @@ pub async fn refresh(tracker: &Tracker) {
     match tracker.store().remote_counts().await {
         Ok(counts) => {
             for status in TaskStatus::ALL {
-                let n = counts.iter().find(|(s, _)| *s == status).map_or(0, |(_, n)| *n);
+                let n = counts
+                    .iter()
+                    .find(|(s, _)| *s == status)
+                    .map_or(0, |(_, n)| *n);
                 metrics::gauge!("mcptask_tasks", "status" => status.as_str()).set(n as f64);
             }
         }

@@ -32,6 +32,14 @@ pub async fn start(config: Config) -> anyhow::Result<Gateway> {
                 mcptask_sql::redact(&config.database.url)
             )
         })?;
+    start_with_store(config, store).await
+}
+
+/// Start the tracker on an already opened store.
+pub async fn start_with_store(
+    config: Config,
+    store: mcptask_sql::Store,
+) -> anyhow::Result<Gateway> {
     let mut builder = Tracker::builder(store.remote_tasks()).config(config.tracker_config());
     for def in config.server_defs() {
         builder = builder.server(def);
@@ -72,7 +80,11 @@ pub async fn run(config_path: &Path) -> anyhow::Result<()> {
     let local = listener.local_addr()?;
     eprintln!("mcptask gateway listening on http://{local}/");
     let handle = metrics::install()?;
-    metrics::spawn_gauges(gateway.tracker.clone(), Duration::from_secs(5), stop.clone());
+    metrics::spawn_gauges(
+        gateway.tracker.clone(),
+        Duration::from_secs(5),
+        stop.clone(),
+    );
     let state = api::AppState::new(gateway.tracker.clone(), &gateway.config, Some(handle));
     let app = api::router(state, gateway.config.api.max_body_bytes);
     let server = axum::serve(listener, app).with_graceful_shutdown({

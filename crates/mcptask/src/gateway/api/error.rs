@@ -30,7 +30,11 @@ impl ApiError {
     }
 
     pub fn not_found(what: &str) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found", format!("{what} not found"))
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("{what} not found"),
+        )
     }
 
     pub fn unauthorized() -> Self {
@@ -57,21 +61,39 @@ impl From<TrackerError> for ApiError {
         let message = e.to_string();
         match e {
             TrackerError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "not_found", message),
-            TrackerError::InvalidInput(_) => ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message),
-            TrackerError::UnknownServer(_) => ApiError::new(StatusCode::NOT_FOUND, "unknown_server", message),
+            TrackerError::InvalidInput(_) => {
+                ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+            }
+            TrackerError::UnknownServer(_) => {
+                ApiError::new(StatusCode::NOT_FOUND, "unknown_server", message)
+            }
             TrackerError::Remote(data) => ApiError {
-                details: Some(json!({"code": data.code.0, "message": data.message, "data": data.data})),
+                details: Some(
+                    json!({"code": data.code.0, "message": data.message, "data": data.data}),
+                ),
                 ..ApiError::new(StatusCode::BAD_GATEWAY, "remote_error", message)
             },
-            TrackerError::Unavailable(_) => ApiError::new(StatusCode::BAD_GATEWAY, "unavailable", message),
-            TrackerError::Protocol(_) => ApiError::new(StatusCode::BAD_GATEWAY, "protocol_error", message),
+            TrackerError::Unavailable(_) => {
+                ApiError::new(StatusCode::BAD_GATEWAY, "unavailable", message)
+            }
+            TrackerError::Protocol(_) => {
+                ApiError::new(StatusCode::BAD_GATEWAY, "protocol_error", message)
+            }
             TrackerError::InputNeeded { requests, .. } => ApiError {
                 details: Some(json!({"inputRequests": requests})),
                 ..ApiError::new(StatusCode::CONFLICT, "input_needed", message)
             },
-            TrackerError::Timeout(_) => ApiError::new(StatusCode::GATEWAY_TIMEOUT, "timeout", message),
-            TrackerError::ShuttingDown => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", message),
-            TrackerError::Store(_) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", message),
+            TrackerError::Timeout(_) => {
+                ApiError::new(StatusCode::GATEWAY_TIMEOUT, "timeout", message)
+            }
+            TrackerError::ShuttingDown => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", message)
+            }
+            TrackerError::Store(_) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                message,
+            ),
         }
     }
 }
@@ -95,12 +117,19 @@ where
                 "unsupported_media_type",
                 "send Content-Type: application/json",
             )),
-            Err(JsonRejection::BytesRejection(e)) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
-                "the request body is larger than [api] max_body_bytes",
-            )),
-            Err(e) => Err(ApiError::bad_request(format!("invalid JSON body: {}", e.body_text()))),
+            Err(JsonRejection::BytesRejection(e))
+                if e.status() == StatusCode::PAYLOAD_TOO_LARGE =>
+            {
+                Err(ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "payload_too_large",
+                    "the request body is larger than [api] max_body_bytes",
+                ))
+            }
+            Err(e) => Err(ApiError::bad_request(format!(
+                "invalid JSON body: {}",
+                e.body_text()
+            ))),
         }
     }
 }

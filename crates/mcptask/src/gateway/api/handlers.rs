@@ -41,9 +41,16 @@ pub async fn list_tasks(
     let status = q
         .status
         .as_deref()
-        .map(|s| TaskStatus::parse(s).ok_or_else(|| ApiError::bad_request(format!("unknown status {s:?}"))))
+        .map(|s| {
+            TaskStatus::parse(s)
+                .ok_or_else(|| ApiError::bad_request(format!("unknown status {s:?}")))
+        })
         .transpose()?;
-    let principal = if caller.operator { q.principal } else { caller.principal.clone() };
+    let principal = if caller.operator {
+        q.principal
+    } else {
+        caller.principal.clone()
+    };
     let filter = ListFilter {
         status,
         server: q.server,
@@ -68,7 +75,11 @@ pub async fn list_tasks(
 }
 
 /// The task if it exists and the caller may see it (otherwise: not found).
-async fn visible(state: &AppState, caller: &Caller, id: &str) -> Result<RemoteTaskRecord, ApiError> {
+async fn visible(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+) -> Result<RemoteTaskRecord, ApiError> {
     if id.is_empty() || id.len() > 128 {
         return Err(ApiError::not_found("task"));
     }
@@ -79,7 +90,11 @@ async fn visible(state: &AppState, caller: &Caller, id: &str) -> Result<RemoteTa
     }
 }
 
-async fn detail_of(state: &AppState, caller: &Caller, r: &RemoteTaskRecord) -> Result<Value, ApiError> {
+async fn detail_of(
+    state: &AppState,
+    caller: &Caller,
+    r: &RemoteTaskRecord,
+) -> Result<Value, ApiError> {
     let inputs = state.tracker.inputs(&r.id).await?;
     let timeline = state.tracker.events(&r.id, 0, TIMELINE_LIMIT).await?;
     Ok(views::detail(r, &inputs, &timeline, caller.operator))
@@ -101,7 +116,10 @@ pub async fn cancel_task(
 ) -> Result<impl IntoResponse, ApiError> {
     visible(&state, &caller, &id).await?;
     let r = state.tracker.cancel(&id).await?;
-    Ok((StatusCode::ACCEPTED, Json(detail_of(&state, &caller, &r).await?)))
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(detail_of(&state, &caller, &r).await?),
+    ))
 }
 
 #[derive(Debug, Deserialize)]
@@ -119,10 +137,14 @@ pub async fn answer_task(
 ) -> Result<Json<Value>, ApiError> {
     visible(&state, &caller, &id).await?;
     if body.answers.is_empty() {
-        return Err(ApiError::bad_request("answers must name at least one input key"));
+        return Err(ApiError::bad_request(
+            "answers must name at least one input key",
+        ));
     }
     let result = state.tracker.answer(&id, body.answers).await?;
-    Ok(Json(json!({"stored": result.stored, "ignored": result.ignored})))
+    Ok(Json(
+        json!({"stored": result.stored, "ignored": result.ignored}),
+    ))
 }
 
 #[derive(Debug, Deserialize)]
@@ -146,7 +168,11 @@ pub async fn call_tool(
     Extension(caller): Extension<Caller>,
     JsonBody(body): JsonBody<CallBody>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let principal = if caller.operator { body.principal } else { caller.principal.clone() };
+    let principal = if caller.operator {
+        body.principal
+    } else {
+        caller.principal.clone()
+    };
     let options = CallOptions {
         principal,
         conversation: body.conversation,
@@ -154,7 +180,11 @@ pub async fn call_tool(
         correlation: body.correlation,
     };
     let arguments = body.arguments.unwrap_or(json!({}));
-    match state.tracker.call_tool(&body.server, &body.tool, arguments, options).await? {
+    match state
+        .tracker
+        .call_tool(&body.server, &body.tool, arguments, options)
+        .await?
+    {
         CallOutcome::Completed(result) => Ok((
             StatusCode::OK,
             Json(json!({"outcome": "completed", "result": result})),
@@ -171,7 +201,9 @@ pub async fn call_tool(
             }
             Ok((
                 StatusCode::ACCEPTED,
-                Json(json!({"outcome": "task", "task": detail_of(&state, &caller, &record).await?})),
+                Json(
+                    json!({"outcome": "task", "task": detail_of(&state, &caller, &record).await?}),
+                ),
             ))
         }
     }
@@ -202,10 +234,17 @@ pub async fn list_servers(State(state): State<AppState>) -> Json<Value> {
 
 pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
     let Some(handle) = &state.metrics else {
-        return Err(ApiError::new(StatusCode::NOT_FOUND, "metrics_disabled", "metrics are not enabled in this process"));
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "metrics_disabled",
+            "metrics are not enabled in this process",
+        ));
     };
     Ok((
-        [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
         handle.render(),
     ))
 }

@@ -45,7 +45,11 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(tracker: Tracker, config: &Config, metrics: Option<metrics_exporter_prometheus::PrometheusHandle>) -> Self {
+    pub fn new(
+        tracker: Tracker,
+        config: &Config,
+        metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+    ) -> Self {
         let tokens = config
             .api
             .tokens
@@ -63,7 +67,11 @@ impl AppState {
 
 fn bearer(request: &Request) -> Option<String> {
     if let Some(h) = request.headers().get(axum::http::header::AUTHORIZATION) {
-        return h.to_str().ok()?.strip_prefix("Bearer ").map(|t| t.trim().to_string());
+        return h
+            .to_str()
+            .ok()?
+            .strip_prefix("Bearer ")
+            .map(|t| t.trim().to_string());
     }
     // EventSource cannot send headers: the stream (GET only) accepts ?access_token=.
     if request.method() == axum::http::Method::GET {
@@ -82,7 +90,9 @@ fn percent_decode(s: &str) -> String {
     while i < bytes.len() {
         match bytes[i] {
             b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok());
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3])
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok());
                 match hex {
                     Some(b) => {
                         out.push(b);
@@ -149,7 +159,10 @@ pub fn router(state: AppState, max_body_bytes: usize) -> axum::Router {
         .route("/api/v1/servers", get(handlers::list_servers))
         .route("/api/v1/events", get(sse::events))
         .route("/metrics", get(handlers::metrics))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), authenticate));
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authenticate,
+        ));
     axum::Router::new()
         .route("/", get(super::dashboard::page))
         .route("/healthz", get(|| async { "ok" }))

@@ -72,5 +72,8 @@ where
 {
     let (tx, rx) = tokio::sync::mpsc::channel(256);
     tokio::spawn(producer(tx));
-    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (Ok(e), rx)) })
+    futures::stream::unfold(
+        rx,
+        |mut rx| async move { rx.recv().await.map(|e| (Ok(e), rx)) },
+    )
 }

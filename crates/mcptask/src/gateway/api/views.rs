@@ -36,10 +36,18 @@ pub fn summary(r: &RemoteTaskRecord, operator: bool) -> Value {
 }
 
 /// One task with everything the detail view needs.
-pub fn detail(r: &RemoteTaskRecord, inputs: &[RemoteInput], timeline: &[TaskEvent], operator: bool) -> Value {
+pub fn detail(
+    r: &RemoteTaskRecord,
+    inputs: &[RemoteInput],
+    timeline: &[TaskEvent],
+    operator: bool,
+) -> Value {
     let mut v = summary(r, operator);
     let obj = v.as_object_mut().expect("summary is an object");
-    obj.insert("arguments".into(), r.arguments.clone().unwrap_or(Value::Null));
+    obj.insert(
+        "arguments".into(),
+        r.arguments.clone().unwrap_or(Value::Null),
+    );
     obj.insert("result".into(), r.result.clone().unwrap_or(Value::Null));
     obj.insert("resultTruncated".into(), json!(r.result_truncated));
     obj.insert("error".into(), r.error.clone().unwrap_or(Value::Null));
@@ -67,7 +75,10 @@ pub fn detail(r: &RemoteTaskRecord, inputs: &[RemoteInput], timeline: &[TaskEven
                 .collect(),
         ),
     );
-    obj.insert("timeline".into(), Value::Array(timeline.iter().map(event).collect()));
+    obj.insert(
+        "timeline".into(),
+        Value::Array(timeline.iter().map(event).collect()),
+    );
     obj.insert(
         "notifications".into(),
         json!({

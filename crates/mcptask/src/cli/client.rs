@@ -1,0 +1,76 @@
+//! A small client for the gateway API, used by the CLI commands.
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+/// Where the gateway is and how to authenticate.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GatewayArgs {
+    /// Gateway base URL.
+    #[arg(
+        long,
+        env = "MCPTASK_GATEWAY",
+        default_value = "http://127.0.0.1:7777",
+        global = true
+    )]
+    pub gateway: String,
+    /// API token (see [[api.tokens]] in mcptask.toml).
+    #[arg(long, env = "MCPTASK_API_TOKEN", global = true, hide_env_values = true)]
+    pub token: Option<String>,
+}
+
+pub struct Gateway {
+    base: String,
+    token: Option<String>,
+    http: reqwest::Client,
+}
+
+impl Gateway {
+    pub fn new(args: &GatewayArgs) -> anyhow::Result<Self> {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(330))
+            .build()
+            .context("building the HTTP client")?;
+        Ok(Self {
+            base: args.gateway.trim_end_matches('/').to_string(),
+            token: args.token.clone(),
+            http,
+        })
+    }
+
+    async fn send(&self, request: reqwest::RequestBuilder) -> anyhow::Result<Value> {
+        let request = match &self.token {
+            Some(t) => request.bearer_auth(t),
+            None => request,
+        };
+        let response = request.send().await.with_context(|| {
+            format!(
+                "cannot reach the gateway at {} (is `mcptask serve` running?)",
+                self.base
+            )
+        })?;
+        let status = response.status();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        if status.is_success() {
+            return Ok(body);
+        }
+        let code = body["error"]["code"].as_str().unwrap_or("error");
+        let message = body["error"]["message"].as_str().unwrap_or("no details");
+        if code == "unauthorized" {
+            bail!("{message}\n  fix: pass --token or set MCPTASK_API_TOKEN");
+        }
+        bail!("{message} ({code}, HTTP {})", status.as_u16())
+    }
+
+    pub async fn get(&self, path: &str) -> anyhow::Result<Value> {
+        self.send(self.http.get(format!("{}{path}", self.base)))
+            .await
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
+        self.send(self.http.post(format!("{}{path}", self.base)).json(body))
+            .await
+    }
+}

@@ -1,0 +1,283 @@
+//! `mcptask call` and `mcptask tasks …`.
+
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+
+use super::client::Gateway;
+
+const SPINNER: [&str; 8] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧"];
+
+fn terminal(status: &str) -> bool {
+    matches!(status, "completed" | "failed" | "cancelled")
+}
+
+/// Print a settled task's outcome; returns the process exit code.
+pub fn print_outcome(task: &Value) -> i32 {
+    let status = task["status"].as_str().unwrap_or("?");
+    match status {
+        "completed" => {
+            print_result(&task["result"]);
+            if task["result"]["isError"] == true {
+                1
+            } else {
+                0
+            }
+        }
+        "failed" => {
+            eprintln!(
+                "failed: {}",
+                task["error"]["message"].as_str().unwrap_or("(no message)")
+            );
+            1
+        }
+        other => {
+            eprintln!(
+                "{other}{}",
+                task["statusMessage"]
+                    .as_str()
+                    .map(|m| format!(": {m}"))
+                    .unwrap_or_default()
+            );
+            1
+        }
+    }
+}
+
+fn print_result(result: &Value) {
+    let mut printed = false;
+    for block in result["content"].as_array().into_iter().flatten() {
+        if let Some(text) = block["text"].as_str() {
+            println!("{text}");
+        } else {
+            println!("{block}");
+        }
+        printed = true;
+    }
+    if let Some(s) = result.get("structuredContent").filter(|s| !s.is_null()) {
+        println!("{}", serde_json::to_string_pretty(s).unwrap_or_default());
+        printed = true;
+    }
+    if !printed {
+        println!("{result}");
+    }
+}
+
+/// `mcptask call SERVER TOOL --args JSON [--wait]`.
+pub async fn call(
+    gw: &Gateway,
+    server: &str,
+    tool: &str,
+    args: &str,
+    wait: bool,
+) -> anyhow::Result<i32> {
+    let arguments: Value =
+        serde_json::from_str(args).with_context(|| format!("--args is not valid JSON: {args}"))?;
+    if !arguments.is_object() {
+        bail!("--args must be a JSON object, e.g. '{{\"seconds\": 5}}'");
+    }
+    let out = gw
+        .post(
+            "/api/v1/calls",
+            &json!({"server": server, "tool": tool, "arguments": arguments}),
+        )
+        .await?;
+    if out["outcome"] == "completed" {
+        print_result(&out["result"]);
+        return Ok(if out["result"]["isError"] == true {
+            1
+        } else {
+            0
+        });
+    }
+    let id = out["task"]["id"]
+        .as_str()
+        .context("the gateway returned a task without an id")?
+        .to_string();
+    if !wait {
+        println!("{id}");
+        eprintln!("task {id} is tracked; follow it with `mcptask tasks show {id}`");
+        return Ok(0);
+    }
+    follow(gw, &id).await
+}
+
+/// Follow a task with a live progress line until it settles.
+pub async fn follow(gw: &Gateway, id: &str) -> anyhow::Result<i32> {
+    let started = Instant::now();
+    let live = std::io::stderr().is_terminal();
+    let mut shown_questions = std::collections::BTreeSet::new();
+    let mut tick = 0usize;
+    loop {
+        let task = gw.get(&format!("/api/v1/tasks/{id}")).await?;
+        let status = task["status"].as_str().unwrap_or("?").to_string();
+        if terminal(&status) {
+            if live {
+                eprint!("\r\x1b[2K");
+            }
+            eprintln!("{status} after {:.1}s", started.elapsed().as_secs_f64());
+            return Ok(print_outcome(&task));
+        }
+        for (key, request) in task["inputRequests"].as_object().into_iter().flatten() {
+            if shown_questions.insert(key.clone()) {
+                if live {
+                    eprint!("\r\x1b[2K");
+                }
+                let message = request["params"]["message"]
+                    .as_str()
+                    .unwrap_or("input requested");
+                eprintln!("input requested [{key}]: {message}");
+                eprintln!("  answer with: mcptask tasks answer {id} {key} '{{\"…\": …}}'");
+            }
+        }
+        let message = task["statusMessage"].as_str().unwrap_or("");
+        let retry = task["lastError"]
+            .as_str()
+            .map(|e| format!(" (retrying: {e})"))
+            .unwrap_or_default();
+        let line = format!(
+            "{} {status} {message}{retry} ({:.0}s)",
+            SPINNER[tick % SPINNER.len()],
+            started.elapsed().as_secs_f64()
+        );
+        if live {
+            eprint!("\r\x1b[2K{line}");
+            let _ = std::io::stderr().flush();
+        } else if tick.is_multiple_of(20) {
+            eprintln!("{line}");
+        }
+        tick += 1;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+pub async fn list(
+    gw: &Gateway,
+    status: Option<&str>,
+    server: Option<&str>,
+    active: bool,
+    limit: u32,
+    json_out: bool,
+) -> anyhow::Result<i32> {
+    let mut q = vec![format!("limit={limit}")];
+    if let Some(s) = status {
+        q.push(format!("status={s}"));
+    }
+    if let Some(s) = server {
+        q.push(format!("server={s}"));
+    }
+    if active {
+        q.push("active=true".into());
+    }
+    let page = gw.get(&format!("/api/v1/tasks?{}", q.join("&"))).await?;
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(&page)?);
+        return Ok(0);
+    }
+    let tasks = page["tasks"].as_array().cloned().unwrap_or_default();
+    if tasks.is_empty() {
+        eprintln!("no tasks");
+        return Ok(0);
+    }
+    println!(
+        "{:<36}  {:<15}  {:<28}  MESSAGE",
+        "ID", "STATUS", "TOOL@SERVER"
+    );
+    for t in tasks {
+        println!(
+            "{:<36}  {:<15}  {:<28}  {}",
+            t["id"].as_str().unwrap_or(""),
+            t["status"].as_str().unwrap_or(""),
+            format!(
+                "{}@{}",
+                t["tool"].as_str().unwrap_or(""),
+                t["server"].as_str().unwrap_or("")
+            ),
+            t["statusMessage"].as_str().unwrap_or("")
+        );
+    }
+    Ok(0)
+}
+
+pub async fn show(gw: &Gateway, id: &str, json_out: bool) -> anyhow::Result<i32> {
+    let t = gw.get(&format!("/api/v1/tasks/{id}")).await?;
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(&t)?);
+        return Ok(0);
+    }
+    println!(
+        "{}  {}  {}@{}",
+        t["id"].as_str().unwrap_or(""),
+        t["status"].as_str().unwrap_or(""),
+        t["tool"].as_str().unwrap_or(""),
+        t["server"].as_str().unwrap_or("")
+    );
+    if let Some(m) = t["statusMessage"].as_str() {
+        println!("message: {m}");
+    }
+    for i in t["inputs"].as_array().into_iter().flatten() {
+        let state = if i["answered"] == true {
+            "answered"
+        } else {
+            "waiting"
+        };
+        println!(
+            "input {} ({state}): {}",
+            i["key"].as_str().unwrap_or(""),
+            i["request"]["params"]["message"].as_str().unwrap_or("")
+        );
+    }
+    println!("timeline:");
+    for e in t["timeline"].as_array().into_iter().flatten() {
+        println!(
+            "  v{} {} {} {}",
+            e["version"],
+            e["occurredAt"].as_str().unwrap_or(""),
+            e["kind"].as_str().unwrap_or(""),
+            e["status"].as_str().unwrap_or("")
+        );
+    }
+    if terminal(t["status"].as_str().unwrap_or("")) {
+        return Ok(print_outcome(&t));
+    }
+    Ok(0)
+}
+
+pub async fn cancel(gw: &Gateway, id: &str) -> anyhow::Result<i32> {
+    let t = gw
+        .post(&format!("/api/v1/tasks/{id}/cancel"), &json!({}))
+        .await?;
+    eprintln!(
+        "cancellation requested; the task is {} until the server confirms",
+        t["status"].as_str().unwrap_or("?")
+    );
+    Ok(0)
+}
+
+/// `answer ID KEY JSON`: a bare object is taken as the accepted content.
+pub async fn answer(gw: &Gateway, id: &str, key: &str, response: &str) -> anyhow::Result<i32> {
+    let value: Value = serde_json::from_str(response)
+        .with_context(|| format!("the answer is not valid JSON: {response}"))?;
+    let value = if value.get("action").is_some() {
+        value
+    } else {
+        json!({"action": "accept", "content": value})
+    };
+    let out = gw
+        .post(
+            &format!("/api/v1/tasks/{id}/answers"),
+            &json!({"answers": {key: value}}),
+        )
+        .await?;
+    if out["stored"].as_array().is_some_and(|s| !s.is_empty()) {
+        eprintln!("answer stored; it will be sent to the server");
+        Ok(0)
+    } else {
+        eprintln!(
+            "nothing stored: {key:?} is not an outstanding question of this task (or was already answered)"
+        );
+        Ok(1)
+    }
+}

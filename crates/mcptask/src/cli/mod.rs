@@ -1,0 +1,4 @@
+//! The user-facing commands that talk to a running gateway.
+
+pub mod client;
+pub mod commands;

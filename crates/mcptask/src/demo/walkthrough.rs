@@ -1,0 +1,243 @@
+//! `mcptask demo`: the demo server and the gateway in one process on the
+//! embedded SQLite file, three tasks run end to end, then the dashboard.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use mcptask_client::{CallOptions, CallOutcome, RemoteTaskRecord, ServerDef, Tracker};
+use mcptask_core::TaskStatus;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::server::DemoServerOptions;
+use crate::gateway;
+
+pub struct DemoArgs {
+    pub database_url: String,
+    pub listen: SocketAddr,
+    pub once: bool,
+}
+
+fn step(n: usize, text: &str) {
+    println!("[{n}/3] {text}");
+}
+
+async fn settle(tracker: &Tracker, id: &str) -> anyhow::Result<RemoteTaskRecord> {
+    tracker
+        .wait(id, Duration::from_secs(60))
+        .await
+        .with_context(|| format!("task {id} did not settle within a minute"))
+}
+
+async fn start_task(
+    tracker: &Tracker,
+    tool: &str,
+    args: serde_json::Value,
+) -> anyhow::Result<RemoteTaskRecord> {
+    let options = CallOptions {
+        conversation: Some("demo".into()),
+        ..Default::default()
+    };
+    match tracker.call_tool("demo", tool, args, options).await? {
+        CallOutcome::Task(t) => Ok(*t),
+        CallOutcome::Completed(_) => {
+            bail!("{tool} completed without a task: is the tasks extension declared?")
+        }
+    }
+}
+
+fn result_text(r: &RemoteTaskRecord) -> String {
+    r.result
+        .as_ref()
+        .and_then(|v| v["content"][0]["text"].as_str())
+        .unwrap_or("")
+        .to_string()
+}
+
+pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
+    let store = mcptask_sql::open(&args.database_url)
+        .await
+        .with_context(|| format!("opening {}", mcptask_sql::redact(&args.database_url)))?;
+    let stop = CancellationToken::new();
+
+    // The MCP server with durable tasks, on a free loopback port.
+    let server_options = DemoServerOptions {
+        database_url: args.database_url.clone(),
+        http: None,
+        config: mcptask_server::RuntimeConfig::default(),
+        tokens: Default::default(),
+        allowed_hosts: Vec::new(),
+        max_body_bytes: 4 * 1024 * 1024,
+        shutdown_grace: Duration::from_secs(5),
+    };
+    let runtime =
+        mcptask_server::TaskRuntime::builder(store.server_tasks(), super::tools::registry())
+            .start()
+            .await
+            .context("starting the demo server runtime")?;
+    let mcp_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let mcp_url = format!("http://{}/mcp", mcp_listener.local_addr()?);
+    let mcp_app = super::server::router(runtime.clone(), &server_options, stop.clone());
+    tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            let _ = axum::serve(mcp_listener, mcp_app)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await;
+        }
+    });
+
+    // The gateway: tracker + API + dashboard, with a fresh token.
+    let token = mcptask_core::ids::new_claim_token();
+    let config = gateway::config::Config::parse(
+        "(demo)",
+        &format!(
+            "[api]\nlisten = \"{}\"\n[[api.tokens]]\ntoken = \"{token}\"\n",
+            args.listen
+        ),
+    )?;
+    let gw = gateway::start_with_store(config, store.clone()).await?;
+    gw.tracker
+        .servers()
+        .upsert(ServerDef::http("demo", mcp_url.clone()));
+    let listener = match tokio::net::TcpListener::bind(args.listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("{} is busy ({e}); using a free port instead", args.listen);
+            tokio::net::TcpListener::bind("127.0.0.1:0").await?
+        }
+    };
+    let api_addr = listener.local_addr()?;
+    let handle = gateway::metrics::install().ok();
+    gateway::metrics::spawn_gauges(gw.tracker.clone(), Duration::from_secs(5), stop.clone());
+    let app = gateway::api::router(
+        gateway::api::AppState::new(gw.tracker.clone(), &gw.config, handle),
+        gw.config.api.max_body_bytes,
+    );
+    tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await;
+        }
+    });
+    let dashboard = format!("http://{api_addr}/#token={token}");
+    println!(
+        "mcptask demo — durable MCP tasks on {}",
+        mcptask_sql::redact(&args.database_url)
+    );
+    println!("  demo MCP server: {mcp_url}");
+    println!("  dashboard:       {dashboard}");
+    println!();
+
+    let tracker = &gw.tracker;
+    let outcome = async {
+        let report = start_task(
+            tracker,
+            "slow_compute",
+            json!({"seconds": 3, "label": "quarterly report"}),
+        )
+        .await?;
+        step(
+            1,
+            &format!(
+                "slow_compute started as task {} (the handle is durable before the call returns)",
+                report.id
+            ),
+        );
+        let question = start_task(
+            tracker,
+            "confirm_delete",
+            json!({"filename": "old-report.txt"}),
+        )
+        .await?;
+        step(
+            2,
+            &format!("confirm_delete started as task {}", question.id),
+        );
+        let doomed = start_task(tracker, "countdown", json!({"seconds": 600})).await?;
+        step(3, &format!("countdown started as task {}", doomed.id));
+
+        let asked = tracker
+            .wait_until(&question.id, Duration::from_secs(60), |r| {
+                r.status == TaskStatus::InputRequired
+            })
+            .await?;
+        let (key, request) = asked
+            .input_requests
+            .first()
+            .cloned()
+            .context("the task asked nothing")?;
+        step(
+            2,
+            &format!(
+                "the server asks [{key}]: {}",
+                request["params"]["message"].as_str().unwrap_or("?")
+            ),
+        );
+        tracker
+            .answer(
+                &question.id,
+                BTreeMap::from([(
+                    key.clone(),
+                    json!({"action": "accept", "content": {"confirm": true}}),
+                )]),
+            )
+            .await?;
+        step(2, "answered \"yes\" through the tracker (tasks/update)");
+
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        tracker.cancel(&doomed.id).await?;
+        step(3, "cancellation requested (tasks/cancel)");
+
+        let r1 = settle(tracker, &report.id).await?;
+        step(1, &format!("{}: {}", r1.status, result_text(&r1)));
+        let r2 = settle(tracker, &question.id).await?;
+        step(2, &format!("{}: {}", r2.status, result_text(&r2)));
+        let r3 = settle(tracker, &doomed.id).await?;
+        step(
+            3,
+            &format!(
+                "{}{}",
+                r3.status,
+                r3.status_message
+                    .as_deref()
+                    .map(|m| format!(": {m}"))
+                    .unwrap_or_default()
+            ),
+        );
+        let expected = [
+            (r1.status, TaskStatus::Completed),
+            (r2.status, TaskStatus::Completed),
+            (r3.status, TaskStatus::Cancelled),
+        ];
+        if expected.iter().any(|(got, want)| got != want) {
+            bail!("the demo tasks did not end as expected: {expected:?}");
+        }
+        anyhow::Ok(())
+    }
+    .await;
+
+    match &outcome {
+        Ok(()) => {
+            println!();
+            println!("All three tasks settled. Every step is in the timeline of each task:");
+            println!("  {dashboard}");
+        }
+        Err(e) => eprintln!("demo failed: {e:#}"),
+    }
+    if !args.once && outcome.is_ok() {
+        println!(
+            "Serving until Ctrl-C (try: mcptask call demo countdown --args '{{\"seconds\": 20}}' --wait --token {token} --gateway http://{api_addr})"
+        );
+        super::server::shutdown_signal().await;
+    }
+    stop.cancel();
+    gw.tracker.shutdown(Duration::from_secs(5)).await;
+    runtime.shutdown(Duration::from_secs(5)).await;
+    store.close().await;
+    outcome
+}
