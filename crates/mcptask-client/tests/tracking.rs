@@ -466,7 +466,70 @@ async fn shutdown_releases_claims_without_counting_errors(backend: TrackerBacken
     assert!(!r.is_terminal());
 }
 
+async fn a_hung_server_times_out_and_is_retried(backend: TrackerBackend) {
+    let server = RemoteServer::start(Some(60_000)).await;
+    let mut config = fast_config();
+    config.call_timeout = Duration::from_millis(300);
+    let tracker = tracker(&backend, &server, config).await;
+    let t = start_task(&tracker, "hold").await;
+    server.mangle.lock().unwrap().insert(
+        t.remote_task_id.clone(),
+        Mangle::Delay(Duration::from_secs(5)),
+    );
+    let r = until(&tracker, &t.id, "timing out", |r| r.consecutive_errors >= 2).await;
+    assert!(
+        r.last_error.as_deref().unwrap_or("").contains("timeout"),
+        "{:?}",
+        r.last_error
+    );
+    assert!(!r.is_terminal(), "a timeout is transient");
+    server.mangle.lock().unwrap().remove(&t.remote_task_id);
+    let r = until(&tracker, &t.id, "healthy again", |r| {
+        r.consecutive_errors == 0
+    })
+    .await;
+    assert!(!r.is_terminal());
+    tracker.shutdown(Duration::from_secs(2)).await;
+}
+
+async fn an_unusable_handle_is_cancelled_not_left_running(backend: TrackerBackend) {
+    let server = RemoteServer::start(Some(60_000)).await;
+    let tracker = tracker(&backend, &server, fast_config()).await;
+    let long_id = "x".repeat(600);
+    server.mangle.lock().unwrap().insert(
+        "tools/call:hold".into(),
+        Mangle::Result(json!({"resultType": "task", "taskId": long_id, "status": "working",
+            "createdAt": "2026-01-01T00:00:00Z", "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttlMs": 60000})),
+    );
+    let e = tracker
+        .call_tool("remote", "hold", json!({}), CallOptions::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, mcptask_client::TrackerError::Protocol(_)),
+        "{e}"
+    );
+    let cancels: Vec<_> = server
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(m, id)| m == "tasks/cancel" && *id == long_id)
+        .cloned()
+        .collect();
+    assert_eq!(
+        cancels.len(),
+        1,
+        "the handle nothing durable holds is cancelled once"
+    );
+    let (page, _) = tracker.list(&Default::default(), None, 10).await.unwrap();
+    assert!(page.is_empty(), "nothing was recorded");
+    tracker.shutdown(Duration::from_secs(2)).await;
+}
+
 on_both_backends! {
+    a_hung_server_times_out_and_is_retried => super::a_hung_server_times_out_and_is_retried;
+    an_unusable_handle_is_cancelled_not_left_running => super::an_unusable_handle_is_cancelled_not_left_running;
     outcomes_are_recorded_as_the_server_reports_them => super::outcomes_are_recorded_as_the_server_reports_them;
     cancel_settles_with_what_the_server_reports => super::cancel_settles_with_what_the_server_reports;
     answers_reach_the_server_once => super::answers_reach_the_server_once;

@@ -99,7 +99,10 @@ pub enum Mangle {
 pub struct RemoteServer {
     pub addr: SocketAddr,
     pub store_url: String,
+    /// Rules keyed by remote task id (for `tasks/get`) or `tools/call:<tool>`.
     pub mangle: Arc<Mutex<HashMap<String, Mangle>>>,
+    /// `(method, taskId)` of every tasks/* request received.
+    pub seen: Arc<Mutex<Vec<(String, String)>>>,
     runtime: Option<TaskRuntime>,
     stop: CancellationToken,
     ttl_ms: Option<i64>,
@@ -116,6 +119,7 @@ impl RemoteServer {
             addr,
             store_url,
             mangle: Arc::new(Mutex::new(HashMap::new())),
+            seen: Arc::new(Mutex::new(Vec::new())),
             runtime: None,
             stop: CancellationToken::new(),
             ttl_ms,
@@ -154,7 +158,10 @@ impl RemoteServer {
                 .with_cancellation_token(self.stop.clone()),
         );
         let app = axum::Router::new().nest_service("/mcp", service).layer(
-            axum::middleware::from_fn_with_state(self.mangle.clone(), mangle_layer),
+            axum::middleware::from_fn_with_state(
+                (self.mangle.clone(), self.seen.clone()),
+                mangle_layer,
+            ),
         );
         let stop = self.stop.clone();
         tokio::spawn(async move {
@@ -189,8 +196,14 @@ impl RemoteServer {
     }
 }
 
+type Shared<T> = Arc<Mutex<T>>;
+type MangleState = (
+    Shared<HashMap<String, Mangle>>,
+    Shared<Vec<(String, String)>>,
+);
+
 async fn mangle_layer(
-    State(mangle): State<Arc<Mutex<HashMap<String, Mangle>>>>,
+    State((mangle, seen)): State<MangleState>,
     request: Request,
     next: axum::middleware::Next,
 ) -> Response {
@@ -199,10 +212,18 @@ async fn mangle_layer(
         .await
         .unwrap_or_default();
     let parsed: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    if parsed["method"] == "tasks/get"
-        && let Some(id) = parsed["params"]["taskId"].as_str()
-    {
-        let rule = mangle.lock().unwrap().get(id).cloned();
+    let method = parsed["method"].as_str().unwrap_or_default().to_string();
+    let task_id = parsed["params"]["taskId"].as_str().map(str::to_string);
+    if let Some(id) = &task_id {
+        seen.lock().unwrap().push((method.clone(), id.clone()));
+    }
+    let key = match (method.as_str(), task_id, parsed["params"]["name"].as_str()) {
+        ("tasks/get", Some(id), _) => Some(id),
+        ("tools/call", _, Some(tool)) => Some(format!("tools/call:{tool}")),
+        _ => None,
+    };
+    if let Some(key) = key {
+        let rule = mangle.lock().unwrap().get(&key).cloned();
         match rule {
             Some(Mangle::Result(result)) => {
                 let body = json!({"jsonrpc": "2.0", "id": parsed["id"], "result": result});

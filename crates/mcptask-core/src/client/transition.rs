@@ -622,6 +622,30 @@ mod tests {
     }
 
     #[test]
+    fn stored_error_texts_are_bounded() {
+        let p = policy();
+        let huge = "e".repeat(50_000);
+        let c = observe(
+            &fresh(),
+            Phase::Poll,
+            &Observation::Transient(huge.clone()),
+            2_000,
+            &p,
+            0.5,
+            0,
+        );
+        assert!(c.record.last_error.unwrap().len() <= p.limits.max_message_bytes + 16);
+        let perm = Observation::Permanent {
+            kind: FailureKind::ProtocolViolation,
+            message: huge,
+        };
+        let c = observe(&fresh(), Phase::Poll, &perm, 2_000, &p, 0.5, 0);
+        let message = c.record.error.unwrap()["message"].as_str().unwrap().len();
+        assert!(message <= p.limits.max_message_bytes + 16);
+        assert!(c.record.status_message.unwrap().len() <= p.limits.max_message_bytes + 16);
+    }
+
+    #[test]
     fn undeliverable_cancel_settles_locally() {
         let r = request_cancel(&fresh(), 2_000).unwrap().record;
         let c1 = observe(
