@@ -538,6 +538,14 @@ secret = "s3cret"
             "{e}"
         );
 
+        let twice = GOOD.replace("name = \"local\"", "name = \"demo\"");
+        let e = Config::parse("mcptask.toml", &twice).unwrap_err().0;
+        assert!(e.contains("defined twice") && e.starts_with("mcptask.toml:20:"), "{e}");
+
+        let ftp = GOOD.replace("http://127.0.0.1:8080/mcp", "ftp://x/mcp");
+        let e = Config::parse("mcptask.toml", &ftp).unwrap_err().0;
+        assert!(e.contains("is not http(s)"), "{e}");
+
         let zero = GOOD.replace("poll_min_ms = 100", "poll_min_ms = 0");
         let e = Config::parse("mcptask.toml", &zero).unwrap_err().0;
         assert!(e.contains("tracker.poll_min_ms must be positive"), "{e}");
