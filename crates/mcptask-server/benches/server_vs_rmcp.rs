@@ -17,6 +17,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::future::BoxFuture;
 use mcptask_server::runtime::CreateRequest;
 use mcptask_server::{RuntimeConfig, TaskExit, TaskRuntime, TaskTool, ToolRegistry};
 use rmcp::model::{TaskStatus, Tool};
@@ -35,6 +36,9 @@ struct Settings {
     /// Creates timed at each level (M).
     creates: usize,
     create_concurrency: usize,
+    /// Creates timed with a single caller, which group commit cannot help:
+    /// every durable create then pays a whole commit.
+    serial_creates: usize,
     get_concurrency: usize,
     /// Gets per level, at most; a side that is slower stops at `get_budget`.
     max_gets: usize,
@@ -49,6 +53,7 @@ impl Settings {
                 sizes: vec![1_000, 10_000],
                 creates: 500,
                 create_concurrency: 64,
+                serial_creates: 200,
                 get_concurrency: 8,
                 max_gets: 5_000,
                 get_budget: Duration::from_secs(1),
@@ -58,6 +63,7 @@ impl Settings {
                 sizes: vec![1_000, 10_000, 100_000],
                 creates: 2_000,
                 create_concurrency: 64,
+                serial_creates: 500,
                 get_concurrency: 8,
                 max_gets: 20_000,
                 get_budget: Duration::from_secs(3),
@@ -106,6 +112,8 @@ struct Row {
     live: usize,
     rmcp_create: CreateRun,
     mcptask_create: CreateRun,
+    rmcp_serial: CreateRun,
+    mcptask_serial: CreateRun,
     rmcp_get: GetRun,
     mcptask_get: GetRun,
 }
@@ -186,10 +194,7 @@ impl McptaskSide {
         }
     }
 
-    fn creator(
-        &self,
-    ) -> impl Fn() -> futures::future::BoxFuture<'static, Arc<str>> + Clone + Send + Sync + 'static
-    {
+    fn creator(&self) -> impl Fn() -> BoxFuture<'static, Arc<str>> + Clone + Send + Sync + 'static {
         let runtime = self.runtime.clone();
         move || {
             let runtime = runtime.clone();
@@ -209,8 +214,7 @@ impl McptaskSide {
 
     fn getter(
         &self,
-    ) -> impl Fn(Arc<str>) -> futures::future::BoxFuture<'static, ()> + Clone + Send + Sync + 'static
-    {
+    ) -> impl Fn(Arc<str>) -> BoxFuture<'static, ()> + Clone + Send + Sync + 'static {
         let runtime = self.runtime.clone();
         move |id| {
             let runtime = runtime.clone();
@@ -269,6 +273,8 @@ async fn run(settings: Settings) {
     let (journal, synchronous) = mcptask.pragmas().await;
 
     print_header(&settings, &db, &journal, synchronous);
+    println!("fsync   : {}", fsync_probe(dir.path()));
+    println!();
 
     let mut rows = Vec::new();
     for &live in &settings.sizes {
@@ -331,7 +337,8 @@ async fn run(settings: Settings) {
         )
         .await;
 
-        // Then M creates with N (growing to N + M) tasks already live.
+        // Then M concurrent creates from N live tasks (growing to N + M), and a
+        // few from a single caller, the case group commit cannot help.
         let rmcp_create = run_creates(
             settings.creates,
             settings.create_concurrency,
@@ -346,6 +353,10 @@ async fn run(settings: Settings) {
         )
         .await;
         mcptask.ids.extend(mcptask_create.ids.iter().cloned());
+        let rmcp_serial = run_creates(settings.serial_creates, 1, rmcp.creator()).await;
+        rmcp.ids.extend(rmcp_serial.ids.iter().cloned());
+        let mcptask_serial = run_creates(settings.serial_creates, 1, mcptask.creator()).await;
+        mcptask.ids.extend(mcptask_serial.ids.iter().cloned());
         assert_eq!(
             mcptask.live_rows().await,
             mcptask.ids.len() as i64,
@@ -356,6 +367,8 @@ async fn run(settings: Settings) {
             live,
             rmcp_create,
             mcptask_create,
+            rmcp_serial,
+            mcptask_serial,
             rmcp_get,
             mcptask_get,
         };
@@ -364,6 +377,7 @@ async fn run(settings: Settings) {
     }
 
     print_summary(&settings, &rows);
+    println!("load at end: {}", load_average());
 
     // Stop both sides' parked work before the temp dir goes away.
     rmcp.manager.shutdown();
@@ -500,19 +514,68 @@ fn print_header(settings: &Settings, db: &Path, journal: &str, synchronous: i64)
         "kernel  : {}",
         read_trimmed("/proc/sys/kernel/osrelease").unwrap_or_else(|| "?".into())
     );
+    println!(
+        "load    : {} (other work on the machine skews both sides)",
+        load_average()
+    );
     println!("database: {} on {}", db.display(), filesystem_of(db));
     println!("sqlite  : journal_mode={journal}, synchronous={synchronous} (durable commits)");
     println!(
-        "settings: creates M={} with {} concurrent callers; gets: up to {} random ids with {} concurrent callers, at most {:.1}s per side; TTL {} ms; tokio multi-thread, {} workers",
+        "settings: creates M={} with {} concurrent callers, then {} with 1 caller; gets: up to {} random ids with {} concurrent callers, at most {:.1}s per side; TTL {} ms; tokio multi-thread, {} workers",
         settings.creates,
         settings.create_concurrency,
+        settings.serial_creates,
         settings.max_gets,
         settings.get_concurrency,
         settings.get_budget.as_secs_f64(),
         TTL_MS,
         num_cpus(),
     );
-    println!();
+}
+
+/// What one durable commit costs on the database's filesystem at the least:
+/// the floor under any group commit. A WAL in steady state is rewritten in
+/// place after each checkpoint (overwrite: data only), while a growing file
+/// also needs a journal commit for its new size (append), which costs more.
+fn fsync_probe(dir: &Path) -> String {
+    use std::io::{Seek, SeekFrom, Write};
+    const BLOCK: [u8; 4096] = [0; 4096];
+    const ROUNDS: usize = 200;
+    let path = dir.join("fsync-probe");
+    let probe = || -> std::io::Result<(Vec<Duration>, Vec<Duration>)> {
+        let mut file = std::fs::File::create(&path)?;
+        let mut append = Vec::with_capacity(ROUNDS);
+        for _ in 0..ROUNDS {
+            let t = Instant::now();
+            file.write_all(&BLOCK)?;
+            file.sync_data()?;
+            append.push(t.elapsed());
+        }
+        let mut overwrite = Vec::with_capacity(ROUNDS);
+        file.seek(SeekFrom::Start(0))?;
+        for _ in 0..ROUNDS {
+            let t = Instant::now();
+            file.write_all(&BLOCK)?;
+            file.sync_data()?;
+            overwrite.push(t.elapsed());
+        }
+        Ok((overwrite, append))
+    };
+    let result = probe();
+    let _ = std::fs::remove_file(&path);
+    let Ok((mut overwrite, mut append)) = result else {
+        return "probe failed".into();
+    };
+    overwrite.sort_unstable();
+    append.sort_unstable();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    format!(
+        "4 KiB write + fdatasync: overwrite p50 {:.3} ms / p99 {:.3} ms; append p50 {:.3} ms / p99 {:.3} ms",
+        ms(percentile(&overwrite, 0.50)),
+        ms(percentile(&overwrite, 0.99)),
+        ms(percentile(&append, 0.50)),
+        ms(percentile(&append, 0.99)),
+    )
 }
 
 fn print_row_detail(row: &Row) {
@@ -523,6 +586,14 @@ fn print_row_detail(row: &Row) {
         latency_text(&row.rmcp_create),
         row.mcptask_create.rate(),
         latency_text(&row.mcptask_create),
+    );
+    println!(
+        "[{:>7} live] 1 caller: rmcp {:>7.0}/s ({}) | mcptask {:>9.0}/s ({})",
+        row.live,
+        row.rmcp_serial.rate(),
+        latency_text(&row.rmcp_serial),
+        row.mcptask_serial.rate(),
+        latency_text(&row.mcptask_serial),
     );
     println!(
         "[{:>7} live] get:    rmcp {:>9.0}/s ({} ops in {:.2}s) | mcptask {:>9.0}/s ({} ops in {:.2}s)",
@@ -559,6 +630,23 @@ fn print_summary(settings: &Settings, rows: &[Row]) {
         "(ratio = mcptask / rmcp; creates: M={} from N live with {} callers; gets: {} callers)",
         settings.creates, settings.create_concurrency, settings.get_concurrency
     );
+    println!();
+    println!("| live tasks | rmcp create/s, 1 caller | mcptask create/s, 1 caller | ratio |");
+    println!("|---:|---:|---:|---:|");
+    for row in rows {
+        println!(
+            "| {} | {:.0} | {:.0} | {:.2}x |",
+            row.live,
+            row.rmcp_serial.rate(),
+            row.mcptask_serial.rate(),
+            row.mcptask_serial.rate() / row.rmcp_serial.rate(),
+        );
+    }
+    println!();
+    println!(
+        "(one caller creating {} tasks one after another: no group commit, every create pays a whole commit)",
+        settings.serial_creates
+    );
     let verdict = |met: bool| if met { "MET" } else { "MISSED" };
     if let Some(row) = rows.iter().find(|r| r.live == 100_000) {
         let ratio = row.mcptask_get.rate() / row.rmcp_get.rate();
@@ -584,6 +672,13 @@ fn read_trimmed(path: &str) -> Option<String> {
     std::fs::read_to_string(path)
         .ok()
         .map(|s| s.trim().to_string())
+}
+
+/// The 1, 5 and 15 minute load averages.
+fn load_average() -> String {
+    read_trimmed("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|| "?".into())
 }
 
 fn cpu_model() -> String {
