@@ -1,0 +1,48 @@
+//! `mcptask migrate` applies the schema once and is idempotent; bad URLs get a clear error.
+
+use std::process::Command;
+
+fn migrate(url: &str) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_mcptask"))
+        .args(["migrate", "--database-url", url])
+        .env("MCPTASK_LOG", "warn")
+        .output()
+        .expect("run mcptask migrate")
+}
+
+#[test]
+fn migrate_is_idempotent_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("m.db").display());
+    let first = migrate(&url);
+    assert!(first.status.success(), "{first:?}");
+    let out = String::from_utf8_lossy(&first.stdout);
+    assert!(out.contains("2 migration(s) applied"), "{out}");
+    let second = migrate(&url);
+    assert!(second.status.success());
+    assert!(String::from_utf8_lossy(&second.stdout).contains("0 migration(s) applied"));
+}
+
+#[tokio::test]
+async fn migrate_is_idempotent_on_postgres() {
+    let Some(url) = mcptask_sql::testkit::pg::fresh_database().await else {
+        return;
+    };
+    let (first, second) = tokio::task::spawn_blocking(move || (migrate(&url), migrate(&url)))
+        .await
+        .unwrap();
+    assert!(first.status.success(), "{first:?}");
+    assert!(String::from_utf8_lossy(&first.stdout).contains("2 migration(s) applied"));
+    assert!(String::from_utf8_lossy(&second.stdout).contains("0 migration(s) applied"));
+}
+
+#[test]
+fn unsupported_urls_are_refused_clearly() {
+    let out = migrate("mysql://x/y");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("unsupported database URL") && err.contains("sqlite:"),
+        "{err}"
+    );
+}
