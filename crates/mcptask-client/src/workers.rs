@@ -11,6 +11,7 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use mcptask_core::client::{
     Applied, ClaimedTask, NotifyClaim, NotifyResult, Observation, Phase, RemoteSnapshot,
+    RemoteTaskRecord,
 };
 use mcptask_core::{StoreError, TaskStatus, ids};
 use rmcp::model::{CancelTaskParams, GetTaskParams, InputResponses, UpdateTaskParams};
@@ -161,7 +162,7 @@ async fn run_phase_batch(inner: &Arc<Inner>, phase: Phase) -> Result<usize, Stor
             jitter: ids::random_unit(),
         });
     }
-    apply(inner, &applied).await?;
+    apply(inner, &applied, &claimed).await?;
     if inner.resolver.is_some() {
         for (claimed, s) in snapshots {
             resolve_inputs(inner, &claimed, &s).await;
@@ -170,8 +171,22 @@ async fn run_phase_batch(inner: &Arc<Inner>, phase: Phase) -> Result<usize, Stor
     Ok(n)
 }
 
+/// Whether applying `observation` to the claimed `record` can change what an
+/// application sees (a poll that found the same state changes nothing visible).
+fn visible_change(record: &RemoteTaskRecord, observation: &Observation) -> bool {
+    match observation {
+        Observation::Snapshot(s) => {
+            s.status != Some(record.status)
+                || s.status_message != record.status_message
+                || s.input_requests.iter().map(|(k, _)| k).ne(record.input_requests.iter().map(|(k, _)| k))
+        }
+        Observation::Released => false,
+        _ => true,
+    }
+}
+
 /// Apply results in transactions of at most `apply_batch` entries.
-async fn apply(inner: &Arc<Inner>, applied: &[Applied]) -> Result<(), StoreError> {
+async fn apply(inner: &Arc<Inner>, applied: &[Applied], claimed: &[ClaimedTask]) -> Result<(), StoreError> {
     let policy = &inner.config.policy;
     for chunk in applied.chunks(inner.config.apply_batch.max(1)) {
         let results = inner
@@ -180,7 +195,10 @@ async fn apply(inner: &Arc<Inner>, applied: &[Applied]) -> Result<(), StoreError
             .await?;
         for (entry, ok) in chunk.iter().zip(results) {
             if ok {
-                inner.changed(&entry.fence.task_id);
+                let record = claimed.iter().find(|c| c.fence == entry.fence).map(|c| &c.record);
+                if record.is_none_or(|r| visible_change(r, &entry.observation)) {
+                    inner.changed(&entry.fence.task_id);
+                }
             } else {
                 metrics::counter!("mcptask_stale_claims_total").increment(1);
                 tracing::info!(task_id = %entry.fence.task_id, "claim lost before its result was applied; result dropped");

@@ -540,7 +540,10 @@ secret = "s3cret"
 
         let twice = GOOD.replace("name = \"local\"", "name = \"demo\"");
         let e = Config::parse("mcptask.toml", &twice).unwrap_err().0;
-        assert!(e.contains("defined twice") && e.starts_with("mcptask.toml:20:"), "{e}");
+        assert!(
+            e.contains("defined twice") && e.starts_with("mcptask.toml:20:"),
+            "{e}"
+        );
 
         let ftp = GOOD.replace("http://127.0.0.1:8080/mcp", "ftp://x/mcp");
         let e = Config::parse("mcptask.toml", &ftp).unwrap_err().0;

@@ -73,8 +73,8 @@ fn bearer(request: &Request) -> Option<String> {
             .strip_prefix("Bearer ")
             .map(|t| t.trim().to_string());
     }
-    // EventSource cannot send headers: the stream (GET only) accepts ?access_token=.
-    if request.method() == axum::http::Method::GET {
+    // EventSource cannot send headers: the event stream accepts ?access_token=.
+    if request.method() == axum::http::Method::GET && request.uri().path() == "/api/v1/events" {
         let query = request.uri().query()?;
         return query
             .split('&')

@@ -1,0 +1,148 @@
+// Drives the gateway's dashboard in real headless Chromium (playwright-core,
+// no browser download: the system's Chromium). Run by
+// crates/mcptask/tests/dashboard_browser.rs against a real `mcptask serve`
+// and `mcptask demo-server`:
+//
+//   node dashboard.mjs --base http://127.0.0.1:PORT --token TOKEN \
+//     --slow-task rt_… --screenshot target/dashboard.png
+//
+// Environment: PLAYWRIGHT_CORE (the package directory), CHROMIUM (the browser
+// binary), USER_DATA_DIR (a fresh, empty directory).
+//
+// Steps: load the dashboard (token in the URL fragment); see the task that
+// already exists; create a confirm_delete task through the API *after* the
+// page is loaded and see it appear without a reload; open it, answer its
+// question through the generated form and see it complete; open the other
+// task, cancel it and see it cancelled; take a screenshot. Prints one JSON
+// line `RESULT {...}` at the end; exits non-zero on any failure.
+
+import { createRequire } from "node:module";
+import process from "node:process";
+
+const require = createRequire(import.meta.url);
+const { chromium } = require(process.env.PLAYWRIGHT_CORE || "playwright-core");
+
+function args() {
+  const out = {};
+  const argv = process.argv.slice(2);
+  for (let i = 0; i < argv.length; i += 2) {
+    if (!argv[i].startsWith("--") || argv[i + 1] === undefined) throw new Error(`bad argument ${argv[i]}`);
+    out[argv[i].slice(2)] = argv[i + 1];
+  }
+  for (const k of ["base", "token", "slow-task", "screenshot"]) if (!out[k]) throw new Error(`--${k} is required`);
+  return out;
+}
+
+const opts = args();
+const WAIT = 60_000;
+const log = (...a) => console.log(new Date().toISOString(), ...a);
+
+async function api(path, init = {}) {
+  const res = await fetch(opts.base + path, {
+    ...init,
+    headers: { "Authorization": `Bearer ${opts.token}`, "Content-Type": "application/json", ...(init.headers || {}) },
+  });
+  const body = await res.json();
+  if (!res.ok) throw new Error(`${init.method || "GET"} ${path}: HTTP ${res.status} ${JSON.stringify(body)}`);
+  return body;
+}
+
+const context = await chromium.launchPersistentContext(process.env.USER_DATA_DIR, {
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  headless: true,
+  viewport: { width: 1440, height: 900 },
+  args: [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+  ],
+});
+const problems = [];
+let navigations = 0;
+try {
+  const page = context.pages()[0] || (await context.newPage());
+  page.setDefaultTimeout(WAIT);
+  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+  page.on("console", (m) => {
+    // Chromium asks for /favicon.ico on its own; the gateway has none.
+    if (m.type() === "error" && !(m.location().url || "").endsWith("/favicon.ico")) problems.push(`console error: ${m.text()} (${m.location().url})`);
+  });
+  page.on("framenavigated", (f) => { if (f === page.mainFrame()) navigations += 1; });
+
+  // 1. Load the dashboard; the event stream connects.
+  await page.goto(`${opts.base}/#token=${encodeURIComponent(opts.token)}`);
+  await page.locator("#live.on").waitFor();
+  const loads = navigations;
+  log("dashboard loaded and live");
+  // A marker that a reload would wipe.
+  await page.evaluate(() => { window.__sameDocument = true; });
+  const row = (id) => page.locator(`tr.task[data-task-id="${id}"]`);
+  const slowId = opts["slow-task"];
+  await row(slowId).waitFor();
+  log("the existing task is listed", slowId);
+
+  // 2. A task created after the page loaded appears live.
+  const created = await api("/api/v1/calls", {
+    method: "POST",
+    body: JSON.stringify({ server: "demo", tool: "confirm_delete", arguments: { filename: "browser-test.txt" } }),
+  });
+  if (created.outcome !== "task") throw new Error(`expected a task: ${JSON.stringify(created)}`);
+  const askId = created.task.id;
+  log("created", askId);
+  await row(askId).waitFor();
+  log("it appeared without a reload");
+  await page.locator(`tr.task[data-task-id="${askId}"][data-status="input_required"]`).waitFor();
+  log("it asks for input");
+
+  // 3. Answer through the generated form.
+  await row(askId).click();
+  const form = page.locator('[data-testid="answer-form-confirm_delete"]');
+  await form.waitFor();
+  const message = await form.textContent();
+  if (!message.includes("Delete browser-test.txt?")) throw new Error(`unexpected form: ${message}`);
+  await form.locator('input[name="confirm"][type="checkbox"]').check();
+  // The form re-renders on every poll of the task: the tick must survive.
+  await page.waitForTimeout(1500);
+  if (!(await form.locator('input[name="confirm"]').isChecked())) throw new Error("the form lost the tick while re-rendering");
+  await form.locator('[data-testid="answer-submit"]').click();
+  log("answered");
+  await page.locator(`[data-testid="detail-card"][data-task-id="${askId}"][data-status="completed"]`).waitFor();
+  await page.locator('[data-testid="result-text"]', { hasText: "Deleted browser-test.txt" }).waitFor();
+  await page.locator(`tr.task[data-task-id="${askId}"][data-status="completed"]`).waitFor();
+  log("completed: Deleted browser-test.txt");
+  const stray = await page.locator('[data-testid="detail"]').evaluate((pane) =>
+    [...pane.childNodes].filter((n) => n.nodeType === Node.TEXT_NODE && n.textContent.trim()).map((n) => n.textContent));
+  if (stray.length) throw new Error(`stray text in the detail pane: ${JSON.stringify(stray)}`);
+
+  // 4. Cancel the other task.
+  await row(slowId).click();
+  await page.locator(`[data-testid="detail-card"][data-task-id="${slowId}"]`).waitFor();
+  await page.locator('[data-testid="cancel"]').click();
+  log("cancel clicked");
+  await page.locator(`[data-testid="detail-card"][data-task-id="${slowId}"][data-status="cancelled"]`).waitFor();
+  await page.locator(`tr.task[data-task-id="${slowId}"][data-status="cancelled"]`).waitFor();
+  log("cancelled");
+
+  // Both settled, seen in the same document it was loaded in.
+  const same = await page.evaluate(() => window.__sameDocument === true);
+  if (!same || navigations !== loads) throw new Error(`the page reloaded (navigations ${navigations}, after load ${loads})`);
+
+  // 5. The README's screenshot: the answered task selected, the list beside it.
+  await row(askId).click();
+  await page.locator(`[data-testid="detail-card"][data-task-id="${askId}"]`).waitFor();
+  await page.screenshot({ path: opts.screenshot });
+  log("screenshot", opts.screenshot);
+
+  const statuses = await page.locator("tr.task").evaluateAll((rows) => rows.map((r) => [r.dataset.taskId, r.dataset.status]));
+  if (problems.length) throw new Error(`the page reported problems:\n${problems.join("\n")}`);
+  console.log("RESULT " + JSON.stringify({ askId, slowId, statuses: Object.fromEntries(statuses) }));
+} catch (e) {
+  console.error("FAILED:", e && e.stack ? e.stack : e);
+  if (problems.length) console.error(problems.join("\n"));
+  try {
+    const page = context.pages()[0];
+    if (page) await page.screenshot({ path: opts.screenshot.replace(/\.png$/, "-failure.png") });
+  } catch (_) { /* best effort */ }
+  process.exitCode = 1;
+} finally {
+  await context.close();
+}
