@@ -195,7 +195,7 @@ pub async fn eventually(
 ) -> Value {
     for _ in 0..400 {
         let t = rt.get_task(id, None).await.expect("get task");
-        let v = serde_json::to_value(&rmcp::model::GetTaskResult::new(t)).unwrap();
+        let v = serde_json::to_value(rmcp::model::GetTaskResult::new(t)).unwrap();
         if pred(&v) {
             return v;
         }
