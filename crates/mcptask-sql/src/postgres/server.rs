@@ -322,7 +322,7 @@ impl ServerTaskStore for PgStore {
         let cols = OutcomeColumns::of(outcome);
         let changed = sqlx::query(
             "UPDATE server_tasks SET status = $1, result = $2, error = $3, status_message = $4,
-                updated_at = $5, signaled_at = $5,
+                updated_at = $5,
                 purge_at = CASE WHEN ttl_ms IS NULL THEN NULL
                                 ELSE GREATEST(created_at + ttl_ms, $5) + $6 END
              WHERE id = $7 AND owner = $8 AND claim_token = $9
