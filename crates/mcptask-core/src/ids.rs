@@ -49,6 +49,28 @@ pub fn new_local_task_id() -> String {
 /// assert!((0.0..1.0).contains(&u));
 /// ```
 pub fn random_unit() -> f64 {
-    let bits = uuid::Uuid::new_v4().as_u128() as u64 >> 11;
-    bits as f64 / (1u64 << 53) as f64
+    // The low 64 bits of a v4 UUID start with the two fixed variant bits
+    // (`10`); only the 62 below them are random.
+    let bits = (uuid::Uuid::new_v4().as_u128() as u64) & ((1 << 62) - 1);
+    (bits >> 9) as f64 / (1u64 << 53) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: the variant bits once pinned every value into [0.5, 0.75).
+    #[test]
+    fn random_unit_covers_the_unit_interval() {
+        let samples: Vec<f64> = (0..10_000).map(|_| random_unit()).collect();
+        assert!(samples.iter().all(|u| (0.0..1.0).contains(u)));
+        let min = samples.iter().cloned().fold(f64::INFINITY, f64::min);
+        let max = samples.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        assert!(min < 0.05 && max > 0.95, "min {min}, max {max}");
+        let below_half = samples.iter().filter(|u| **u < 0.5).count();
+        assert!(
+            (4_000..6_000).contains(&below_half),
+            "{below_half} of 10000 below 0.5"
+        );
+    }
 }

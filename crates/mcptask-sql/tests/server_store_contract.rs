@@ -40,3 +40,17 @@ macro_rules! postgres_cases {
 
 server_contract_cases!(sqlite_cases);
 server_contract_cases!(postgres_cases);
+
+/// A stalled process must not hold row locks (and so block every other
+/// process's claims) indefinitely.
+#[tokio::test]
+async fn postgres_sessions_end_idle_transactions() {
+    let Some((store, _url)) = fresh_postgres().await else {
+        return;
+    };
+    let setting: String = sqlx::query_scalar("SHOW idle_in_transaction_session_timeout")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(setting, "30s");
+}

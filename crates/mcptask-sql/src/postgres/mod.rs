@@ -7,7 +7,9 @@ mod server;
 
 use std::time::Duration;
 
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use std::str::FromStr;
+
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::OpenError;
 
@@ -25,15 +27,23 @@ pub struct PgStore {
 impl PgStore {
     /// Connect to `postgres://…`. Does not migrate.
     pub async fn connect(url: &str) -> Result<Self, OpenError> {
+        let connect_err = |source| OpenError::Connect {
+            url: crate::redact(url),
+            source,
+        };
+        // A process that stalls inside a transaction (paused, swapped out)
+        // would hold its row locks and block every other process's claims on
+        // those rows; the server ends such a session instead. Our own
+        // transactions are short, far below this bound.
+        let options = PgConnectOptions::from_str(url)
+            .map_err(connect_err)?
+            .options([("idle_in_transaction_session_timeout", "30s")]);
         let pool = PgPoolOptions::new()
             .max_connections(16)
             .acquire_timeout(Duration::from_secs(30))
-            .connect(url)
+            .connect_with(options)
             .await
-            .map_err(|source| OpenError::Connect {
-                url: crate::redact(url),
-                source,
-            })?;
+            .map_err(connect_err)?;
         Ok(Self { pool })
     }
 

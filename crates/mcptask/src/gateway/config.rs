@@ -122,6 +122,8 @@ pub struct TrackerSection {
     pub connect_timeout_ms: Option<u64>,
     pub max_result_bytes: Option<usize>,
     pub max_arguments_bytes: Option<usize>,
+    /// How long an idle worker waits before looking for due work again.
+    pub idle_tick_ms: Option<u64>,
 }
 
 /// A remote MCP server: either `url` (Streamable HTTP) or `command` (stdio).
@@ -471,6 +473,9 @@ impl Config {
         if let Some(v) = t.connect_timeout_ms {
             c.connect_timeout = Duration::from_millis(v);
         }
+        if let Some(v) = t.idle_tick_ms {
+            c.idle_tick = Duration::from_millis(v.max(1));
+        }
         c
     }
 }
@@ -491,6 +496,7 @@ principal = "alice"
 
 [tracker]
 poll_min_ms = 100
+idle_tick_ms = 50
 
 [[servers]]
 name = "demo"
@@ -513,6 +519,7 @@ secret = "s3cret"
         assert_eq!(c.database.url, "sqlite:x.db");
         assert_eq!(c.server_defs().len(), 2);
         assert_eq!(c.tracker_config().policy.poll.min_ms, 100);
+        assert_eq!(c.tracker_config().idle_tick, Duration::from_millis(50));
         assert_eq!(c.api.tokens[0].principal.as_deref(), Some("alice"));
     }
 
@@ -528,7 +535,7 @@ secret = "s3cret"
             "command = \"mcptask\"\nurl = \"http://x/mcp\"",
         );
         let e = Config::parse("mcptask.toml", &both).unwrap_err().0;
-        assert!(e.starts_with("mcptask.toml:20:"), "{e}");
+        assert!(e.starts_with("mcptask.toml:21:"), "{e}");
         assert!(e.contains("both url and command"), "{e}");
 
         let no_token = "[api]\nauth = \"token\"\n";
@@ -541,7 +548,7 @@ secret = "s3cret"
         let twice = GOOD.replace("name = \"local\"", "name = \"demo\"");
         let e = Config::parse("mcptask.toml", &twice).unwrap_err().0;
         assert!(
-            e.contains("defined twice") && e.starts_with("mcptask.toml:20:"),
+            e.contains("defined twice") && e.starts_with("mcptask.toml:21:"),
             "{e}"
         );
 
