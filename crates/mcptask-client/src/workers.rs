@@ -132,9 +132,9 @@ async fn run_phase_batch(inner: &Arc<Inner>, phase: Phase) -> Result<usize, Stor
     }
     let n = claimed.len();
     metrics::counter!("mcptask_claims_total", "phase" => phase.as_str()).increment(n as u64);
-    let mut calls: FuturesUnordered<_> = claimed
-        .iter()
-        .cloned()
+    // At most `max_in_flight` remote calls at once; a task whose call never
+    // started by the shutdown deadline is released like one cut short.
+    let mut calls = futures::stream::iter(claimed.iter().cloned())
         .map(|c| {
             let inner = inner.clone();
             async move {
@@ -146,7 +146,7 @@ async fn run_phase_batch(inner: &Arc<Inner>, phase: Phase) -> Result<usize, Stor
                 (fence, c, observation)
             }
         })
-        .collect();
+        .buffer_unordered(inner.config.max_in_flight.max(1));
     let mut applied = Vec::with_capacity(n);
     let mut snapshots: Vec<(ClaimedTask, RemoteSnapshot)> = Vec::new();
     while let Some((fence, claimed, observation)) = calls.next().await {
@@ -178,7 +178,10 @@ fn visible_change(record: &RemoteTaskRecord, observation: &Observation) -> bool 
         Observation::Snapshot(s) => {
             s.status != Some(record.status)
                 || s.status_message != record.status_message
-                || s.input_requests.iter().map(|(k, _)| k).ne(record.input_requests.iter().map(|(k, _)| k))
+                || s.input_requests
+                    .iter()
+                    .map(|(k, _)| k)
+                    .ne(record.input_requests.iter().map(|(k, _)| k))
         }
         Observation::Released => false,
         _ => true,
@@ -186,7 +189,11 @@ fn visible_change(record: &RemoteTaskRecord, observation: &Observation) -> bool 
 }
 
 /// Apply results in transactions of at most `apply_batch` entries.
-async fn apply(inner: &Arc<Inner>, applied: &[Applied], claimed: &[ClaimedTask]) -> Result<(), StoreError> {
+async fn apply(
+    inner: &Arc<Inner>,
+    applied: &[Applied],
+    claimed: &[ClaimedTask],
+) -> Result<(), StoreError> {
     let policy = &inner.config.policy;
     for chunk in applied.chunks(inner.config.apply_batch.max(1)) {
         let results = inner
@@ -195,7 +202,10 @@ async fn apply(inner: &Arc<Inner>, applied: &[Applied], claimed: &[ClaimedTask])
             .await?;
         for (entry, ok) in chunk.iter().zip(results) {
             if ok {
-                let record = claimed.iter().find(|c| c.fence == entry.fence).map(|c| &c.record);
+                let record = claimed
+                    .iter()
+                    .find(|c| c.fence == entry.fence)
+                    .map(|c| &c.record);
                 if record.is_none_or(|r| visible_change(r, &entry.observation)) {
                     inner.changed(&entry.fence.task_id);
                 }

@@ -527,7 +527,36 @@ async fn an_unusable_handle_is_cancelled_not_left_running(backend: TrackerBacken
     tracker.shutdown(Duration::from_secs(2)).await;
 }
 
+async fn remote_calls_in_flight_are_bounded(backend: TrackerBackend) {
+    let server = RemoteServer::start(Some(60_000)).await;
+    let mut config = fast_config();
+    config.max_in_flight = 2;
+    let tracker = tracker(&backend, &server, config).await;
+    let mut ids = Vec::new();
+    for _ in 0..8 {
+        let t = start_task(&tracker, "hold").await;
+        server.mangle.lock().unwrap().insert(
+            t.remote_task_id.clone(),
+            Mangle::Delay(Duration::from_millis(150)),
+        );
+        ids.push(t.id);
+    }
+    for id in &ids {
+        until(&tracker, id, "polled slowly", |r| r.poll_count >= 2).await;
+    }
+    let most = server
+        .gets_in_flight
+        .0
+        .load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        (1..=2).contains(&most),
+        "at most 2 tasks/get in flight, saw {most}"
+    );
+    tracker.shutdown(Duration::from_secs(2)).await;
+}
+
 on_both_backends! {
+    remote_calls_in_flight_are_bounded => super::remote_calls_in_flight_are_bounded;
     a_hung_server_times_out_and_is_retried => super::a_hung_server_times_out_and_is_retried;
     an_unusable_handle_is_cancelled_not_left_running => super::an_unusable_handle_is_cancelled_not_left_running;
     outcomes_are_recorded_as_the_server_reports_them => super::outcomes_are_recorded_as_the_server_reports_them;

@@ -103,6 +103,11 @@ pub struct RemoteServer {
     pub mangle: Arc<Mutex<HashMap<String, Mangle>>>,
     /// `(method, taskId)` of every tasks/* request received.
     pub seen: Arc<Mutex<Vec<(String, String)>>>,
+    /// Most `tasks/get` requests in flight at once, and how many are now.
+    pub gets_in_flight: Arc<(
+        std::sync::atomic::AtomicUsize,
+        std::sync::atomic::AtomicUsize,
+    )>,
     runtime: Option<TaskRuntime>,
     stop: CancellationToken,
     ttl_ms: Option<i64>,
@@ -120,6 +125,7 @@ impl RemoteServer {
             store_url,
             mangle: Arc::new(Mutex::new(HashMap::new())),
             seen: Arc::new(Mutex::new(Vec::new())),
+            gets_in_flight: Arc::default(),
             runtime: None,
             stop: CancellationToken::new(),
             ttl_ms,
@@ -159,7 +165,11 @@ impl RemoteServer {
         );
         let app = axum::Router::new().nest_service("/mcp", service).layer(
             axum::middleware::from_fn_with_state(
-                (self.mangle.clone(), self.seen.clone()),
+                (
+                    self.mangle.clone(),
+                    self.seen.clone(),
+                    self.gets_in_flight.clone(),
+                ),
                 mangle_layer,
             ),
         );
@@ -197,13 +207,18 @@ impl RemoteServer {
 }
 
 type Shared<T> = Arc<Mutex<T>>;
+type InFlight = Arc<(
+    std::sync::atomic::AtomicUsize,
+    std::sync::atomic::AtomicUsize,
+)>;
 type MangleState = (
     Shared<HashMap<String, Mangle>>,
     Shared<Vec<(String, String)>>,
+    InFlight,
 );
 
 async fn mangle_layer(
-    State((mangle, seen)): State<MangleState>,
+    State((mangle, seen, in_flight)): State<MangleState>,
     request: Request,
     next: axum::middleware::Next,
 ) -> Response {
@@ -222,6 +237,29 @@ async fn mangle_layer(
         ("tools/call", _, Some(tool)) => Some(format!("tools/call:{tool}")),
         _ => None,
     };
+    let counting = method == "tasks/get";
+    if counting {
+        use std::sync::atomic::Ordering::SeqCst;
+        let now = in_flight.1.fetch_add(1, SeqCst) + 1;
+        in_flight.0.fetch_max(now, SeqCst);
+    }
+    let response = answer(&mangle, key, &parsed, parts, bytes, next).await;
+    if counting {
+        in_flight
+            .1
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+    response
+}
+
+async fn answer(
+    mangle: &Shared<HashMap<String, Mangle>>,
+    key: Option<String>,
+    parsed: &Value,
+    parts: axum::http::request::Parts,
+    bytes: axum::body::Bytes,
+    next: axum::middleware::Next,
+) -> Response {
     if let Some(key) = key {
         let rule = mangle.lock().unwrap().get(&key).cloned();
         match rule {

@@ -3,6 +3,7 @@
 //! `LISTEN/NOTIFY` (hints only: the store stays the truth).
 
 mod remote;
+
 mod server;
 
 use std::time::Duration;
