@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 /// ```
 /// use mcptask_core::TaskStatus;
 /// assert_eq!(TaskStatus::parse("input_required"), Some(TaskStatus::InputRequired));
-/// assert!(TaskStatus::Working.can_become(TaskStatus::InputRequired));
-/// assert!(!TaskStatus::Failed.can_become(TaskStatus::Working));
+/// assert!(!TaskStatus::InputRequired.is_terminal());
+/// assert!(TaskStatus::Failed.is_terminal());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -55,12 +55,6 @@ impl TaskStatus {
             TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled
         )
     }
-
-    /// Whether the state machine allows moving from `self` to `next`.
-    /// Staying in the same non-terminal status is allowed (e.g. a new status message).
-    pub fn can_become(self, _next: TaskStatus) -> bool {
-        !self.is_terminal()
-    }
 }
 
 impl std::fmt::Display for TaskStatus {
@@ -84,11 +78,18 @@ mod tests {
     }
 
     #[test]
-    fn terminal_states_are_absorbing() {
-        for from in TaskStatus::ALL {
-            for to in TaskStatus::ALL {
-                assert_eq!(from.can_become(to), !from.is_terminal(), "{from} -> {to}");
-            }
-        }
+    fn exactly_three_statuses_are_terminal() {
+        let terminal: Vec<_> = TaskStatus::ALL
+            .into_iter()
+            .filter(|s| s.is_terminal())
+            .collect();
+        assert_eq!(
+            terminal,
+            [
+                TaskStatus::Completed,
+                TaskStatus::Failed,
+                TaskStatus::Cancelled
+            ]
+        );
     }
 }
