@@ -23,7 +23,7 @@ mod gateway_support;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::{Database, DemoServer, with_deadline};
+use common::{BIN, Database, DemoServer, with_deadline};
 use gateway_support::*;
 use serde_json::{Value, json};
 

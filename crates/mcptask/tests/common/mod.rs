@@ -72,12 +72,26 @@ impl Database {
 /// A running `mcptask demo-server --http` process. Killed (SIGKILL) on drop;
 /// on a failing test its log is printed.
 pub struct DemoServer {
-    child: Child,
+    process: LoggedChild,
     /// `http://127.0.0.1:PORT/mcp`
     pub url: String,
-    pub pid: u32,
-    log: Arc<Mutex<Vec<String>>>,
-    name: String,
+}
+
+/// `mcptask demo-server --http ADDR --database-url URL EXTRA…`.
+fn demo_server_command(addr: &str, database_url: &str, extra: &[&str]) -> Command {
+    let mut command = Command::new(BIN);
+    command
+        .args([
+            "demo-server",
+            "--http",
+            addr,
+            "--database-url",
+            database_url,
+        ])
+        .args(extra)
+        .env("MCPTASK_LOG", "info,sqlx=warn,rmcp=warn")
+        .env_remove("MCPTASK_DATABASE_URL");
+    command
 }
 
 impl DemoServer {
@@ -88,66 +102,11 @@ impl DemoServer {
     }
 
     pub async fn start_named(name: &str, database_url: &str, extra: &[&str]) -> Self {
-        let mut command = Command::new(BIN);
-        command
-            .args([
-                "demo-server",
-                "--http",
-                "127.0.0.1:0",
-                "--database-url",
-                database_url,
-            ])
-            .args(extra)
-            .env("MCPTASK_LOG", "info,sqlx=warn,rmcp=warn")
-            .env_remove("MCPTASK_DATABASE_URL")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let mut child = command.spawn().expect("spawn mcptask demo-server");
-        let pid = child.id().expect("pid of the demo server");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (found_tx, found_rx) = tokio::sync::oneshot::channel::<String>();
-        // Keep draining stderr for the process's whole life (a full pipe would
-        // block its logging), remembering the lines for diagnostics.
-        tokio::spawn({
-            let log = log.clone();
-            async move {
-                let mut found = Some(found_tx);
-                let mut lines = BufReader::new(stderr).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    if let Some(rest) = line.strip_prefix(LISTENING)
-                        && let Some(tx) = found.take()
-                    {
-                        let _ = tx.send(rest.trim().to_string());
-                    }
-                    log.lock().unwrap().push(line);
-                }
-            }
-        });
-        let mut server = DemoServer {
-            child,
-            url: String::new(),
-            pid,
-            log,
-            name: name.to_string(),
-        };
-        match tokio::time::timeout(Duration::from_secs(60), found_rx).await {
-            Ok(Ok(url)) => server.url = url,
-            Ok(Err(_)) => {
-                let status = server.child.wait().await;
-                panic!(
-                    "{name}: demo-server exited before listening ({status:?}); log:\n{}",
-                    server.log()
-                );
-            }
-            Err(_) => panic!(
-                "{name}: demo-server did not listen within 60s; log:\n{}",
-                server.log()
-            ),
-        }
-        server
+        let command = demo_server_command("127.0.0.1:0", database_url, extra);
+        let (process, url) = LoggedChild::spawn(name, command, LISTENING, Duration::from_secs(60))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        DemoServer { process, url }
     }
 
     /// `http://127.0.0.1:PORT`
@@ -157,7 +116,7 @@ impl DemoServer {
 
     /// The process's stderr so far.
     pub fn log(&self) -> String {
-        self.log.lock().unwrap().join("\n")
+        self.process.log()
     }
 
     /// A 2026-07-28 client declaring the tasks extension on every request.
@@ -169,42 +128,12 @@ impl DemoServer {
     pub async fn client_with(&self, bearer: Option<&str>, lifecycle: Lifecycle) -> TestClient {
         TestClient::http(&self.url, bearer, lifecycle)
             .await
-            .unwrap_or_else(|e| panic!("{}: connect to {}: {e}", self.name, self.url))
+            .unwrap_or_else(|e| panic!("{}: connect to {}: {e}", self.process.name, self.url))
     }
 
     /// SIGKILL the server process (no shutdown, no lease release) and reap it.
     pub async fn kill(&mut self) {
-        self.child
-            .start_kill()
-            .expect("send SIGKILL to demo-server");
-        let status = tokio::time::timeout(Duration::from_secs(30), self.child.wait())
-            .await
-            .expect("demo-server did not die after SIGKILL")
-            .expect("wait for demo-server");
-        #[cfg(unix)]
-        {
-            use std::os::unix::process::ExitStatusExt as _;
-            assert_eq!(
-                status.signal(),
-                Some(9),
-                "{}: expected death by SIGKILL, got {status:?}",
-                self.name
-            );
-        }
-    }
-}
-
-impl Drop for DemoServer {
-    fn drop(&mut self) {
-        let _ = self.child.start_kill();
-        if std::thread::panicking() {
-            eprintln!(
-                "----- log of {} (pid {}) -----\n{}\n-----",
-                self.name,
-                self.pid,
-                self.log()
-            );
-        }
+        self.process.kill().await;
     }
 }
 
@@ -444,28 +373,9 @@ impl DemoServer {
     pub async fn start_at(name: &str, addr: &str, database_url: &str, extra: &[&str]) -> Self {
         let mut last = String::new();
         for _ in 0..20 {
-            let mut command = Command::new(BIN);
-            command
-                .args([
-                    "demo-server",
-                    "--http",
-                    addr,
-                    "--database-url",
-                    database_url,
-                ])
-                .args(extra)
-                .env("MCPTASK_LOG", "info,sqlx=warn,rmcp=warn")
-                .env_remove("MCPTASK_DATABASE_URL");
-            match spawn_logged(name, command, LISTENING, Duration::from_secs(60)).await {
-                Ok((child, pid, log, url)) => {
-                    return DemoServer {
-                        child,
-                        url,
-                        pid,
-                        log,
-                        name: name.to_string(),
-                    };
-                }
+            let command = demo_server_command(addr, database_url, extra);
+            match LoggedChild::spawn(name, command, LISTENING, Duration::from_secs(60)).await {
+                Ok((process, url)) => return DemoServer { process, url },
                 Err(e) => {
                     last = e;
                     tokio::time::sleep(Duration::from_millis(250)).await;
@@ -522,11 +432,24 @@ pub fn children_with(marker: &str) -> Vec<u32> {
 }
 
 /// The line `mcptask serve` prints once its API listens.
-const GATEWAY_LISTENING: &str = "mcptask gateway listening on ";
+pub const GATEWAY_LISTENING: &str = "mcptask gateway listening on ";
 
 /// Start `mcptask serve --config PATH` (tracker workers of a gateway) and
 /// wait until it listens. Killed (SIGKILL) on drop.
 pub async fn start_gateway(name: &str, config: &std::path::Path) -> LoggedChild {
+    let (gateway, _api) = LoggedChild::spawn(
+        name,
+        serve_command(config),
+        GATEWAY_LISTENING,
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    gateway
+}
+
+/// `mcptask serve --config PATH`, isolated from the caller's MCPTASK_* environment.
+pub fn serve_command(config: &std::path::Path) -> Command {
     let mut command = Command::new(BIN);
     command
         .arg("serve")
@@ -538,11 +461,7 @@ pub async fn start_gateway(name: &str, config: &std::path::Path) -> LoggedChild 
         .env_remove("MCPTASK_LISTEN")
         .env_remove("MCPTASK_AUTH")
         .env_remove("MCPTASK_API_TOKEN");
-    let (gateway, _api) =
-        LoggedChild::spawn(name, command, GATEWAY_LISTENING, Duration::from_secs(60))
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-    gateway
+    command
 }
 
 /// `mcptask.toml` for a gateway: no API auth, an ephemeral API port, the

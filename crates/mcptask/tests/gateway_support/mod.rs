@@ -8,19 +8,11 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
 
-/// The binary under test.
-pub const BIN: &str = env!("CARGO_BIN_EXE_mcptask");
-
-/// The line `mcptask serve` prints once its API listens.
-const GATEWAY_LISTENING: &str = "mcptask gateway listening on ";
+use crate::common::{GATEWAY_LISTENING, LoggedChild, serve_command};
 
 /// Generous bound on anything a test waits for (a busy 2-core machine).
 pub const WAIT: Duration = Duration::from_secs(90);
@@ -126,15 +118,12 @@ impl GatewaySpec {
 // ---------------------------------------------------------------------------
 // The gateway process
 
-/// A running `mcptask serve` process. Killed (SIGKILL) on drop; on a failing
-/// test its log is printed.
+/// A running `mcptask serve` process with its own config directory. Killed
+/// (SIGKILL) on drop; on a failing test its log is printed.
 pub struct Gateway {
-    child: Child,
-    pub pid: u32,
+    process: LoggedChild,
     /// `http://127.0.0.1:PORT` (no trailing slash)
     pub base: String,
-    log: Arc<Mutex<Vec<String>>>,
-    name: String,
     _dir: tempfile::TempDir,
 }
 
@@ -145,96 +134,32 @@ impl Gateway {
         let dir = tempfile::tempdir().expect("temp dir");
         let config = dir.path().join("mcptask.toml");
         std::fs::write(&config, spec.toml()).expect("write mcptask.toml");
-        let mut command = Command::new(BIN);
-        command
-            .arg("serve")
-            .arg("--config")
-            .arg(&config)
-            .current_dir(dir.path())
-            .env("MCPTASK_LOG", "info,sqlx=warn,rmcp=warn")
-            .env_remove("MCPTASK_CONFIG")
-            .env_remove("MCPTASK_DATABASE_URL")
-            .env_remove("MCPTASK_LISTEN")
-            .env_remove("MCPTASK_AUTH")
-            .env_remove("MCPTASK_API_TOKEN")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let mut child = command.spawn().expect("spawn mcptask serve");
-        let pid = child.id().expect("pid of the gateway");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (found_tx, found_rx) = tokio::sync::oneshot::channel::<String>();
-        // Drain stderr for the process's whole life (a full pipe would block
-        // its logging), keeping the lines for diagnostics.
-        tokio::spawn({
-            let log = log.clone();
-            async move {
-                let mut found = Some(found_tx);
-                let mut lines = BufReader::new(stderr).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    if let Some(rest) = line.strip_prefix(GATEWAY_LISTENING)
-                        && let Some(tx) = found.take()
-                    {
-                        let _ = tx.send(rest.trim().to_string());
-                    }
-                    log.lock().unwrap().push(line);
-                }
-            }
-        });
-        let mut gateway = Gateway {
-            child,
-            pid,
-            base: String::new(),
-            log,
-            name: name.to_string(),
-            _dir: dir,
-        };
-        match tokio::time::timeout(Duration::from_secs(60), found_rx).await {
-            Ok(Ok(url)) => gateway.base = url.trim_end_matches('/').to_string(),
-            Ok(Err(_)) => {
-                let status = gateway.child.wait().await;
-                panic!(
-                    "{name}: mcptask serve exited before listening ({status:?}); log:\n{}",
-                    gateway.log()
-                );
-            }
-            Err(_) => panic!(
-                "{name}: mcptask serve did not listen within 60s; log:\n{}",
-                gateway.log()
-            ),
-        }
+        let mut command = serve_command(&config);
+        command.current_dir(dir.path());
+        let (process, url) =
+            LoggedChild::spawn(name, command, GATEWAY_LISTENING, Duration::from_secs(60))
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+        let base = url.trim_end_matches('/').to_string();
         assert!(
-            gateway.base.starts_with("http://127.0.0.1:"),
-            "unexpected listen line: {:?}",
-            gateway.base
+            base.starts_with("http://127.0.0.1:"),
+            "unexpected listen line: {base:?}"
         );
-        gateway
+        Gateway {
+            process,
+            base,
+            _dir: dir,
+        }
     }
 
     /// The process's stderr so far.
     pub fn log(&self) -> String {
-        self.log.lock().unwrap().join("\n")
+        self.process.log()
     }
 
     /// A client sending `Authorization: Bearer TOKEN` (or nothing).
     pub fn client(&self, token: Option<&str>) -> Api {
         Api::new(&self.base, token)
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.start_kill();
-        if std::thread::panicking() {
-            eprintln!(
-                "----- log of {} (pid {}) -----\n{}\n-----",
-                self.name,
-                self.pid,
-                self.log()
-            );
-        }
     }
 }
 
