@@ -52,6 +52,9 @@ use mcptask_core::client::{
 use mcptask_core::policy::{Backoff, PollPolicy};
 use mcptask_core::store::RemoteTaskStore;
 use mcptask_core::{StoreError, TaskStatus, ids};
+use mcptask_sql::testkit::machine::{
+    cpu_model, filesystem_of, load_average, mem_total, num_cpus, read_trimmed,
+};
 use rmcp::model::{
     DetailedTask, GetTaskParams, GetTaskResult, ServerCapabilities, ServerConfig, Task,
     TaskPayload, TaskStatus as WireStatus,
@@ -1003,72 +1006,6 @@ fn print_summary(s: &Settings, rows: &[Row]) {
             );
         }
     }
-}
-
-fn num_cpus() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-fn read_trimmed(path: &str) -> Option<String> {
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|s| s.trim().to_string())
-}
-
-fn load_average() -> String {
-    read_trimmed("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|| "?".into())
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|info| {
-            info.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into())
-}
-
-fn mem_total() -> String {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|info| {
-            let kb: u64 = info
-                .lines()
-                .find(|l| l.starts_with("MemTotal:"))?
-                .split_whitespace()
-                .nth(1)?
-                .parse()
-                .ok()?;
-            Some(format!("{:.1} GiB", kb as f64 / 1024.0 / 1024.0))
-        })
-        .unwrap_or_else(|| "unknown".into())
-}
-
-/// The filesystem holding `path` (longest matching mount point): on tmpfs a
-/// "durable" commit would be free.
-fn filesystem_of(path: &Path) -> String {
-    let path = path
-        .parent()
-        .and_then(|p| p.canonicalize().ok())
-        .unwrap_or_default();
-    let Ok(mounts) = std::fs::read_to_string("/proc/mounts") else {
-        return "unknown filesystem".into();
-    };
-    mounts
-        .lines()
-        .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            let (device, mount, fstype) = (f.next()?, f.next()?, f.next()?);
-            path.starts_with(mount)
-                .then(|| (mount.len(), format!("{fstype} ({device} at {mount})")))
-        })
-        .max_by_key(|(len, _)| *len)
-        .map_or_else(|| "unknown filesystem".into(), |(_, fs)| fs)
 }
 
 /// The floor under one durable commit on the database's filesystem.

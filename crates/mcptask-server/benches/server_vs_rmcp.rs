@@ -20,6 +20,9 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use mcptask_server::runtime::CreateRequest;
 use mcptask_server::{RuntimeConfig, TaskExit, TaskRuntime, TaskTool, ToolRegistry};
+use mcptask_sql::testkit::machine::{
+    cpu_model, filesystem_of, load_average, mem_total, num_cpus, read_trimmed,
+};
 use rmcp::model::{TaskStatus, Tool};
 use rmcp::task_manager::{TaskManager, TaskOptions};
 
@@ -662,71 +665,4 @@ fn print_summary(settings: &Settings, rows: &[Row]) {
             verdict(ratio >= 1.0)
         );
     }
-}
-
-fn num_cpus() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-fn read_trimmed(path: &str) -> Option<String> {
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|s| s.trim().to_string())
-}
-
-/// The 1, 5 and 15 minute load averages.
-fn load_average() -> String {
-    read_trimmed("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|| "?".into())
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|info| {
-            info.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into())
-}
-
-fn mem_total() -> String {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|info| {
-            let kb: u64 = info
-                .lines()
-                .find(|l| l.starts_with("MemTotal:"))?
-                .split_whitespace()
-                .nth(1)?
-                .parse()
-                .ok()?;
-            Some(format!("{:.1} GiB", kb as f64 / 1024.0 / 1024.0))
-        })
-        .unwrap_or_else(|| "unknown".into())
-}
-
-/// The filesystem holding `path` (longest matching mount point), because a
-/// tmpfs would make "durable" commits free.
-fn filesystem_of(path: &Path) -> String {
-    let path = path
-        .parent()
-        .and_then(|p| p.canonicalize().ok())
-        .unwrap_or_default();
-    let Ok(mounts) = std::fs::read_to_string("/proc/mounts") else {
-        return "unknown filesystem".into();
-    };
-    mounts
-        .lines()
-        .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            let (device, mount, fstype) = (f.next()?, f.next()?, f.next()?);
-            path.starts_with(mount)
-                .then(|| (mount.len(), format!("{fstype} ({device} at {mount})")))
-        })
-        .max_by_key(|(len, _)| *len)
-        .map_or_else(|| "unknown filesystem".into(), |(_, fs)| fs)
 }
