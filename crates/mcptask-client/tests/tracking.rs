@@ -212,7 +212,7 @@ impl InputResolver for Approver {
 
 async fn a_resolver_answers_without_the_app(backend: TrackerBackend) {
     let server = RemoteServer::start(Some(60_000)).await;
-    let tracker = Tracker::builder(backend.store().await)
+    let tracker = Tracker::builder(backend.remote_tasks().await)
         .server(ServerDef::http("remote", server.url()))
         .config(fast_config())
         .resolver(Arc::new(Approver))
@@ -555,7 +555,7 @@ async fn remote_calls_in_flight_are_bounded(backend: TrackerBackend) {
     tracker.shutdown(Duration::from_secs(2)).await;
 }
 
-on_both_backends! {
+mcptask_sql::on_both_backends! {
     remote_calls_in_flight_are_bounded => super::remote_calls_in_flight_are_bounded;
     a_hung_server_times_out_and_is_retried => super::a_hung_server_times_out_and_is_retried;
     an_unusable_handle_is_cancelled_not_left_running => super::an_unusable_handle_is_cancelled_not_left_running;

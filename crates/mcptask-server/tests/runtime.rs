@@ -18,13 +18,13 @@ fn answer() -> rmcp::model::InputResponses {
 async fn fail_policy_reports_interruption(backend: Backend) {
     let clock = ManualClock::new(1_800_000_000_000);
     let gate = Gate::new();
-    let a = runtime(backend.open().await, &clock, &gate, "A").await;
+    let a = runtime(backend.server_tasks().await, &clock, &gate, "A").await;
     let task = a.create_task(request("hold", json!({}))).await.unwrap();
     let id = task.task_id;
     eventually(&a, &id, "working", status_is("working")).await;
 
     // A stops heartbeating (it "died"); B starts and recovers after the lease.
-    let b = runtime(backend.open().await, &clock, &gate, "B").await;
+    let b = runtime(backend.server_tasks().await, &clock, &gate, "B").await;
     assert_eq!(
         b.maintenance().recover_once().await.unwrap(),
         0,
@@ -53,7 +53,7 @@ async fn fail_policy_reports_interruption(backend: Backend) {
 async fn rerun_policy_replays_answers(backend: Backend) {
     let clock = ManualClock::new(1_800_000_000_000);
     let gate = Gate::new();
-    let a = runtime(backend.open().await, &clock, &gate, "A").await;
+    let a = runtime(backend.server_tasks().await, &clock, &gate, "A").await;
     let id = a
         .create_task(request("ask", json!({})))
         .await
@@ -70,7 +70,7 @@ async fn rerun_policy_replays_answers(backend: Backend) {
     })
     .await;
 
-    let b = runtime(backend.open().await, &clock, &gate, "B").await;
+    let b = runtime(backend.server_tasks().await, &clock, &gate, "B").await;
     clock.advance(LEASE + 1);
     b.maintenance().heartbeat_once().await.unwrap();
     assert_eq!(b.maintenance().recover_once().await.unwrap(), 1);
@@ -94,7 +94,7 @@ async fn rerun_policy_replays_answers(backend: Backend) {
 async fn cancel_request_reaches_an_orphan(backend: Backend) {
     let clock = ManualClock::new(1_800_000_000_000);
     let gate = Gate::new();
-    let a = runtime(backend.open().await, &clock, &gate, "A").await;
+    let a = runtime(backend.server_tasks().await, &clock, &gate, "A").await;
     let id = a
         .create_task(request("ask", json!({})))
         .await
@@ -102,7 +102,7 @@ async fn cancel_request_reaches_an_orphan(backend: Backend) {
         .task_id;
     eventually(&a, &id, "input_required", status_is("input_required")).await;
     a.shutdown(Duration::from_millis(50)).await; // releases A's lease at once
-    let b = runtime(backend.open().await, &clock, &gate, "B").await;
+    let b = runtime(backend.server_tasks().await, &clock, &gate, "B").await;
     b.cancel_task(&id, None).await.unwrap();
     assert_eq!(b.maintenance().recover_once().await.unwrap(), 1);
     let v = eventually(&b, &id, "cancelled", status_is("cancelled")).await;
@@ -114,7 +114,14 @@ async fn ttl_expiry_retention_and_purge(backend: Backend) {
     let gate = Gate::new();
     let mut cfg = config();
     cfg.default_ttl_ms = Some(5_000);
-    let rt = runtime_with(backend.open().await, &clock, registry(&gate), cfg, "A").await;
+    let rt = runtime_with(
+        backend.server_tasks().await,
+        &clock,
+        registry(&gate),
+        cfg,
+        "A",
+    )
+    .await;
     let id = rt
         .create_task(request("hold", json!({})))
         .await
@@ -165,7 +172,14 @@ async fn unlimited_ttl_is_kept(backend: Backend) {
     let gate = Gate::new();
     let mut cfg = config();
     cfg.default_ttl_ms = None;
-    let rt = runtime_with(backend.open().await, &clock, registry(&gate), cfg, "A").await;
+    let rt = runtime_with(
+        backend.server_tasks().await,
+        &clock,
+        registry(&gate),
+        cfg,
+        "A",
+    )
+    .await;
     let id = rt
         .create_task(request("echo", json!({"x": 1})))
         .await
@@ -181,7 +195,7 @@ async fn unlimited_ttl_is_kept(backend: Backend) {
 async fn principals_are_isolated(backend: Backend) {
     let clock = ManualClock::new(1_800_000_000_000);
     let gate = Gate::new();
-    let rt = runtime(backend.open().await, &clock, &gate, "A").await;
+    let rt = runtime(backend.server_tasks().await, &clock, &gate, "A").await;
     let mut req = request("ask", json!({}));
     req.principal = Some("alice".into());
     let id = rt.create_task(req).await.unwrap().task_id;
@@ -237,8 +251,8 @@ async fn update_from_another_replica_wakes_the_work(backend: Backend) {
     let clock = ManualClock::new(1_800_000_000_000);
     let gate = Gate::new();
     gate.release(1);
-    let a = runtime(backend.open().await, &clock, &gate, "A").await;
-    let b = runtime(backend.open().await, &clock, &gate, "B").await;
+    let a = runtime(backend.server_tasks().await, &clock, &gate, "A").await;
+    let b = runtime(backend.server_tasks().await, &clock, &gate, "B").await;
     let id = a
         .create_task(request("ask", json!({})))
         .await
@@ -251,7 +265,7 @@ async fn update_from_another_replica_wakes_the_work(backend: Backend) {
         rmcp::model::TaskStatus::Working,
         "the answer is visible at once on any replica"
     );
-    if backend.name == "sqlite" {
+    if backend.backend == "sqlite" {
         // No push channel: A's work learns of the answer from its backstop.
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_ne!(
@@ -268,15 +282,15 @@ async fn update_from_another_replica_wakes_the_work(backend: Backend) {
 async fn cancel_from_another_replica_stops_the_work(backend: Backend) {
     let clock = ManualClock::new(1_800_000_000_000);
     let gate = Gate::new();
-    let a = runtime(backend.open().await, &clock, &gate, "A").await;
-    let b = runtime(backend.open().await, &clock, &gate, "B").await;
+    let a = runtime(backend.server_tasks().await, &clock, &gate, "A").await;
+    let b = runtime(backend.server_tasks().await, &clock, &gate, "B").await;
     let id = a
         .create_task(request("hold", json!({})))
         .await
         .unwrap()
         .task_id;
     b.cancel_task(&id, None).await.unwrap();
-    if backend.name == "sqlite" {
+    if backend.backend == "sqlite" {
         a.maintenance().backstop_once().await.unwrap();
     }
     let v = eventually(&a, &id, "cancelled", status_is("cancelled")).await;
@@ -292,7 +306,7 @@ async fn cancel_from_another_replica_stops_the_work(backend: Backend) {
 async fn keys_are_never_reissued_and_bad_answers_rejected(backend: Backend) {
     let clock = ManualClock::new(1_800_000_000_000);
     let gate = Gate::new();
-    let rt = runtime(backend.open().await, &clock, &gate, "A").await;
+    let rt = runtime(backend.server_tasks().await, &clock, &gate, "A").await;
     let id = rt
         .create_task(request("ask", json!({})))
         .await
@@ -329,7 +343,14 @@ async fn oversized_arguments_are_refused_without_a_row(backend: Backend) {
     let gate = Gate::new();
     let mut cfg = config();
     cfg.limits.max_arguments_bytes = 1_000;
-    let rt = runtime_with(backend.open().await, &clock, registry(&gate), cfg, "A").await;
+    let rt = runtime_with(
+        backend.server_tasks().await,
+        &clock,
+        registry(&gate),
+        cfg,
+        "A",
+    )
+    .await;
     let ok = rt
         .create_task(request("hold", json!({"x": "a"})))
         .await
@@ -352,7 +373,7 @@ async fn oversized_arguments_are_refused_without_a_row(backend: Backend) {
 async fn shutdown_drains_then_hands_over(backend: Backend) {
     let clock = ManualClock::new(1_800_000_000_000);
     let gate = Gate::new();
-    let a = runtime(backend.open().await, &clock, &gate, "A").await;
+    let a = runtime(backend.server_tasks().await, &clock, &gate, "A").await;
     let quick = a
         .create_task(request("echo", json!({})))
         .await
@@ -373,7 +394,7 @@ async fn shutdown_drains_then_hands_over(backend: Backend) {
         a.create_task(request("echo", json!({}))).await,
         Err(TaskError::ShuttingDown)
     ));
-    let b = runtime(backend.open().await, &clock, &gate, "B").await;
+    let b = runtime(backend.server_tasks().await, &clock, &gate, "B").await;
     assert_eq!(
         b.get_task(&quick, None).await.unwrap().status(),
         rmcp::model::TaskStatus::Completed
@@ -383,7 +404,7 @@ async fn shutdown_drains_then_hands_over(backend: Backend) {
     eventually(&b, &stuck, "failed", status_is("failed")).await;
 }
 
-on_both_backends! {
+mcptask_sql::on_both_backends! {
     fail_policy_reports_interruption => super::fail_policy_reports_interruption;
     rerun_policy_replays_answers => super::rerun_policy_replays_answers;
     cancel_request_reaches_an_orphan => super::cancel_request_reaches_an_orphan;

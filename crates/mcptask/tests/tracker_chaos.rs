@@ -447,10 +447,7 @@ async fn chaos(db: Database, total: usize) {
     let hook = WebhookReceiver::start_with_delay(SECRET, WEBHOOK_DELAY, rng.next_u64()).await;
 
     // The application's tracker: migrates the store first, then only records.
-    let store = mcptask_sql::open(&db.url)
-        .await
-        .expect("open PostgreSQL")
-        .remote_tasks();
+    let store = db.remote_tasks().await;
     let mut builder = Tracker::builder(store).config(TrackerConfig {
         background: false,
         call_timeout: Duration::from_secs(10),

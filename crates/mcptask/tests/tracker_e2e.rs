@@ -116,10 +116,7 @@ fn stdio_def(name: &str, db_url: &str, extra: &[&str]) -> ServerDef {
 
 /// A tracker on `db` knowing `servers`, delivering every event to `hook`.
 async fn tracker(db: &Database, servers: &[ServerDef], hook: &WebhookReceiver) -> Tracker {
-    let store = mcptask_sql::open(&db.url)
-        .await
-        .expect("open the tracker store")
-        .remote_tasks();
+    let store = db.remote_tasks().await;
     let webhook = WebhookNotifier::new(hook.url.clone(), SECRET, Duration::from_secs(5))
         .expect("webhook notifier");
     let mut builder = Tracker::builder(store)
@@ -590,10 +587,7 @@ async fn tracker_process_killed(db: Database) {
 
     // The application: records handles only; the gateway process does the work.
     // Same definition as the gateway's, so the same definition hash.
-    let store = mcptask_sql::open(&db.url)
-        .await
-        .expect("open the store")
-        .remote_tasks();
+    let store = db.remote_tasks().await;
     let tracker = Tracker::builder(store)
         .server(ServerDef::http("demo", &url))
         .config(TrackerConfig {

@@ -279,37 +279,8 @@ async fn answer(
         .await
 }
 
-/// A tracker store on one backend.
-pub struct TrackerBackend {
-    pub name: &'static str,
-    pub url: String,
-    _dir: Option<tempfile::TempDir>,
-}
-
-impl TrackerBackend {
-    pub async fn store(&self) -> Arc<dyn mcptask_core::store::RemoteTaskStore> {
-        mcptask_sql::open(&self.url).await.unwrap().remote_tasks()
-    }
-}
-
-pub async fn sqlite() -> TrackerBackend {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite:{}", dir.path().join("tracker.db").display());
-    TrackerBackend {
-        name: "sqlite",
-        url,
-        _dir: Some(dir),
-    }
-}
-
-pub async fn postgres() -> Option<TrackerBackend> {
-    let url = mcptask_sql::testkit::pg::fresh_database().await?;
-    Some(TrackerBackend {
-        name: "postgres",
-        url,
-        _dir: None,
-    })
-}
+/// The database a tracker runs on (SQLite or PostgreSQL).
+pub use mcptask_sql::testkit::TestDatabase as TrackerBackend;
 
 /// Fast schedules so end-to-end tests settle in well under a second per step.
 pub fn fast_config() -> TrackerConfig {
@@ -342,7 +313,7 @@ pub async fn tracker(
     server: &RemoteServer,
     config: TrackerConfig,
 ) -> Tracker {
-    Tracker::builder(backend.store().await)
+    Tracker::builder(backend.remote_tasks().await)
         .server(ServerDef::http("remote", server.url()))
         .config(config)
         .start()
@@ -368,28 +339,4 @@ pub async fn until(
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-#[macro_export]
-macro_rules! on_both_backends {
-    ($($name:ident => $body:path;)*) => {
-        mod sqlite_backend {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $name() {
-                    let backend = $crate::common::sqlite().await;
-                    $body(backend).await;
-                }
-            )*
-        }
-        mod postgres_backend {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $name() {
-                    let Some(backend) = $crate::common::postgres().await else { return };
-                    $body(backend).await;
-                }
-            )*
-        }
-    };
 }

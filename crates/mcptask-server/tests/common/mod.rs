@@ -18,41 +18,8 @@ use tokio::sync::watch;
 pub const LEASE: i64 = 10_000;
 pub const RETENTION: i64 = 60_000;
 
-/// One backend under test: a factory for independent handles to the same
-/// database (as separate processes would have).
-pub struct Backend {
-    pub name: &'static str,
-    pub url: String,
-    _dir: Option<tempfile::TempDir>,
-}
-
-impl Backend {
-    pub async fn open(&self) -> Arc<dyn ServerTaskStore> {
-        mcptask_sql::open(&self.url)
-            .await
-            .expect("open store")
-            .server_tasks()
-    }
-}
-
-pub async fn sqlite() -> Backend {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite:{}", dir.path().join("t.db").display());
-    Backend {
-        name: "sqlite",
-        url,
-        _dir: Some(dir),
-    }
-}
-
-pub async fn postgres() -> Option<Backend> {
-    let url = mcptask_sql::testkit::pg::fresh_database().await?;
-    Some(Backend {
-        name: "postgres",
-        url,
-        _dir: None,
-    })
-}
+/// The database a test runs on (SQLite or PostgreSQL).
+pub use mcptask_sql::testkit::TestDatabase as Backend;
 
 /// Releases gated work: `release(n)` lets attempts up to `n` finish.
 #[derive(Clone)]
@@ -207,29 +174,4 @@ pub async fn eventually(
 
 pub fn status_is(s: &'static str) -> impl Fn(&Value) -> bool {
     move |v| v["status"] == s
-}
-
-/// Run an async test body on each backend available.
-#[macro_export]
-macro_rules! on_both_backends {
-    ($($name:ident => $body:path;)*) => {
-        mod sqlite_backend {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $name() {
-                    let backend = $crate::common::sqlite().await;
-                    $body(backend).await;
-                }
-            )*
-        }
-        mod postgres_backend {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $name() {
-                    let Some(backend) = $crate::common::postgres().await else { return };
-                    $body(backend).await;
-                }
-            )*
-        }
-    };
 }

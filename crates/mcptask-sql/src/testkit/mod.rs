@@ -29,14 +29,76 @@ pub async fn fresh_postgres() -> Option<(crate::PgStore, String)> {
     Some((store, url))
 }
 
-/// Both backends as [`Store`]s, for tests that run the same body on each.
-pub async fn each_backend() -> Vec<(Store, String, Option<tempfile::TempDir>)> {
-    let mut out = Vec::new();
-    let (sqlite, dir) = fresh_sqlite().await;
-    let url = format!("sqlite:{}", dir.path().join("test.db").display());
-    out.push((Store::Sqlite(sqlite), url, Some(dir)));
-    if let Some((pg, url)) = fresh_postgres().await {
-        out.push((Store::Postgres(pg), url, None));
+/// A database for one test: a SQLite file in a temporary directory, or a
+/// fresh PostgreSQL database. Each `open` is an independent handle (its own
+/// pools), as a separate process would have.
+pub struct TestDatabase {
+    /// `"sqlite"` or `"postgres"`.
+    pub backend: &'static str,
+    pub url: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl TestDatabase {
+    pub fn sqlite() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite:{}", dir.path().join("mcptask.db").display());
+        TestDatabase {
+            backend: "sqlite",
+            url,
+            _dir: Some(dir),
+        }
     }
-    out
+
+    /// A fresh PostgreSQL database, or `None` (after a loud SKIPPED line) when
+    /// PostgreSQL is unavailable outside CI. Under `CI=true` this panics instead.
+    pub async fn postgres() -> Option<Self> {
+        let url = pg::fresh_database().await?;
+        Some(TestDatabase {
+            backend: "postgres",
+            url,
+            _dir: None,
+        })
+    }
+
+    /// A new, migrated handle to this database.
+    pub async fn open(&self) -> Store {
+        crate::open(&self.url)
+            .await
+            .expect("open the test database")
+    }
+
+    pub async fn server_tasks(&self) -> std::sync::Arc<dyn mcptask_core::store::ServerTaskStore> {
+        self.open().await.server_tasks()
+    }
+
+    pub async fn remote_tasks(&self) -> std::sync::Arc<dyn mcptask_core::store::RemoteTaskStore> {
+        self.open().await.remote_tasks()
+    }
+}
+
+/// Define each `name => body;` pair as two tests, `sqlite_backend::name` and
+/// `postgres_backend::name`, each calling `body(TestDatabase)`. The PostgreSQL
+/// one returns early (loudly) when PostgreSQL is unavailable outside CI.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident => $body:path;)*) => {
+        mod sqlite_backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    $body($crate::testkit::TestDatabase::sqlite()).await;
+                }
+            )*
+        }
+        mod postgres_backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    let Some(db) = $crate::testkit::TestDatabase::postgres().await else { return };
+                    $body(db).await;
+                }
+            )*
+        }
+    };
 }

@@ -35,36 +35,8 @@ pub async fn with_deadline<T>(limit: Duration, body: impl Future<Output = T>) ->
 // ---------------------------------------------------------------------------
 // Databases
 
-/// A database for one test: a SQLite file in a temporary directory, or a fresh
-/// PostgreSQL database.
-pub struct Database {
-    pub backend: &'static str,
-    pub url: String,
-    _dir: Option<tempfile::TempDir>,
-}
-
-impl Database {
-    pub fn sqlite() -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let url = format!("sqlite:{}", dir.path().join("mcptask.db").display());
-        Database {
-            backend: "sqlite",
-            url,
-            _dir: Some(dir),
-        }
-    }
-
-    /// A fresh PostgreSQL database, or `None` (after a loud SKIPPED line) when
-    /// PostgreSQL is unavailable outside CI. Under `CI=true` this panics instead.
-    pub async fn postgres() -> Option<Self> {
-        let url = mcptask_sql::testkit::pg::fresh_database().await?;
-        Some(Database {
-            backend: "postgres",
-            url,
-            _dir: None,
-        })
-    }
-}
+/// A database for one test (SQLite file or fresh PostgreSQL database).
+pub use mcptask_sql::testkit::TestDatabase as Database;
 
 // ---------------------------------------------------------------------------
 // Server processes
