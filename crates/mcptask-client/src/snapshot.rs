@@ -122,20 +122,7 @@ pub fn from_detailed(
             snapshot.result_truncated = bounded.truncated;
         }
         TaskPayload::Failed { error } => {
-            let mut error = Value::Object(error.clone());
-            if json_size(&error) > limits.max_message_bytes * 4 {
-                let message = error
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string();
-                error = serde_json::json!({
-                    "code": error.get("code").cloned().unwrap_or(Value::from(-32603)),
-                    "message": truncate_text(&message, limits.max_message_bytes),
-                    "data": {"truncated": true}
-                });
-            }
-            snapshot.error = Some(error);
+            snapshot.error = Some(limits.bound_error(Value::Object(error.clone())));
         }
         #[allow(unreachable_patterns)]
         _ => return Err(RemoteError::Protocol("unknown task payload".into())),

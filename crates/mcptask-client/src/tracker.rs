@@ -557,18 +557,9 @@ impl Tracker {
     ) -> Result<AnswerResult, TrackerError> {
         let limits = self.inner.config.policy.limits;
         for (key, value) in &answers {
-            if !value.is_object() {
-                return Err(TrackerError::InvalidInput(format!(
-                    "answer {key:?} must be a JSON object"
-                )));
-            }
-            let size = payload::json_size(value);
-            if size > limits.max_input_response_bytes {
-                return Err(TrackerError::InvalidInput(format!(
-                    "answer {key:?} is {size} bytes; the limit is {}",
-                    limits.max_input_response_bytes
-                )));
-            }
+            limits
+                .check_input_response(value)
+                .map_err(|why| TrackerError::InvalidInput(format!("answer {key:?} {why}")))?;
         }
         let answers: Vec<(String, Value)> = answers.into_iter().collect();
         let result = self

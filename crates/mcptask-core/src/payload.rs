@@ -36,6 +36,56 @@ impl Default for PayloadLimits {
     }
 }
 
+impl PayloadLimits {
+    /// Why an answer to an input request cannot be accepted, if it cannot:
+    /// it must be a JSON object within `max_input_response_bytes`.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// let limits = mcptask_core::payload::PayloadLimits { max_input_response_bytes: 64, ..Default::default() };
+    /// assert!(limits.check_input_response(&json!({"action": "accept"})).is_ok());
+    /// assert_eq!(limits.check_input_response(&json!("yes")).unwrap_err(), "must be a JSON object");
+    /// assert!(limits.check_input_response(&json!({"x": "y".repeat(100)})).unwrap_err().contains("the limit is 64"));
+    /// ```
+    pub fn check_input_response(&self, value: &Value) -> Result<(), String> {
+        if !value.is_object() {
+            return Err("must be a JSON object".into());
+        }
+        let size = json_size(value);
+        if size > self.max_input_response_bytes {
+            return Err(format!(
+                "is {size} bytes; the limit is {}",
+                self.max_input_response_bytes
+            ));
+        }
+        Ok(())
+    }
+
+    /// A JSON-RPC error object fit for storage: kept as is when small, else
+    /// reduced to its code and a bounded message, flagged as truncated.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// let limits = mcptask_core::payload::PayloadLimits { max_message_bytes: 16, ..Default::default() };
+    /// let small = json!({"code": -1, "message": "no"});
+    /// assert_eq!(limits.bound_error(small.clone()), small);
+    /// let big = limits.bound_error(json!({"code": -2, "message": "m".repeat(200), "data": [1, 2, 3]}));
+    /// assert_eq!(big["code"], -2);
+    /// assert_eq!(big["data"]["truncated"], true);
+    /// ```
+    pub fn bound_error(&self, error: Value) -> Value {
+        if json_size(&error) <= self.max_message_bytes * 4 {
+            return error;
+        }
+        let message = error.get("message").and_then(Value::as_str).unwrap_or("");
+        json!({
+            "code": error.get("code").cloned().unwrap_or(Value::from(-32603)),
+            "message": truncate_text(message, self.max_message_bytes),
+            "data": {"truncated": true}
+        })
+    }
+}
+
 /// Serialized size of a JSON value.
 pub fn json_size(value: &Value) -> usize {
     serde_json::to_vec(value)

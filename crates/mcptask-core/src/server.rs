@@ -57,6 +57,44 @@ pub struct NewServerTask {
     pub claim_token: String,
 }
 
+impl NewServerTask {
+    /// The row as it reads right after insertion: `working`, attempt 1,
+    /// claimed by its creator.
+    ///
+    /// ```
+    /// use mcptask_core::server::NewServerTask;
+    /// let new = NewServerTask {
+    ///     id: "t".into(), principal: None, tool: "x".into(), arguments: serde_json::json!({}),
+    ///     call_inputs: None, created_at: 5, ttl_ms: None, poll_interval_ms: Some(100),
+    ///     status_message: None, owner: "A".into(), claim_token: "k".into(),
+    /// };
+    /// let r = new.into_record();
+    /// assert_eq!((r.attempt, r.updated_at, r.owner.as_deref()), (1, 5, Some("A")));
+    /// ```
+    pub fn into_record(self) -> ServerTaskRecord {
+        ServerTaskRecord {
+            id: self.id,
+            principal: self.principal,
+            tool: self.tool,
+            arguments: self.arguments,
+            call_inputs: self.call_inputs,
+            status: TaskStatus::Working,
+            status_message: self.status_message,
+            result: None,
+            error: None,
+            created_at: self.created_at,
+            updated_at: self.created_at,
+            ttl_ms: self.ttl_ms,
+            poll_interval_ms: self.poll_interval_ms,
+            attempt: 1,
+            cancel_requested: false,
+            owner: Some(self.owner),
+            claim_token: Some(self.claim_token),
+            purge_at: None,
+        }
+    }
+}
+
 /// A task as stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerTaskRecord {

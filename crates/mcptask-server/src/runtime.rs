@@ -256,26 +256,7 @@ impl TaskRuntime {
             claim_token: ids::new_claim_token(),
         };
         rt.creator.create(new.clone()).await?;
-        let record = ServerTaskRecord {
-            id: new.id,
-            principal: new.principal,
-            tool: new.tool,
-            arguments: new.arguments,
-            call_inputs: new.call_inputs,
-            status: mcptask_core::TaskStatus::Working,
-            status_message: None,
-            result: None,
-            error: None,
-            created_at: now,
-            updated_at: now,
-            ttl_ms: new.ttl_ms,
-            poll_interval_ms: new.poll_interval_ms,
-            attempt: 1,
-            cancel_requested: false,
-            owner: Some(new.owner),
-            claim_token: Some(new.claim_token),
-            purge_at: None,
-        };
+        let record = new.into_record();
         let task = wire::created_task(&record);
         spawn_work(rt, &tool, record);
         Ok(task)
@@ -307,18 +288,12 @@ impl TaskRuntime {
             )));
         }
         for (key, value) in &responses {
-            if !value.is_object() {
-                return Err(TaskError::InvalidParams(format!(
-                    "inputResponses[{key:?}] must be an object"
-                )));
-            }
-            let size = payload::json_size(value);
-            if size > rt.config.limits.max_input_response_bytes {
-                return Err(TaskError::InvalidParams(format!(
-                    "inputResponses[{key:?}] is {size} bytes; the limit is {}",
-                    rt.config.limits.max_input_response_bytes
-                )));
-            }
+            rt.config
+                .limits
+                .check_input_response(value)
+                .map_err(|why| {
+                    TaskError::InvalidParams(format!("inputResponses[{key:?}] {why}"))
+                })?;
         }
         rt.visible(task_id, principal).await?;
         let entries: Vec<(String, Value)> = responses.into_iter().collect();
@@ -631,12 +606,12 @@ fn outcome_of(
     let limits = &rt.config.limits;
     let error_outcome = |e: ErrorData| {
         let message = payload::truncate_text(&e.message, limits.max_message_bytes);
-        let mut error = serde_json::to_value(&e)
-            .unwrap_or_else(|_| serde_json::json!({"code": -32603, "message": message}));
-        if payload::json_size(&error) > limits.max_message_bytes * 4 {
-            error = serde_json::json!({"code": e.code.0, "message": message, "data": {"truncated": true}});
+        let error = serde_json::to_value(&e)
+            .unwrap_or_else(|_| serde_json::json!({"code": e.code.0, "message": message}));
+        Outcome::Failed {
+            error: limits.bound_error(error),
+            message,
         }
-        Outcome::Failed { error, message }
     };
     match result {
         Ok(Ok(result)) => {

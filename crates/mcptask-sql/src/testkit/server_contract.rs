@@ -55,7 +55,7 @@ pub async fn create_then_get_round_trips(store: Arc<dyn ServerTaskStore>) {
         .await
         .unwrap()
         .expect("created task must resolve");
-    let r = view.record;
+    let r = view.record.clone();
     assert_eq!(r.id, "t1");
     assert_eq!(r.principal.as_deref(), Some("alice"));
     assert_eq!(r.tool, "slow");
@@ -72,6 +72,11 @@ pub async fn create_then_get_round_trips(store: Arc<dyn ServerTaskStore>) {
     assert_eq!(r.fence(), Some(fence_of(&t)));
     assert_eq!((r.result, r.error, r.purge_at), (None, None, None));
     assert!(view.input_requests.is_empty());
+    assert_eq!(
+        view.record,
+        t.clone().into_record(),
+        "the store reads back what the runtime assumes"
+    );
     assert!(store.get_task("nope").await.unwrap().is_none());
 }
 
