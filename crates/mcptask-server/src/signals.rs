@@ -10,12 +10,18 @@ use futures::StreamExt;
 
 use crate::runtime::RuntimeInner;
 
+/// Start listening. The first subscription is made before this returns, so a
+/// runtime that has started never misses a signal sent after its start.
 pub(crate) async fn spawn_listener(rt: Arc<RuntimeInner>) {
+    let mut first = Some(rt.store.listen_signals().await);
     tokio::spawn(async move {
         loop {
-            let stream = tokio::select! {
-                _ = rt.shutdown.cancelled() => return,
-                s = rt.store.listen_signals() => s,
+            let stream = match first.take() {
+                Some(s) => s,
+                None => tokio::select! {
+                    _ = rt.shutdown.cancelled() => return,
+                    s = rt.store.listen_signals() => s,
+                },
             };
             match stream {
                 Ok(None) => return, // Backend has no push channel.
