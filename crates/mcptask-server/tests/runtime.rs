@@ -260,10 +260,16 @@ async fn update_from_another_replica_wakes_the_work(backend: Backend) {
         .task_id;
     eventually(&a, &id, "input_required", status_is("input_required")).await;
     b.update_task(&id, None, answer()).await.unwrap();
-    assert_eq!(
-        b.get_task(&id, None).await.unwrap().status(),
-        rmcp::model::TaskStatus::Working,
-        "the answer is visible at once on any replica"
+    // The answer is visible at once on any replica: the task no longer waits
+    // for input. (On PostgreSQL the NOTIFY can wake A fast enough for the
+    // task to have completed already.)
+    let after = b.get_task(&id, None).await.unwrap().status();
+    assert!(
+        matches!(
+            after,
+            rmcp::model::TaskStatus::Working | rmcp::model::TaskStatus::Completed
+        ),
+        "the answer is visible at once on any replica, got {after:?}"
     );
     if backend.backend == "sqlite" {
         // No push channel: A's work learns of the answer from its backstop.
