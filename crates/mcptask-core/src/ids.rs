@@ -15,12 +15,6 @@ pub fn new_task_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
 
-/// A fresh claim token: a new one is minted for every claim so a stale claim
-/// generation can never pass a fence check.
-pub fn new_claim_token() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
-}
-
 /// A fresh owner id for one process incarnation: readable prefix plus random
 /// suffix so a restarted process never inherits its predecessor's claims.
 ///

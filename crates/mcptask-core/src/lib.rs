@@ -19,6 +19,7 @@ pub mod client;
 pub mod clock;
 pub mod error;
 pub mod ids;
+pub mod lease;
 pub mod payload;
 pub mod policy;
 pub mod server;

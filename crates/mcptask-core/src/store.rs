@@ -70,14 +70,14 @@ pub trait ServerTaskStore: Send + Sync + 'static {
     /// Set the durable cancel flag on a live task and signal its owner.
     async fn request_cancel(&self, task_id: &str, now: i64) -> Result<CancelOutcome, StoreError>;
 
-    /// Fenced: settle the task. Terminal tasks stay as they are. A task with a
-    /// TTL becomes purgeable `retention_ms` after `max(createdAt + ttlMs, now)`.
+    /// Fenced: settle the task. Terminal tasks stay as they are. `purge_at`
+    /// comes from [`crate::server::retention::purge_at`].
     async fn finish(
         &self,
         fence: &Fence,
         outcome: &Outcome,
         now: i64,
-        retention_ms: i64,
+        purge_at: Option<i64>,
     ) -> Result<bool, StoreError>;
 
     /// Fenced: start another attempt after an interruption (`attempt + 1`).
@@ -104,12 +104,13 @@ pub trait ServerTaskStore: Send + Sync + 'static {
     /// live task.
     async fn prune_owners(&self, before: i64) -> Result<u64, StoreError>;
 
-    /// Fail up to `limit` live tasks whose TTL elapsed (indexed range scan).
+    /// Fail up to `limit` live tasks whose TTL elapsed (indexed range scan);
+    /// they become purgeable at `purge_at`.
     async fn expire_overdue(
         &self,
         now: i64,
         limit: i64,
-        retention_ms: i64,
+        purge_at: i64,
     ) -> Result<Vec<ExpiredTask>, StoreError>;
 
     /// Delete up to `limit` tasks whose retention ended (indexed range scan).

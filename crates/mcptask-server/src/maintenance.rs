@@ -76,7 +76,11 @@ impl Maintenance {
             let now = rt.clock.now_ms();
             let batch = rt
                 .store
-                .expire_overdue(now, rt.config.batch_size, rt.config.retention_ms)
+                .expire_overdue(
+                    now,
+                    rt.config.batch_size,
+                    purge_at_once_expired(now, rt.config.retention_ms),
+                )
                 .await?;
             expired += batch.len();
             for task in &batch {
@@ -153,4 +157,9 @@ pub(crate) fn spawn_loops(rt: Arc<RuntimeInner>) {
             }
         }
     });
+}
+
+/// Tasks the sweep fails are past their deadline: retained from now on.
+fn purge_at_once_expired(now: i64, retention_ms: i64) -> i64 {
+    mcptask_core::server::retention::purge_at(Some(now), now, retention_ms).unwrap_or(now)
 }

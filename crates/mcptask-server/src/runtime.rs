@@ -253,7 +253,7 @@ impl TaskRuntime {
             ),
             status_message: None,
             owner: rt.owner.clone(),
-            claim_token: ids::new_claim_token(),
+            claim_token: mcptask_core::lease::mint_token(),
         };
         rt.creator.create(new.clone()).await?;
         let record = new.into_record();
@@ -516,12 +516,13 @@ impl RuntimeInner {
     }
 
     /// Record how the work ended (fenced). A lost claim drops the write.
-    async fn settle(&self, fence: &Fence, outcome: Outcome) {
+    async fn settle(&self, fence: &Fence, expires_at: Option<i64>, outcome: Outcome) {
         let now = self.clock.now_ms();
-        let retention = self.config.retention_ms;
+        let purge_at =
+            mcptask_core::server::retention::purge_at(expires_at, now, self.config.retention_ms);
         match self
             .retrying("finish task", || {
-                self.store.finish(fence, &outcome, now, retention)
+                self.store.finish(fence, &outcome, now, purge_at)
             })
             .await
         {
@@ -571,7 +572,7 @@ impl RuntimeInner {
             }
         };
         if let Some(outcome) = outcome {
-            self.settle(&fence, outcome).await;
+            self.settle(&fence, record.expires_at(), outcome).await;
             return;
         }
         let tool = tool.expect("rerun needs the tool");
@@ -643,6 +644,7 @@ fn outcome_of(
 /// Start a claimed task's work in this process.
 fn spawn_work(rt: &Arc<RuntimeInner>, tool: &TaskTool, record: ServerTaskRecord) {
     let Some(fence) = record.fence() else { return };
+    let expires_at = record.expires_at();
     let (wake, wake_rx) = watch::channel(0u64);
     let cancel = CancellationToken::new();
     if record.cancel_requested {
@@ -684,7 +686,7 @@ fn spawn_work(rt: &Arc<RuntimeInner>, tool: &TaskTool, record: ServerTaskRecord)
             r = AssertUnwindSafe(work).catch_unwind() => Some(r),
         };
         if let Some(outcome) = result.and_then(|r| outcome_of(&rt, r)) {
-            rt.settle(&fence, outcome).await;
+            rt.settle(&fence, expires_at, outcome).await;
         }
         let mut running = rt.running.lock().expect("running map");
         if running

@@ -110,7 +110,7 @@ impl OutcomeColumns {
 
 use std::collections::HashMap;
 
-use mcptask_core::client::{ClaimFence, ClaimedTask, Phase, RemoteTaskRecord};
+use mcptask_core::client::{ClaimedTask, Fence, Phase, RemoteTaskRecord};
 
 /// Decode a `remote_tasks` row (any column superset, read by name).
 /// `principal = ''` is the anonymous caller and decodes to `None`.
@@ -291,7 +291,7 @@ pub(crate) fn due_of(phase: Phase, r: &RemoteTaskRecord) -> Option<i64> {
 }
 
 /// Whether the row's work claim is the one `fence` proves.
-pub(crate) fn fence_matches(r: &RemoteTaskRecord, fence: &ClaimFence) -> bool {
+pub(crate) fn fence_matches(r: &RemoteTaskRecord, fence: &Fence) -> bool {
     r.claim_owner.as_deref() == Some(fence.owner.as_str())
         && r.claim_token.as_deref() == Some(fence.token.as_str())
 }
@@ -306,7 +306,7 @@ pub(crate) fn claimed_records(
     let mut out: Vec<ClaimedTask> = records
         .filter_map(|r| match r {
             Ok(record) => {
-                let fence = ClaimFence {
+                let fence = Fence {
                     task_id: record.id.clone(),
                     owner: record.claim_owner.clone().unwrap_or_default(),
                     token: record.claim_token.clone().unwrap_or_default(),

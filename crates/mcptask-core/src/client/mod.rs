@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::TaskStatus;
+pub use crate::lease::Fence;
 use crate::payload::PayloadLimits;
 use crate::policy::{Backoff, PollPolicy};
 
@@ -338,23 +339,15 @@ impl Cursor {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClaimedTask {
     pub record: RemoteTaskRecord,
-    pub fence: ClaimFence,
+    pub fence: Fence,
     /// Update phase: answered keys not yet acknowledged by the server.
     pub answers: Vec<(String, Value)>,
-}
-
-/// Proof of a claim on a remote task (owner and per-claim token).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ClaimFence {
-    pub task_id: String,
-    pub owner: String,
-    pub token: String,
 }
 
 /// A worker's result for one claimed task.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Applied {
-    pub fence: ClaimFence,
+    pub fence: Fence,
     pub phase: Phase,
     pub observation: Observation,
     /// Random `[0, 1)` for poll jitter.
@@ -389,7 +382,7 @@ pub struct AnswerResult {
 /// A task whose pending events a notify worker claimed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NotifyClaim {
-    pub fence: ClaimFence,
+    pub fence: Fence,
     pub attempts: i64,
     /// Undelivered events in version order.
     pub events: Vec<TaskEvent>,
@@ -398,7 +391,7 @@ pub struct NotifyClaim {
 /// A notify worker's result for one claim.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NotifyResult {
-    pub fence: ClaimFence,
+    pub fence: Fence,
     /// Highest version now delivered (or dead-lettered).
     pub delivered_through: i64,
     /// Versions given up on after the retry budget.

@@ -11,9 +11,9 @@ use std::collections::{BTreeSet, HashMap};
 use async_trait::async_trait;
 use mcptask_core::client::transition::{self, Change};
 use mcptask_core::client::{
-    AnswerResult, Applied, ClaimFence, ClaimedTask, Cursor, InsertOutcome, ListFilter,
-    NewRemoteTask, NotifyClaim, NotifyResult, Observation, Phase, RemoteInput, RemoteTaskRecord,
-    TaskEvent, TrackerPolicy,
+    AnswerResult, Applied, ClaimedTask, Cursor, Fence, InsertOutcome, ListFilter, NewRemoteTask,
+    NotifyClaim, NotifyResult, Observation, Phase, RemoteInput, RemoteTaskRecord, TaskEvent,
+    TrackerPolicy,
 };
 use mcptask_core::store::RemoteTaskStore;
 use mcptask_core::{StoreError, TaskStatus};
@@ -121,7 +121,7 @@ async fn lock_record(
 async fn write_fenced(
     conn: &mut PgConnection,
     r: &RemoteTaskRecord,
-    fence: &ClaimFence,
+    fence: &Fence,
 ) -> Result<bool, StoreError> {
     let changed = bind_mutable(sqlx::query(UPDATE_FENCED), r)
         .bind(&r.claim_owner)
@@ -776,7 +776,7 @@ fn notify_heads(rows: &[PgRow]) -> Result<Vec<(NotifyClaim, i64)>, StoreError> {
     for r in rows {
         let due: Option<i64> = r.try_get("next_notify_at").map_err(db_err)?;
         let claim = NotifyClaim {
-            fence: ClaimFence {
+            fence: Fence {
                 task_id: r.try_get("id").map_err(db_err)?,
                 owner: r.try_get("notify_owner").map_err(db_err)?,
                 token: r.try_get("notify_token").map_err(db_err)?,

@@ -317,14 +317,13 @@ impl ServerTaskStore for PgStore {
         fence: &Fence,
         outcome: &Outcome,
         now: i64,
-        retention_ms: i64,
+        purge_at: Option<i64>,
     ) -> Result<bool, StoreError> {
         let cols = OutcomeColumns::of(outcome);
         let changed = sqlx::query(
             "UPDATE server_tasks SET status = $1, result = $2, error = $3, status_message = $4,
                 updated_at = $5,
-                purge_at = CASE WHEN ttl_ms IS NULL THEN NULL
-                                ELSE GREATEST(created_at + ttl_ms, $5) + $6 END
+                purge_at = $6
              WHERE id = $7 AND owner = $8 AND claim_token = $9
                AND status IN ('working', 'input_required')",
         )
@@ -333,7 +332,7 @@ impl ServerTaskStore for PgStore {
         .bind(cols.error)
         .bind(cols.message)
         .bind(now)
-        .bind(retention_ms)
+        .bind(purge_at)
         .bind(&fence.task_id)
         .bind(&fence.owner)
         .bind(&fence.token)
@@ -432,13 +431,13 @@ impl ServerTaskStore for PgStore {
         &self,
         now: i64,
         limit: i64,
-        retention_ms: i64,
+        purge_at: i64,
     ) -> Result<Vec<ExpiredTask>, StoreError> {
         let mut tx = self.pool.begin().await.map_err(db_err)?;
         let rows = sqlx::query(
             "UPDATE server_tasks
              SET status = 'failed', error = $1, status_message = $2,
-                 updated_at = $3, signaled_at = $3, purge_at = $3 + $4
+                 updated_at = $3, signaled_at = $3, purge_at = $4
              WHERE id IN (
                  SELECT id FROM server_tasks
                  WHERE expires_at <= $3 AND expires_at IS NOT NULL
@@ -450,7 +449,7 @@ impl ServerTaskStore for PgStore {
         .bind(to_json_text(&expired_error()))
         .bind(mcptask_core::server::EXPIRED_MESSAGE)
         .bind(now)
-        .bind(retention_ms)
+        .bind(purge_at)
         .bind(limit)
         .fetch_all(&mut *tx)
         .await

@@ -313,14 +313,13 @@ impl ServerTaskStore for SqliteStore {
         fence: &Fence,
         outcome: &Outcome,
         now: i64,
-        retention_ms: i64,
+        purge_at: Option<i64>,
     ) -> Result<bool, StoreError> {
         let cols = OutcomeColumns::of(outcome);
         let changed = sqlx::query(
             "UPDATE server_tasks SET status = ?1, result = ?2, error = ?3, status_message = ?4,
                 updated_at = ?5,
-                purge_at = CASE WHEN ttl_ms IS NULL THEN NULL
-                                ELSE max(created_at + ttl_ms, ?5) + ?6 END
+                purge_at = ?6
              WHERE id = ?7 AND owner = ?8 AND claim_token = ?9
                AND status IN ('working', 'input_required')",
         )
@@ -329,7 +328,7 @@ impl ServerTaskStore for SqliteStore {
         .bind(cols.error)
         .bind(cols.message)
         .bind(now)
-        .bind(retention_ms)
+        .bind(purge_at)
         .bind(&fence.task_id)
         .bind(&fence.owner)
         .bind(&fence.token)
@@ -429,12 +428,12 @@ impl ServerTaskStore for SqliteStore {
         &self,
         now: i64,
         limit: i64,
-        retention_ms: i64,
+        purge_at: i64,
     ) -> Result<Vec<ExpiredTask>, StoreError> {
         let rows = sqlx::query(
             "UPDATE server_tasks
              SET status = 'failed', error = ?1, status_message = ?2,
-                 updated_at = ?3, signaled_at = ?3, purge_at = ?3 + ?4
+                 updated_at = ?3, signaled_at = ?3, purge_at = ?4
              WHERE id IN (
                  SELECT id FROM server_tasks
                  WHERE expires_at <= ?3 AND expires_at IS NOT NULL
@@ -445,7 +444,7 @@ impl ServerTaskStore for SqliteStore {
         .bind(to_json_text(&expired_error()))
         .bind(mcptask_core::server::EXPIRED_MESSAGE)
         .bind(now)
-        .bind(retention_ms)
+        .bind(purge_at)
         .bind(limit)
         .fetch_all(&self.writer)
         .await

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use mcptask_core::TaskStatus;
 use mcptask_core::client::{
-    Applied, ClaimFence, ClaimedTask, Cursor, EventKind, FailureKind, InsertOutcome, ListFilter,
+    Applied, ClaimedTask, Cursor, EventKind, FailureKind, Fence, InsertOutcome, ListFilter,
     NewRemoteTask, NotifyClaim, NotifyResult, Observation, Phase, RemoteSnapshot, RemoteTaskRecord,
     TaskEvent, TrackerPolicy,
 };
@@ -505,7 +505,7 @@ pub async fn claims_respect_due_times_leases_terminal_rows_and_limits(
     let c = &first[0];
     assert_eq!(
         c.fence,
-        ClaimFence {
+        Fence {
             task_id: "p0".into(),
             owner: "w1".into(),
             token: c.record.claim_token.clone().unwrap()
@@ -745,21 +745,21 @@ pub async fn apply_batches_apply_exactly_the_good_entries(store: Arc<dyn RemoteT
     let now = T0 + 1_200;
     let completed = Observation::Snapshot(completed_snapshot());
     let stale_token = Applied {
-        fence: ClaimFence {
+        fence: Fence {
             token: "not-the-token".into(),
             ..claims[1].fence.clone()
         },
         ..applied(&claims[1], Phase::Poll, completed.clone())
     };
     let wrong_owner = Applied {
-        fence: ClaimFence {
+        fence: Fence {
             owner: "intruder".into(),
             ..claims[2].fence.clone()
         },
         ..applied(&claims[2], Phase::Poll, completed.clone())
     };
     let unknown = Applied {
-        fence: ClaimFence {
+        fence: Fence {
             task_id: "nope".into(),
             ..claims[0].fence.clone()
         },

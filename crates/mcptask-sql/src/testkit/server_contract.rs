@@ -14,6 +14,15 @@ const T0: i64 = 1_800_000_000_000;
 const LEASE: i64 = 10_000;
 const RETENTION: i64 = 60_000;
 
+/// The purge time the runtime would pass for `task` settled at `now`.
+fn purge_at(task: &NewServerTask, now: i64) -> Option<i64> {
+    mcptask_core::server::retention::purge_at(
+        task.ttl_ms.map(|ttl| task.created_at + ttl),
+        now,
+        RETENTION,
+    )
+}
+
 fn new_task(id: &str, owner: &str, ttl_ms: Option<i64>) -> NewServerTask {
     NewServerTask {
         id: id.to_string(),
@@ -125,7 +134,12 @@ pub async fn fenced_writes_need_the_current_claim(store: Arc<dyn ServerTaskStore
         let done = Outcome::Completed {
             result: json!({"content": []}),
         };
-        assert!(!store.finish(bad, &done, T0 + 1, RETENTION).await.unwrap());
+        assert!(
+            !store
+                .finish(bad, &done, T0 + 1, Some(T0 + 1 + RETENTION))
+                .await
+                .unwrap()
+        );
     }
     let r = store.get_task("t1").await.unwrap().unwrap().record;
     assert_eq!(r.status, TaskStatus::Working);
@@ -190,7 +204,12 @@ pub async fn takeover_fences_out_the_old_owner(store: Arc<dyn ServerTaskStore>) 
     };
     assert!(
         !store
-            .finish(&old, &stale_done, T0 + LEASE + 2, RETENTION)
+            .finish(
+                &old,
+                &stale_done,
+                T0 + LEASE + 2,
+                Some(T0 + LEASE + 2 + RETENTION)
+            )
             .await
             .unwrap()
     );
@@ -203,7 +222,12 @@ pub async fn takeover_fences_out_the_old_owner(store: Arc<dyn ServerTaskStore>) 
     assert_eq!(again.len(), 1);
     assert!(
         !store
-            .finish(&new, &stale_done, T0 + LEASE + 5, RETENTION)
+            .finish(
+                &new,
+                &stale_done,
+                T0 + LEASE + 5,
+                Some(T0 + LEASE + 5 + RETENTION)
+            )
             .await
             .unwrap()
     );
@@ -213,7 +237,12 @@ pub async fn takeover_fences_out_the_old_owner(store: Arc<dyn ServerTaskStore>) 
     };
     assert!(
         store
-            .finish(&current, &done, T0 + LEASE + 6, RETENTION)
+            .finish(
+                &current,
+                &done,
+                T0 + LEASE + 6,
+                Some(T0 + LEASE + 6 + RETENTION)
+            )
             .await
             .unwrap()
     );
@@ -238,7 +267,7 @@ pub async fn claims_skip_live_owners_terminal_tasks_and_respect_limits(
     };
     assert!(
         store
-            .finish(&fence_of(&dead[0]), &done, T0 + 1, RETENTION)
+            .finish(&fence_of(&dead[0]), &done, T0 + 1, Some(T0 + 1 + RETENTION))
             .await
             .unwrap()
     );
@@ -310,14 +339,29 @@ pub async fn terminal_states_are_absorbing(store: Arc<dyn ServerTaskStore>) {
         .await
         .unwrap();
     let failed = Outcome::failed(-32603, "boom");
-    assert!(store.finish(&f, &failed, T0 + 2, RETENTION).await.unwrap());
+    assert!(
+        store
+            .finish(&f, &failed, T0 + 2, Some(T0 + 2 + RETENTION))
+            .await
+            .unwrap()
+    );
     let again = Outcome::Completed {
         result: json!({"content": []}),
     };
-    assert!(!store.finish(&f, &again, T0 + 3, RETENTION).await.unwrap());
     assert!(
         !store
-            .finish(&f, &Outcome::Cancelled { message: None }, T0 + 3, RETENTION)
+            .finish(&f, &again, T0 + 3, Some(T0 + 3 + RETENTION))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .finish(
+                &f,
+                &Outcome::Cancelled { message: None },
+                T0 + 3,
+                Some(T0 + 3 + RETENTION)
+            )
             .await
             .unwrap()
     );
@@ -333,7 +377,7 @@ pub async fn terminal_states_are_absorbing(store: Arc<dyn ServerTaskStore>) {
     assert_eq!(answer.ignored, ["k"]);
     assert!(
         store
-            .expire_overdue(T0 + 10_000, 100, RETENTION)
+            .expire_overdue(T0 + 10_000, 100, T0 + 10_000 + RETENTION)
             .await
             .unwrap()
             .is_empty()
@@ -533,7 +577,7 @@ pub async fn cancel_sets_a_durable_flag_and_signals(store: Arc<dyn ServerTaskSto
                     message: Some("stopped".into())
                 },
                 T0 + 8,
-                RETENTION
+                Some(T0 + 8 + RETENTION)
             )
             .await
             .unwrap()
@@ -561,13 +605,13 @@ pub async fn ttl_expiry_then_retention_then_purge(store: Arc<dyn ServerTaskStore
         .unwrap();
     assert!(
         store
-            .expire_overdue(T0 + 999, 100, RETENTION)
+            .expire_overdue(T0 + 999, 100, T0 + 999 + RETENTION)
             .await
             .unwrap()
             .is_empty()
     );
     let expired = store
-        .expire_overdue(T0 + 1_000, 100, RETENTION)
+        .expire_overdue(T0 + 1_000, 100, T0 + 1_000 + RETENTION)
         .await
         .unwrap();
     assert_eq!(expired.len(), 1);
@@ -583,7 +627,7 @@ pub async fn ttl_expiry_then_retention_then_purge(store: Arc<dyn ServerTaskStore
                 &fence_of(&short),
                 &Outcome::Completed { result: json!({}) },
                 T0 + 1_001,
-                RETENTION
+                Some(T0 + 1_001 + RETENTION)
             )
             .await
             .unwrap()
@@ -596,7 +640,12 @@ pub async fn ttl_expiry_then_retention_then_purge(store: Arc<dyn ServerTaskStore
     };
     assert!(
         store
-            .finish(&fence_of(&long), &done, T0 + 2_000, RETENTION)
+            .finish(
+                &fence_of(&long),
+                &done,
+                T0 + 2_000,
+                purge_at(&long, T0 + 2_000)
+            )
             .await
             .unwrap()
     );
@@ -612,7 +661,12 @@ pub async fn ttl_expiry_then_retention_then_purge(store: Arc<dyn ServerTaskStore
     );
     assert!(
         store
-            .finish(&fence_of(&forever), &done, T0 + 2_000, RETENTION)
+            .finish(
+                &fence_of(&forever),
+                &done,
+                T0 + 2_000,
+                purge_at(&forever, T0 + 2_000)
+            )
             .await
             .unwrap()
     );
@@ -654,7 +708,10 @@ pub async fn expiry_and_purge_are_batched(store: Arc<dyn ServerTaskStore>) {
         .map(|i| new_task(&format!("e{i:02}"), "A", Some(10 + i)))
         .collect();
     store.create_tasks(&tasks).await.unwrap();
-    let first = store.expire_overdue(T0 + 1_000, 10, 0).await.unwrap();
+    let first = store
+        .expire_overdue(T0 + 1_000, 10, T0 + 1_000)
+        .await
+        .unwrap();
     assert_eq!(first.len(), 10);
     let mut ids: Vec<_> = first.iter().map(|e| e.task_id.clone()).collect();
     ids.sort();
@@ -662,7 +719,7 @@ pub async fn expiry_and_purge_are_batched(store: Arc<dyn ServerTaskStore>) {
     assert_eq!(ids, earliest, "earliest expiries go first");
     assert_eq!(
         store
-            .expire_overdue(T0 + 1_000, 100, 0)
+            .expire_overdue(T0 + 1_000, 100, T0 + 1_000)
             .await
             .unwrap()
             .len(),

@@ -90,7 +90,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     });
 
     // The gateway: tracker + API + dashboard, with a fresh token.
-    let token = mcptask_core::ids::new_claim_token();
+    let token = mcptask_core::ids::new_task_id();
     let config = gateway::config::Config::parse(
         "(demo)",
         &format!(

@@ -3,6 +3,9 @@
 use serde_json::Value;
 
 use crate::TaskStatus;
+pub use crate::lease::Fence;
+
+pub mod retention;
 
 /// Whether a tool may, must or must not run as a task.
 ///
@@ -152,15 +155,6 @@ pub struct ServerTaskView {
     pub record: ServerTaskRecord,
     /// `(key, request)` pairs not yet answered, ordered by key.
     pub input_requests: Vec<(String, Value)>,
-}
-
-/// Proof of a claim: every claim-owned mutation carries it and is applied only
-/// if the row still names this owner and token.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Fence {
-    pub task_id: String,
-    pub owner: String,
-    pub token: String,
 }
 
 /// How a task's work ended.
