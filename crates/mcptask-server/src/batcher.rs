@@ -75,7 +75,7 @@ async fn commit(store: &dyn ServerTaskStore, batch: Vec<(NewServerTask, Reply)>)
         }
         Err(e) => {
             for reply in replies {
-                let _ = reply.send(Err(StoreError::Database(e.to_string())));
+                let _ = reply.send(Err(StoreError::Database(e.to_string().into())));
             }
         }
     }

@@ -1,9 +1,11 @@
-//! Row decoding shared by both backends (columns are read by name).
+//! Row decoding and column encoding, written once for every backend
+//! (columns are read by name).
 
 use mcptask_core::server::ServerTaskRecord;
 use mcptask_core::{StoreError, TaskStatus};
 use serde_json::Value;
-use sqlx::{ColumnIndex, Decode, Row, Type};
+
+use crate::flows::Backend;
 
 pub(crate) fn parse_json(column: &str, text: &str) -> Result<Value, StoreError> {
     serde_json::from_str(text)
@@ -26,48 +28,29 @@ pub(crate) fn parse_status(text: &str) -> Result<TaskStatus, StoreError> {
     TaskStatus::parse(text).ok_or_else(|| StoreError::Corrupt(format!("unknown status {text:?}")))
 }
 
-fn get<'r, R, T>(row: &'r R, column: &str) -> Result<T, StoreError>
-where
-    R: Row,
-    for<'a> &'a str: ColumnIndex<R>,
-    T: Decode<'r, R::Database> + Type<R::Database>,
-{
-    row.try_get(column)
-        .map_err(|e| StoreError::Corrupt(format!("column {column}: {e}")))
-}
-
 /// Decode a `server_tasks` row (any column superset, read by name).
-pub(crate) fn server_task<R>(row: &R) -> Result<ServerTaskRecord, StoreError>
-where
-    R: Row,
-    for<'a> &'a str: ColumnIndex<R>,
-    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
-    for<'r> Option<String>: Decode<'r, R::Database> + Type<R::Database>,
-    for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
-    for<'r> Option<i64>: Decode<'r, R::Database> + Type<R::Database>,
-    for<'r> bool: Decode<'r, R::Database> + Type<R::Database>,
-{
-    let arguments: String = get(row, "arguments")?;
-    let status: String = get(row, "status")?;
+pub(crate) fn server_task<B: Backend>(row: &B::Row) -> Result<ServerTaskRecord, StoreError> {
+    let arguments: String = B::column(row, "arguments")?;
+    let status: String = B::column(row, "status")?;
     Ok(ServerTaskRecord {
-        id: get(row, "id")?,
-        principal: get(row, "principal")?,
-        tool: get(row, "tool")?,
+        id: B::column(row, "id")?,
+        principal: B::column(row, "principal")?,
+        tool: B::column(row, "tool")?,
         arguments: parse_json("arguments", &arguments)?,
-        call_inputs: parse_opt_json("call_inputs", get(row, "call_inputs")?)?,
+        call_inputs: parse_opt_json("call_inputs", B::column(row, "call_inputs")?)?,
         status: parse_status(&status)?,
-        status_message: get(row, "status_message")?,
-        result: parse_opt_json("result", get(row, "result")?)?,
-        error: parse_opt_json("error", get(row, "error")?)?,
-        created_at: get(row, "created_at")?,
-        updated_at: get(row, "updated_at")?,
-        ttl_ms: get(row, "ttl_ms")?,
-        poll_interval_ms: get(row, "poll_interval_ms")?,
-        attempt: get(row, "attempt")?,
-        cancel_requested: get(row, "cancel_requested")?,
-        owner: get(row, "owner")?,
-        claim_token: get(row, "claim_token")?,
-        purge_at: get(row, "purge_at")?,
+        status_message: B::column(row, "status_message")?,
+        result: parse_opt_json("result", B::column(row, "result")?)?,
+        error: parse_opt_json("error", B::column(row, "error")?)?,
+        created_at: B::column(row, "created_at")?,
+        updated_at: B::column(row, "updated_at")?,
+        ttl_ms: B::column(row, "ttl_ms")?,
+        poll_interval_ms: B::column(row, "poll_interval_ms")?,
+        attempt: B::column(row, "attempt")?,
+        cancel_requested: B::column(row, "cancel_requested")?,
+        owner: B::column(row, "owner")?,
+        claim_token: B::column(row, "claim_token")?,
+        purge_at: B::column(row, "purge_at")?,
     })
 }
 
@@ -114,62 +97,52 @@ use mcptask_core::client::{ClaimedTask, Fence, Phase, RemoteTaskRecord};
 
 /// Decode a `remote_tasks` row (any column superset, read by name).
 /// `principal = ''` is the anonymous caller and decodes to `None`.
-pub(crate) fn remote_task<R>(row: &R) -> Result<RemoteTaskRecord, StoreError>
-where
-    R: Row,
-    for<'a> &'a str: ColumnIndex<R>,
-    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
-    for<'r> Option<String>: Decode<'r, R::Database> + Type<R::Database>,
-    for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
-    for<'r> Option<i64>: Decode<'r, R::Database> + Type<R::Database>,
-    for<'r> bool: Decode<'r, R::Database> + Type<R::Database>,
-{
-    let principal: String = get(row, "principal")?;
-    let status: String = get(row, "status")?;
-    let input_requests: String = get(row, "input_requests")?;
+pub(crate) fn remote_task<B: Backend>(row: &B::Row) -> Result<RemoteTaskRecord, StoreError> {
+    let principal: String = B::column(row, "principal")?;
+    let status: String = B::column(row, "status")?;
+    let input_requests: String = B::column(row, "input_requests")?;
     Ok(RemoteTaskRecord {
-        id: get(row, "id")?,
-        server: get(row, "server")?,
-        server_hash: get(row, "server_hash")?,
-        remote_task_id: get(row, "remote_task_id")?,
+        id: B::column(row, "id")?,
+        server: B::column(row, "server")?,
+        server_hash: B::column(row, "server_hash")?,
+        remote_task_id: B::column(row, "remote_task_id")?,
         principal: principal_from_column(principal),
-        conversation: get(row, "conversation")?,
-        call_id: get(row, "call_id")?,
-        correlation: parse_opt_json("correlation", get(row, "correlation")?)?,
-        tool: get(row, "tool")?,
-        arguments: parse_opt_json("arguments", get(row, "arguments")?)?,
+        conversation: B::column(row, "conversation")?,
+        call_id: B::column(row, "call_id")?,
+        correlation: parse_opt_json("correlation", B::column(row, "correlation")?)?,
+        tool: B::column(row, "tool")?,
+        arguments: parse_opt_json("arguments", B::column(row, "arguments")?)?,
         status: parse_status(&status)?,
-        status_message: get(row, "status_message")?,
+        status_message: B::column(row, "status_message")?,
         input_requests: parse_input_requests(&input_requests)?,
-        result: parse_opt_json("result", get(row, "result")?)?,
-        result_truncated: get(row, "result_truncated")?,
-        error: parse_opt_json("error", get(row, "error")?)?,
-        remote_created_at: get(row, "remote_created_at")?,
-        ttl_ms: get(row, "ttl_ms")?,
-        poll_interval_ms: get(row, "poll_interval_ms")?,
-        created_at: get(row, "created_at")?,
-        updated_at: get(row, "updated_at")?,
-        completed_at: get(row, "completed_at")?,
-        next_poll_at: get(row, "next_poll_at")?,
-        last_polled_at: get(row, "last_polled_at")?,
-        poll_count: get(row, "poll_count")?,
-        consecutive_errors: get(row, "consecutive_errors")?,
-        last_error: get(row, "last_error")?,
-        cancel_requested_at: get(row, "cancel_requested_at")?,
-        cancel_sent_at: get(row, "cancel_sent_at")?,
-        next_cancel_at: get(row, "next_cancel_at")?,
-        cancel_attempts: get(row, "cancel_attempts")?,
-        next_update_at: get(row, "next_update_at")?,
-        claim_owner: get(row, "claim_owner")?,
-        claim_token: get(row, "claim_token")?,
-        claim_expires_at: get(row, "claim_expires_at")?,
-        claim_phase: get(row, "claim_phase")?,
-        event_version: get(row, "event_version")?,
-        delivered_version: get(row, "delivered_version")?,
-        next_notify_at: get(row, "next_notify_at")?,
-        notify_attempts: get(row, "notify_attempts")?,
-        last_notify_error: get(row, "last_notify_error")?,
-        dead_letters: get(row, "dead_letters")?,
+        result: parse_opt_json("result", B::column(row, "result")?)?,
+        result_truncated: B::column(row, "result_truncated")?,
+        error: parse_opt_json("error", B::column(row, "error")?)?,
+        remote_created_at: B::column(row, "remote_created_at")?,
+        ttl_ms: B::column(row, "ttl_ms")?,
+        poll_interval_ms: B::column(row, "poll_interval_ms")?,
+        created_at: B::column(row, "created_at")?,
+        updated_at: B::column(row, "updated_at")?,
+        completed_at: B::column(row, "completed_at")?,
+        next_poll_at: B::column(row, "next_poll_at")?,
+        last_polled_at: B::column(row, "last_polled_at")?,
+        poll_count: B::column(row, "poll_count")?,
+        consecutive_errors: B::column(row, "consecutive_errors")?,
+        last_error: B::column(row, "last_error")?,
+        cancel_requested_at: B::column(row, "cancel_requested_at")?,
+        cancel_sent_at: B::column(row, "cancel_sent_at")?,
+        next_cancel_at: B::column(row, "next_cancel_at")?,
+        cancel_attempts: B::column(row, "cancel_attempts")?,
+        next_update_at: B::column(row, "next_update_at")?,
+        claim_owner: B::column(row, "claim_owner")?,
+        claim_token: B::column(row, "claim_token")?,
+        claim_expires_at: B::column(row, "claim_expires_at")?,
+        event_version: B::column(row, "event_version")?,
+        delivered_version: B::column(row, "delivered_version")?,
+        next_notify_at: B::column(row, "next_notify_at")?,
+        notify_attempts: B::column(row, "notify_attempts")?,
+        last_notify_error: B::column(row, "last_notify_error")?,
+        dead_letters: B::column(row, "dead_letters")?,
     })
 }
 
@@ -215,44 +188,34 @@ fn parse_input_requests(text: &str) -> Result<Vec<(String, Value)>, StoreError> 
 }
 
 /// Decode a `remote_task_inputs` row.
-pub(crate) fn remote_input<R>(row: &R) -> Result<mcptask_core::client::RemoteInput, StoreError>
-where
-    R: Row,
-    for<'a> &'a str: ColumnIndex<R>,
-    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
-    for<'r> Option<String>: Decode<'r, R::Database> + Type<R::Database>,
-    for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
-    for<'r> Option<i64>: Decode<'r, R::Database> + Type<R::Database>,
-{
-    let request: String = get(row, "request")?;
+pub(crate) fn remote_input<B: Backend>(
+    row: &B::Row,
+) -> Result<mcptask_core::client::RemoteInput, StoreError> {
+    let request: String = B::column(row, "request")?;
     Ok(mcptask_core::client::RemoteInput {
-        key: get(row, "key")?,
+        key: B::column(row, "key")?,
         request: parse_json("request", &request)?,
-        response: parse_opt_json("response", get(row, "response")?)?,
-        first_seen_at: get(row, "first_seen_at")?,
-        answered_at: get(row, "answered_at")?,
-        sent_at: get(row, "sent_at")?,
+        response: parse_opt_json("response", B::column(row, "response")?)?,
+        first_seen_at: B::column(row, "first_seen_at")?,
+        answered_at: B::column(row, "answered_at")?,
+        sent_at: B::column(row, "sent_at")?,
     })
 }
 
 /// Decode a `remote_task_events` row.
-pub(crate) fn task_event<R>(row: &R) -> Result<mcptask_core::client::TaskEvent, StoreError>
-where
-    R: Row,
-    for<'a> &'a str: ColumnIndex<R>,
-    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
-    for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
-{
-    let kind: String = get(row, "kind")?;
-    let status: String = get(row, "status")?;
-    let data: String = get(row, "data")?;
+pub(crate) fn task_event<B: Backend>(
+    row: &B::Row,
+) -> Result<mcptask_core::client::TaskEvent, StoreError> {
+    let kind: String = B::column(row, "kind")?;
+    let status: String = B::column(row, "status")?;
+    let data: String = B::column(row, "data")?;
     Ok(mcptask_core::client::TaskEvent {
-        task_id: get(row, "task_id")?,
-        version: get(row, "version")?,
+        task_id: B::column(row, "task_id")?,
+        version: B::column(row, "version")?,
         kind: mcptask_core::client::EventKind::parse(&kind)
             .ok_or_else(|| StoreError::Corrupt(format!("unknown event kind {kind:?}")))?,
         status: parse_status(&status)?,
-        occurred_at: get(row, "occurred_at")?,
+        occurred_at: B::column(row, "occurred_at")?,
         data: parse_json("data", &data)?,
     })
 }
@@ -268,16 +231,13 @@ pub(crate) fn event_status(data: &Value, fallback: TaskStatus) -> &'static str {
 }
 
 /// `(task_id, (key, response))` from an answered `remote_task_inputs` row.
-pub(crate) fn answer_pair<R>(row: &R) -> Result<(String, (String, Value)), StoreError>
-where
-    R: Row,
-    for<'a> &'a str: ColumnIndex<R>,
-    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
-{
-    let response: String = get(row, "response")?;
+pub(crate) fn answer_pair<B: Backend>(
+    row: &B::Row,
+) -> Result<(String, (String, Value)), StoreError> {
+    let response: String = B::column(row, "response")?;
     Ok((
-        get(row, "task_id")?,
-        (get(row, "key")?, parse_json("response", &response)?),
+        B::column(row, "task_id")?,
+        (B::column(row, "key")?, parse_json("response", &response)?),
     ))
 }
 
@@ -292,8 +252,7 @@ pub(crate) fn due_of(phase: Phase, r: &RemoteTaskRecord) -> Option<i64> {
 
 /// Whether the row's work claim is the one `fence` proves.
 pub(crate) fn fence_matches(r: &RemoteTaskRecord, fence: &Fence) -> bool {
-    r.claim_owner.as_deref() == Some(fence.owner.as_str())
-        && r.claim_token.as_deref() == Some(fence.token.as_str())
+    fence.holds(r.claim_owner.as_deref(), r.claim_token.as_deref())
 }
 
 /// Claimed rows in due order, with their fences. A row that cannot be decoded

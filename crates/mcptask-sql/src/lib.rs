@@ -9,6 +9,8 @@
 //! ```
 
 mod codec;
+mod error;
+pub mod flows;
 pub mod postgres;
 pub mod sqlite;
 #[cfg(feature = "testkit")]
@@ -18,6 +20,8 @@ use std::sync::Arc;
 
 use mcptask_core::store::{RemoteTaskStore, ServerTaskStore};
 
+pub use error::OpenError;
+pub use flows::SqlStore;
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
@@ -29,27 +33,6 @@ pub const DEFAULT_DATABASE_URL: &str = "sqlite:mcptask.db";
 pub enum Backend {
     Sqlite,
     Postgres,
-}
-
-/// Why a store could not be opened.
-#[derive(Debug, thiserror::Error)]
-pub enum OpenError {
-    #[error(
-        "unsupported database URL {0:?}: use sqlite:PATH (e.g. sqlite:mcptask.db) or postgres://USER@HOST/DB"
-    )]
-    UnsupportedUrl(String),
-    #[error("cannot connect to {url}: {source}")]
-    Connect {
-        url: String,
-        #[source]
-        source: sqlx::Error,
-    },
-    #[error("migrating {url} failed: {source}")]
-    Migrate {
-        url: String,
-        #[source]
-        source: sqlx::migrate::MigrateError,
-    },
 }
 
 /// A store opened from a URL, whichever backend it is.
@@ -145,8 +128,4 @@ pub fn redact(url: &str) -> String {
         Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
         None => url.to_string(),
     }
-}
-
-pub(crate) fn db_err(e: sqlx::Error) -> mcptask_core::StoreError {
-    mcptask_core::StoreError::Database(e.to_string())
 }

@@ -114,7 +114,6 @@ pub struct RemoteTaskRecord {
     pub claim_owner: Option<String>,
     pub claim_token: Option<String>,
     pub claim_expires_at: Option<i64>,
-    pub claim_phase: Option<String>,
     pub event_version: i64,
     pub delivered_version: i64,
     pub next_notify_at: Option<i64>,

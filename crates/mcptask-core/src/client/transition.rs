@@ -94,7 +94,6 @@ fn clear_claim(r: &mut RemoteTaskRecord) {
     r.claim_owner = None;
     r.claim_token = None;
     r.claim_expires_at = None;
-    r.claim_phase = None;
 }
 
 fn settle(r: &mut RemoteTaskRecord, now: i64) {
@@ -225,7 +224,6 @@ pub fn new_record(task: &NewRemoteTask, policy: &TrackerPolicy, jitter: f64) -> 
         claim_owner: None,
         claim_token: None,
         claim_expires_at: None,
-        claim_phase: None,
         event_version: 0,
         delivered_version: 0,
         next_notify_at: None,

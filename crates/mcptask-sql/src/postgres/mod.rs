@@ -2,30 +2,22 @@
 //! processes. Claims use `FOR UPDATE SKIP LOCKED`; cross-process wake-ups use
 //! `LISTEN/NOTIFY` (hints only: the store stays the truth).
 
-mod remote;
-
-mod server;
+mod dialect;
 
 use std::time::Duration;
 
 use std::str::FromStr;
 
+use sqlx::Postgres;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::OpenError;
-
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
-
-/// Channel carrying server-task ids whose owner should re-read them.
-pub(crate) const SERVER_SIGNAL_CHANNEL: &str = "mcptask_server_signal";
+use crate::flows::SqlStore;
 
 /// A store on a PostgreSQL database.
-#[derive(Clone, Debug)]
-pub struct PgStore {
-    pub(crate) pool: PgPool,
-}
+pub type PgStore = SqlStore<Postgres>;
 
-impl PgStore {
+impl SqlStore<Postgres> {
     /// Connect to `postgres://…`. Does not migrate.
     pub async fn connect(url: &str) -> Result<Self, OpenError> {
         let connect_err = |source| OpenError::Connect {
@@ -45,31 +37,14 @@ impl PgStore {
             .connect_with(options)
             .await
             .map_err(connect_err)?;
-        Ok(Self { pool })
-    }
-
-    /// Apply pending migrations; returns how many ran. Concurrent callers are
-    /// serialised by sqlx's advisory lock.
-    pub async fn migrate(&self) -> Result<usize, sqlx::migrate::MigrateError> {
-        let before = applied_count(&self.pool).await;
-        MIGRATOR.run(&self.pool).await?;
-        Ok(applied_count(&self.pool).await.saturating_sub(before))
-    }
-
-    pub async fn close(&self) {
-        self.pool.close().await;
+        Ok(Self {
+            writer: pool.clone(),
+            reader: pool,
+        })
     }
 
     /// The pool, for tests and tools that need raw SQL.
     pub fn pool(&self) -> &PgPool {
-        &self.pool
+        &self.writer
     }
-}
-
-async fn applied_count(pool: &PgPool) -> usize {
-    sqlx::query_scalar::<_, i64>("SELECT count(*) FROM _sqlx_migrations WHERE success")
-        .fetch_one(pool)
-        .await
-        .map(|n| n as usize)
-        .unwrap_or(0)
 }

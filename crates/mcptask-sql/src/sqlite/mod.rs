@@ -5,28 +5,23 @@
 //! a separate pool and never block on the writer thanks to WAL. Several
 //! processes may share a file: `busy_timeout` makes them wait for the lock.
 
-mod remote;
-mod server;
+mod dialect;
 
 use std::str::FromStr;
 use std::time::Duration;
 
+use sqlx::Sqlite;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
 use crate::OpenError;
-
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+use crate::flows::SqlStore;
 
 /// A store on one SQLite file.
-#[derive(Clone, Debug)]
-pub struct SqliteStore {
-    pub(crate) writer: SqlitePool,
-    pub(crate) reader: SqlitePool,
-}
+pub type SqliteStore = SqlStore<Sqlite>;
 
-impl SqliteStore {
+impl SqlStore<Sqlite> {
     /// Connect to `sqlite:PATH` (created if missing). Does not migrate.
     ///
     /// The URL may carry `?synchronous=normal` to trade power-loss durability
@@ -64,30 +59,10 @@ impl SqliteStore {
         Ok(Self { writer, reader })
     }
 
-    /// Apply pending migrations; returns how many ran.
-    pub async fn migrate(&self) -> Result<usize, sqlx::migrate::MigrateError> {
-        let before = applied_count(&self.writer).await;
-        MIGRATOR.run(&self.writer).await?;
-        Ok(applied_count(&self.writer).await.saturating_sub(before))
-    }
-
-    pub async fn close(&self) {
-        self.reader.close().await;
-        self.writer.close().await;
-    }
-
     /// The write pool, for tests and tools that need raw SQL.
     pub fn writer_pool(&self) -> &SqlitePool {
         &self.writer
     }
-}
-
-async fn applied_count(pool: &SqlitePool) -> usize {
-    sqlx::query_scalar::<_, i64>("SELECT count(*) FROM _sqlx_migrations WHERE success")
-        .fetch_one(pool)
-        .await
-        .map(|n| n as usize)
-        .unwrap_or(0)
 }
 
 /// Pull our own `synchronous=` parameter out of the URL (sqlx does not parse it).

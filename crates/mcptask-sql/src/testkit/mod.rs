@@ -3,8 +3,6 @@
 
 pub mod machine;
 pub mod pg;
-pub mod remote_contract;
-pub mod server_contract;
 
 use crate::{SqliteStore, Store};
 
@@ -32,11 +30,13 @@ pub async fn fresh_postgres() -> Option<(crate::PgStore, String)> {
 /// A database for one test: a SQLite file in a temporary directory, or a
 /// fresh PostgreSQL database. Each `open` is an independent handle (its own
 /// pools), as a separate process would have.
+#[derive(Clone)]
 pub struct TestDatabase {
     /// `"sqlite"` or `"postgres"`.
     pub backend: &'static str,
+    /// The database URL (SQLite file or PostgreSQL database).
     pub url: String,
-    _dir: Option<tempfile::TempDir>,
+    _dir: Option<std::sync::Arc<tempfile::TempDir>>,
 }
 
 impl TestDatabase {
@@ -46,7 +46,7 @@ impl TestDatabase {
         TestDatabase {
             backend: "sqlite",
             url,
-            _dir: Some(dir),
+            _dir: Some(std::sync::Arc::new(dir)),
         }
     }
 
@@ -77,11 +77,69 @@ impl TestDatabase {
     }
 }
 
-/// Define each `name => body;` pair as two tests, `sqlite_backend::name` and
-/// `postgres_backend::name`, each calling `body(TestDatabase)`. The PostgreSQL
-/// one returns early (loudly) when PostgreSQL is unavailable outside CI.
+/// What a test on both backends receives: the database itself, or one of
+/// its stores, opened fresh and migrated.
+pub trait Fixture: Sized {
+    /// Open the fixture on `db`.
+    fn open(db: &TestDatabase) -> impl std::future::Future<Output = Self> + Send;
+}
+
+impl Fixture for TestDatabase {
+    async fn open(db: &TestDatabase) -> Self {
+        db.clone()
+    }
+}
+
+impl Fixture for std::sync::Arc<dyn mcptask_core::store::ServerTaskStore> {
+    async fn open(db: &TestDatabase) -> Self {
+        db.server_tasks().await
+    }
+}
+
+impl Fixture for std::sync::Arc<dyn mcptask_core::store::RemoteTaskStore> {
+    async fn open(db: &TestDatabase) -> Self {
+        db.remote_tasks().await
+    }
+}
+
+/// Run tests on SQLite and on PostgreSQL. Each
+/// `async fn name(fixture: F) { … }` (F a [`Fixture`]: a [`TestDatabase`] or
+/// one of its stores) becomes module `name` with two tests, `name::sqlite`
+/// and `name::postgres`; the function itself is the case, so there is no list
+/// of cases to keep. The PostgreSQL test returns early (loudly) when
+/// PostgreSQL is unavailable outside CI; under `CI=true` it fails instead.
+///
+/// The older form `name => path;` runs an existing `async fn(TestDatabase)`.
 #[macro_export]
 macro_rules! on_both_backends {
+    ($($(#[$meta:meta])* async fn $name:ident($arg:ident : $ty:ty) $body:block)+) => {
+        $(
+            $(#[$meta])*
+            mod $name {
+                #[allow(unused_imports)]
+                use super::*;
+
+                async fn case($arg: $ty) $body
+
+                async fn run(db: $crate::testkit::TestDatabase) {
+                    let fixture = <$ty as $crate::testkit::Fixture>::open(&db).await;
+                    case(fixture).await;
+                    drop(db);
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn sqlite() {
+                    run($crate::testkit::TestDatabase::sqlite()).await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn postgres() {
+                    let Some(db) = $crate::testkit::TestDatabase::postgres().await else { return };
+                    run(db).await;
+                }
+            }
+        )+
+    };
     ($($name:ident => $body:path;)*) => {
         mod sqlite_backend {
             $(

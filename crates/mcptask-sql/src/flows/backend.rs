@@ -1,0 +1,308 @@
+//! The dialect seam: everything the store flows need from a database, and
+//! nothing more.
+//!
+//! A flow (claim, fenced apply, finish, …) is written once against
+//! [`Backend`]. A backend supplies, through [`Dialect`], only what truly
+//! differs between SQLite and PostgreSQL: its named statements, how a write
+//! transaction starts, how a list parameter is bound, and whether it can push
+//! cross-process signals. The generic execution and row access are derived
+//! from sqlx once, by the blanket impl below, so no backend repeats them.
+
+use std::borrow::Cow;
+
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use mcptask_core::StoreError;
+use sqlx::query::Query;
+use sqlx::{AssertSqlSafe, ColumnIndex, Database, Decode, Encode, Executor, Pool, Row, Type};
+
+use super::sql::Statements;
+use crate::error::db_err;
+
+/// SQL text: a named statement, or one assembled at run time (list filters).
+pub type Sql = Cow<'static, str>;
+
+/// A statement parameter. Flows bind plain values; each backend decides how a
+/// list travels (a PostgreSQL array, a JSON array for SQLite's `json_each`).
+#[derive(Debug, Clone)]
+pub enum Arg<'a> {
+    Int(i64),
+    OptInt(Option<i64>),
+    Text(&'a str),
+    OptText(Option<&'a str>),
+    Owned(String),
+    OptOwned(Option<String>),
+    Bool(bool),
+    TextList(Vec<&'a str>),
+    IntList(Vec<i64>),
+}
+
+impl From<i64> for Arg<'_> {
+    fn from(v: i64) -> Self {
+        Arg::Int(v)
+    }
+}
+impl From<Option<i64>> for Arg<'_> {
+    fn from(v: Option<i64>) -> Self {
+        Arg::OptInt(v)
+    }
+}
+impl<'a> From<&'a str> for Arg<'a> {
+    fn from(v: &'a str) -> Self {
+        Arg::Text(v)
+    }
+}
+impl<'a> From<&'a String> for Arg<'a> {
+    fn from(v: &'a String) -> Self {
+        Arg::Text(v)
+    }
+}
+impl<'a> From<Option<&'a str>> for Arg<'a> {
+    fn from(v: Option<&'a str>) -> Self {
+        Arg::OptText(v)
+    }
+}
+impl<'a> From<&'a Option<String>> for Arg<'a> {
+    fn from(v: &'a Option<String>) -> Self {
+        Arg::OptText(v.as_deref())
+    }
+}
+impl From<String> for Arg<'_> {
+    fn from(v: String) -> Self {
+        Arg::Owned(v)
+    }
+}
+impl From<Option<String>> for Arg<'_> {
+    fn from(v: Option<String>) -> Self {
+        Arg::OptOwned(v)
+    }
+}
+impl From<bool> for Arg<'_> {
+    fn from(v: bool) -> Self {
+        Arg::Bool(v)
+    }
+}
+
+/// `args![a, b, …]`: statement parameters `$1, $2, …` in order.
+macro_rules! args {
+    ($($arg:expr),* $(,)?) => {
+        vec![$($crate::flows::backend::Arg::from($arg)),*]
+    };
+}
+pub(crate) use args;
+
+/// A sqlx query on backend `D`, before execution.
+pub type DbQuery<D> = Query<'static, D, <D as Database>::Arguments>;
+
+/// What differs between backends. Implemented by hand for `sqlx::Sqlite` and
+/// `sqlx::Postgres`; the flows never see more than this.
+pub trait Dialect: Database + Sized {
+    /// Every statement the flows run, by name.
+    const SQL: &'static Statements;
+
+    /// Start a transaction that will write (SQLite takes the database write
+    /// lock up front; PostgreSQL locks rows as statements touch them).
+    fn begin_write(
+        pool: &Pool<Self>,
+    ) -> BoxFuture<'_, Result<sqlx::Transaction<'static, Self>, StoreError>>;
+
+    /// Apply this backend's pending migrations.
+    fn migrate(pool: &Pool<Self>) -> BoxFuture<'_, Result<(), sqlx::migrate::MigrateError>>;
+
+    /// Bind a list of texts as one parameter.
+    fn bind_texts(query: DbQuery<Self>, list: Vec<&str>) -> DbQuery<Self>;
+
+    /// Bind a list of integers as one parameter.
+    fn bind_ints(query: DbQuery<Self>, list: Vec<i64>) -> DbQuery<Self>;
+
+    /// Rows a write statement changed.
+    fn rows_affected(result: &Self::QueryResult) -> u64;
+
+    /// Cross-process wake-ups for server tasks (ids), where the backend has a
+    /// push channel; `None` where only the owners' periodic re-check applies.
+    fn listen_signals(
+        pool: &Pool<Self>,
+    ) -> BoxFuture<'_, Result<Option<BoxStream<'static, String>>, StoreError>>;
+}
+
+/// A database the flows can run on: a [`Dialect`] plus generic execution and
+/// typed column access. Implemented for every dialect sqlx can drive.
+pub trait Backend: Dialect {
+    /// Run a write statement; returns the rows changed.
+    fn execute<'c>(
+        conn: &'c mut Self::Connection,
+        sql: impl Into<Sql>,
+        args: Vec<Arg<'c>>,
+    ) -> BoxFuture<'c, Result<u64, StoreError>>;
+
+    /// Every row a statement returns.
+    fn fetch_all<'c>(
+        conn: &'c mut Self::Connection,
+        sql: impl Into<Sql>,
+        args: Vec<Arg<'c>>,
+    ) -> BoxFuture<'c, Result<Vec<Self::Row>, StoreError>>;
+
+    /// The first row a statement returns, if any.
+    fn fetch_optional<'c>(
+        conn: &'c mut Self::Connection,
+        sql: impl Into<Sql>,
+        args: Vec<Arg<'c>>,
+    ) -> BoxFuture<'c, Result<Option<Self::Row>, StoreError>>;
+
+    /// Read a column by name.
+    fn column<T: Column>(row: &Self::Row, name: &str) -> Result<T, StoreError> {
+        T::read::<Self>(row, name)
+    }
+
+    #[doc(hidden)]
+    fn text(row: &Self::Row, name: &str) -> Result<String, StoreError>;
+    #[doc(hidden)]
+    fn opt_text(row: &Self::Row, name: &str) -> Result<Option<String>, StoreError>;
+    #[doc(hidden)]
+    fn int(row: &Self::Row, name: &str) -> Result<i64, StoreError>;
+    #[doc(hidden)]
+    fn opt_int(row: &Self::Row, name: &str) -> Result<Option<i64>, StoreError>;
+    #[doc(hidden)]
+    fn flag(row: &Self::Row, name: &str) -> Result<bool, StoreError>;
+}
+
+/// A Rust type a column decodes to.
+pub trait Column: Sized {
+    fn read<B: Backend>(row: &B::Row, name: &str) -> Result<Self, StoreError>;
+}
+
+impl Column for String {
+    fn read<B: Backend>(row: &B::Row, name: &str) -> Result<Self, StoreError> {
+        B::text(row, name)
+    }
+}
+impl Column for Option<String> {
+    fn read<B: Backend>(row: &B::Row, name: &str) -> Result<Self, StoreError> {
+        B::opt_text(row, name)
+    }
+}
+impl Column for i64 {
+    fn read<B: Backend>(row: &B::Row, name: &str) -> Result<Self, StoreError> {
+        B::int(row, name)
+    }
+}
+impl Column for Option<i64> {
+    fn read<B: Backend>(row: &B::Row, name: &str) -> Result<Self, StoreError> {
+        B::opt_int(row, name)
+    }
+}
+impl Column for bool {
+    fn read<B: Backend>(row: &B::Row, name: &str) -> Result<Self, StoreError> {
+        B::flag(row, name)
+    }
+}
+
+fn bind<D: Dialect>(query: DbQuery<D>, arg: Arg<'_>) -> DbQuery<D>
+where
+    for<'q> &'q str: Encode<'q, D> + Type<D>,
+    for<'q> Option<&'q str>: Encode<'q, D> + Type<D>,
+    for<'q> i64: Encode<'q, D> + Type<D>,
+    for<'q> Option<i64>: Encode<'q, D> + Type<D>,
+    for<'q> bool: Encode<'q, D> + Type<D>,
+{
+    match arg {
+        Arg::Int(v) => query.bind(v),
+        Arg::OptInt(v) => query.bind(v),
+        Arg::Text(v) => query.bind(v),
+        Arg::OptText(v) => query.bind(v),
+        Arg::Owned(v) => query.bind(v.as_str()),
+        Arg::OptOwned(v) => query.bind(v.as_deref()),
+        Arg::Bool(v) => query.bind(v),
+        Arg::TextList(v) => D::bind_texts(query, v),
+        Arg::IntList(v) => D::bind_ints(query, v),
+    }
+}
+
+fn prepare<D: Dialect>(sql: Sql, args: Vec<Arg<'_>>) -> DbQuery<D>
+where
+    for<'q> &'q str: Encode<'q, D> + Type<D>,
+    for<'q> Option<&'q str>: Encode<'q, D> + Type<D>,
+    for<'q> i64: Encode<'q, D> + Type<D>,
+    for<'q> Option<i64>: Encode<'q, D> + Type<D>,
+    for<'q> bool: Encode<'q, D> + Type<D>,
+{
+    args.into_iter()
+        .fold(sqlx::query(AssertSqlSafe(sql)), |q, a| bind::<D>(q, a))
+}
+
+fn read<'r, D, T>(row: &'r D::Row, name: &str) -> Result<T, StoreError>
+where
+    D: Database,
+    for<'a> &'a str: ColumnIndex<D::Row>,
+    T: Decode<'r, D> + Type<D>,
+{
+    row.try_get(name)
+        .map_err(|e| StoreError::Corrupt(format!("column {name}: {e}")))
+}
+
+// The one place the sqlx trait bounds are spelled out: every backend whose
+// types encode and decode like this gets the generic execution for free.
+impl<D> Backend for D
+where
+    D: Dialect,
+    for<'c> &'c mut D::Connection: Executor<'c, Database = D>,
+    D::Arguments: sqlx::IntoArguments<D>,
+    for<'q> &'q str: Encode<'q, D> + Type<D>,
+    for<'q> Option<&'q str>: Encode<'q, D> + Type<D>,
+    for<'q> i64: Encode<'q, D> + Type<D>,
+    for<'q> Option<i64>: Encode<'q, D> + Type<D>,
+    for<'q> bool: Encode<'q, D> + Type<D>,
+    for<'r> String: Decode<'r, D>,
+    for<'r> Option<String>: Decode<'r, D>,
+    for<'r> i64: Decode<'r, D>,
+    for<'r> Option<i64>: Decode<'r, D>,
+    for<'r> bool: Decode<'r, D>,
+    String: Type<D>,
+    for<'a> &'a str: ColumnIndex<D::Row>,
+{
+    fn execute<'c>(
+        conn: &'c mut D::Connection,
+        sql: impl Into<Sql>,
+        args: Vec<Arg<'c>>,
+    ) -> BoxFuture<'c, Result<u64, StoreError>> {
+        let query = prepare::<D>(sql.into(), args);
+        Box::pin(async move {
+            let done = query.execute(conn).await.map_err(db_err)?;
+            Ok(D::rows_affected(&done))
+        })
+    }
+
+    fn fetch_all<'c>(
+        conn: &'c mut D::Connection,
+        sql: impl Into<Sql>,
+        args: Vec<Arg<'c>>,
+    ) -> BoxFuture<'c, Result<Vec<D::Row>, StoreError>> {
+        let query = prepare::<D>(sql.into(), args);
+        Box::pin(async move { query.fetch_all(conn).await.map_err(db_err) })
+    }
+
+    fn fetch_optional<'c>(
+        conn: &'c mut D::Connection,
+        sql: impl Into<Sql>,
+        args: Vec<Arg<'c>>,
+    ) -> BoxFuture<'c, Result<Option<D::Row>, StoreError>> {
+        let query = prepare::<D>(sql.into(), args);
+        Box::pin(async move { query.fetch_optional(conn).await.map_err(db_err) })
+    }
+
+    fn text(row: &D::Row, name: &str) -> Result<String, StoreError> {
+        read::<D, String>(row, name)
+    }
+    fn opt_text(row: &D::Row, name: &str) -> Result<Option<String>, StoreError> {
+        read::<D, Option<String>>(row, name)
+    }
+    fn int(row: &D::Row, name: &str) -> Result<i64, StoreError> {
+        read::<D, i64>(row, name)
+    }
+    fn opt_int(row: &D::Row, name: &str) -> Result<Option<i64>, StoreError> {
+        read::<D, Option<i64>>(row, name)
+    }
+    fn flag(row: &D::Row, name: &str) -> Result<bool, StoreError> {
+        read::<D, bool>(row, name)
+    }
+}

@@ -1,0 +1,112 @@
+//! The store flows, written once for every backend.
+//!
+//! [`SqlStore`] implements the core store traits over any [`Backend`]; the
+//! SQLite and PostgreSQL stores are `SqlStore<Sqlite>` and
+//! `SqlStore<Postgres>`. A flow locks what it reads, asks the pure functions
+//! of `mcptask-core` what to change, and writes the change fenced
+//! (`mcptask_core::lease`). The backends differ only in their statement
+//! fragments and the seam in [`backend`].
+
+pub mod backend;
+mod remote;
+mod server;
+pub mod sql;
+
+use sqlx::Pool;
+
+pub use backend::Backend;
+use backend::{Arg, Sql};
+
+/// A store on one database: the server-task store and the remote-task store
+/// of `mcptask-core`, for any backend.
+///
+/// Writes go through `writer`, reads through `reader`. On SQLite these are
+/// two pools (a single writer connection, so in-process writers queue instead
+/// of failing with `SQLITE_BUSY`, and readers that never wait for it); on
+/// PostgreSQL both are the same pool.
+pub struct SqlStore<D: sqlx::Database> {
+    pub(crate) writer: Pool<D>,
+    pub(crate) reader: Pool<D>,
+}
+
+impl<D: sqlx::Database> Clone for SqlStore<D> {
+    fn clone(&self) -> Self {
+        SqlStore {
+            writer: self.writer.clone(),
+            reader: self.reader.clone(),
+        }
+    }
+}
+
+impl<D: sqlx::Database> std::fmt::Debug for SqlStore<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlStore")
+            .field("backend", &D::NAME)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: Backend> SqlStore<D> {
+    /// Apply pending migrations; returns how many ran. Idempotent; concurrent
+    /// callers on PostgreSQL are serialised by sqlx's advisory lock.
+    pub async fn migrate(&self) -> Result<usize, sqlx::migrate::MigrateError> {
+        let before = self.applied_migrations().await;
+        D::migrate(&self.writer).await?;
+        Ok(self.applied_migrations().await.saturating_sub(before))
+    }
+
+    async fn applied_migrations(&self) -> usize {
+        let count = async {
+            let mut conn = self.writer.acquire().await.map_err(crate::error::db_err)?;
+            let row = D::fetch_optional(
+                &mut conn,
+                "SELECT count(*) AS n FROM _sqlx_migrations WHERE success",
+                Vec::new(),
+            )
+            .await?;
+            match row {
+                Some(row) => D::column::<i64>(&row, "n"),
+                None => Ok(0),
+            }
+        };
+        // Before the first migration the table does not exist: none applied.
+        count.await.map(|n| n.max(0) as usize).unwrap_or(0)
+    }
+
+    /// Close the pools (waits for in-flight statements).
+    pub async fn close(&self) {
+        self.reader.close().await;
+        self.writer.close().await;
+    }
+}
+
+/// A statement assembled at run time: fragments with `$N` parameters
+/// numbered as they are pushed.
+pub(crate) struct DynamicSql<'a> {
+    text: String,
+    args: Vec<Arg<'a>>,
+}
+
+impl<'a> DynamicSql<'a> {
+    pub(crate) fn new(base: &str) -> Self {
+        DynamicSql {
+            text: base.to_string(),
+            args: Vec::new(),
+        }
+    }
+
+    pub(crate) fn push(&mut self, fragment: &str) -> &mut Self {
+        self.text.push_str(fragment);
+        self
+    }
+
+    pub(crate) fn push_arg(&mut self, arg: impl Into<Arg<'a>>) -> &mut Self {
+        self.args.push(arg.into());
+        self.text.push_str(&format!("${}", self.args.len()));
+        self
+    }
+
+    pub(crate) fn build(self) -> (Sql, Vec<Arg<'a>>) {
+        (Sql::Owned(self.text), self.args)
+    }
+}

@@ -1,0 +1,667 @@
+//! `RemoteTaskStore`: the client side's store flows, once for every backend.
+//!
+//! Every state change is computed by `mcptask_core::client::transition`; a
+//! flow locks the rows it changes (PostgreSQL: `FOR UPDATE`, batches always in
+//! id order so they cannot deadlock each other; SQLite: the write lock its
+//! transaction holds from the start), calls the transition, and writes the
+//! result back — claim-owned writes fenced in the statement itself.
+
+use std::collections::{BTreeSet, HashMap};
+
+use async_trait::async_trait;
+use mcptask_core::client::transition::{self, Change};
+use mcptask_core::client::{
+    AnswerResult, Applied, ClaimedTask, Cursor, Fence, InsertOutcome, ListFilter, NewRemoteTask,
+    NotifyClaim, NotifyResult, Observation, Phase, RemoteInput, RemoteTaskRecord, TaskEvent,
+    TrackerPolicy,
+};
+use mcptask_core::store::RemoteTaskStore;
+use mcptask_core::{StoreError, TaskStatus};
+use serde_json::Value;
+
+use super::backend::{Arg, Backend, args};
+use super::{DynamicSql, SqlStore};
+use crate::codec::{self, to_json_text};
+use crate::error::db_err;
+
+/// `$1 … $28`: the id and the mutable columns, in `remote_mutable_columns!` order.
+fn mutable_args(r: &RemoteTaskRecord) -> Vec<Arg<'_>> {
+    args![
+        &r.id,
+        r.status.as_str(),
+        &r.status_message,
+        codec::input_requests_text(&r.input_requests),
+        r.result.as_ref().map(to_json_text),
+        r.result_truncated,
+        r.error.as_ref().map(to_json_text),
+        r.remote_created_at,
+        r.ttl_ms,
+        r.poll_interval_ms,
+        r.updated_at,
+        r.completed_at,
+        r.next_poll_at,
+        r.last_polled_at,
+        r.poll_count,
+        r.consecutive_errors,
+        &r.last_error,
+        r.cancel_requested_at,
+        r.cancel_sent_at,
+        r.next_cancel_at,
+        r.cancel_attempts,
+        r.next_update_at,
+        r.event_version,
+        r.delivered_version,
+        r.next_notify_at,
+        r.notify_attempts,
+        &r.last_notify_error,
+        r.dead_letters,
+    ]
+}
+
+impl<B: Backend> SqlStore<B> {
+    /// Read and lock one task row until commit.
+    async fn lock_record(
+        conn: &mut B::Connection,
+        id: &str,
+    ) -> Result<Option<RemoteTaskRecord>, StoreError> {
+        let row = B::fetch_optional(conn, B::SQL.lock_remote, args![id]).await?;
+        row.as_ref().map(codec::remote_task::<B>).transpose()
+    }
+
+    /// Write a change's record fenced on `fence`; false when the fence failed.
+    async fn write_fenced(
+        conn: &mut B::Connection,
+        r: &RemoteTaskRecord,
+        fence: &Fence,
+    ) -> Result<bool, StoreError> {
+        let mut params = mutable_args(r);
+        params.extend(args![
+            &r.claim_owner,
+            &r.claim_token,
+            r.claim_expires_at,
+            &fence.owner,
+            &fence.token,
+        ]);
+        let changed = B::execute(conn, B::SQL.update_remote_fenced, params).await?;
+        Ok(changed == 1)
+    }
+
+    async fn write_unclaimed(
+        conn: &mut B::Connection,
+        r: &RemoteTaskRecord,
+    ) -> Result<(), StoreError> {
+        B::execute(conn, B::SQL.update_remote_unclaimed, mutable_args(r)).await?;
+        Ok(())
+    }
+
+    /// Insert what accompanies a change: new input keys (first request wins)
+    /// and the numbered events.
+    async fn write_inputs_and_events(
+        conn: &mut B::Connection,
+        change: &Change,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let id = &change.record.id;
+        for (key, request) in &change.new_inputs {
+            B::execute(
+                conn,
+                B::SQL.insert_remote_input,
+                args![id, key, to_json_text(request), now],
+            )
+            .await?;
+        }
+        for (version, kind, data) in &change.events {
+            B::execute(
+                conn,
+                B::SQL.insert_event,
+                args![
+                    id,
+                    *version,
+                    kind.as_str(),
+                    codec::event_status(data, change.record.status),
+                    now,
+                    to_json_text(data),
+                ],
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Answers stored but not yet acknowledged once `acked` are marked sent:
+    /// the transition keeps the update phase due for them.
+    async fn unsent_after(
+        conn: &mut B::Connection,
+        task_id: &str,
+        observation: &Observation,
+    ) -> Result<usize, StoreError> {
+        let Observation::UpdateAcked { keys } = observation else {
+            return Ok(0);
+        };
+        let acked: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let row = B::fetch_optional(
+            conn,
+            B::SQL.count_unsent_except,
+            vec![task_id.into(), Arg::TextList(acked)],
+        )
+        .await?;
+        let n: i64 = match row {
+            Some(row) => B::column(&row, "n")?,
+            None => 0,
+        };
+        Ok(n.max(0) as usize)
+    }
+
+    /// Mark acknowledged answers as sent.
+    async fn write_sent(
+        conn: &mut B::Connection,
+        change: &Change,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        if change.sent_keys.is_empty() {
+            return Ok(());
+        }
+        let keys: Vec<&str> = change.sent_keys.iter().map(String::as_str).collect();
+        B::execute(
+            conn,
+            B::SQL.mark_sent,
+            vec![
+                change.record.id.as_str().into(),
+                now.into(),
+                Arg::TextList(keys),
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// The answers each claimed update task still has to send.
+    async fn attach_unsent_answers(
+        conn: &mut B::Connection,
+        claimed: &mut [ClaimedTask],
+    ) -> Result<(), StoreError> {
+        if claimed.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<&str> = claimed.iter().map(|c| c.record.id.as_str()).collect();
+        let rows = B::fetch_all(conn, B::SQL.unsent_answers, vec![Arg::TextList(ids)]).await?;
+        let mut answers: HashMap<String, Vec<(String, Value)>> = HashMap::new();
+        for row in &rows {
+            let (task_id, pair) = codec::answer_pair::<B>(row)?;
+            answers.entry(task_id).or_default().push(pair);
+        }
+        for task in claimed {
+            task.answers = answers.remove(&task.record.id).unwrap_or_default();
+        }
+        Ok(())
+    }
+
+    /// The undelivered events of each claim, at most `max_events` each.
+    async fn attach_events(
+        conn: &mut B::Connection,
+        claims: &mut [NotifyClaim],
+        max_events: i64,
+    ) -> Result<(), StoreError> {
+        if claims.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<&str> = claims.iter().map(|c| c.fence.task_id.as_str()).collect();
+        let rows = B::fetch_all(
+            conn,
+            B::SQL.claimed_events,
+            vec![Arg::TextList(ids), max_events.max(1).into()],
+        )
+        .await?;
+        let mut events: HashMap<String, Vec<TaskEvent>> = HashMap::new();
+        for row in &rows {
+            let event = codec::task_event::<B>(row)?;
+            events.entry(event.task_id.clone()).or_default().push(event);
+        }
+        for claim in claims {
+            claim.events = events.remove(&claim.fence.task_id).unwrap_or_default();
+        }
+        Ok(())
+    }
+
+    /// Settle one notify claim; false when the claim was lost.
+    async fn finish_notification(
+        conn: &mut B::Connection,
+        entry: &NotifyResult,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let f = &entry.fence;
+        if entry.released {
+            let changed = B::execute(
+                conn,
+                B::SQL.release_notify,
+                args![&f.task_id, &f.owner, &f.token],
+            )
+            .await?;
+            return Ok(changed == 1);
+        }
+        let dead: Vec<i64> = entry
+            .dead_lettered
+            .iter()
+            .copied()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let (error, retry_at) = match &entry.failure {
+            Some((error, at)) => (Some(error.as_str()), Some(*at)),
+            None => (None, None),
+        };
+        let changed = B::execute(
+            conn,
+            B::SQL.finish_notify,
+            args![
+                &f.task_id,
+                &f.owner,
+                &f.token,
+                entry.delivered_through,
+                dead.len() as i64,
+                error,
+                retry_at,
+                now,
+            ],
+        )
+        .await?;
+        if changed != 1 {
+            return Ok(false);
+        }
+        B::execute(
+            conn,
+            B::SQL.mark_events_delivered,
+            vec![
+                f.task_id.as_str().into(),
+                entry.delivered_through.into(),
+                now.into(),
+                Arg::IntList(dead),
+            ],
+        )
+        .await?;
+        Ok(true)
+    }
+}
+
+#[async_trait]
+impl<B: Backend> RemoteTaskStore for SqlStore<B> {
+    async fn insert_remote(
+        &self,
+        task: &NewRemoteTask,
+        policy: &TrackerPolicy,
+    ) -> Result<InsertOutcome, StoreError> {
+        let change = transition::new_record(task, policy, mcptask_core::ids::random_unit());
+        let r = &change.record;
+        let mut tx = B::begin_write(&self.writer).await?;
+        // Only a conflict on the handle is "already tracked"; a duplicate
+        // local id still fails as an error. A concurrent insert of the same
+        // handle makes this wait for it, then skip.
+        let mut params = mutable_args(r);
+        params.extend(args![
+            &r.server,
+            &r.server_hash,
+            &r.remote_task_id,
+            codec::principal_column(r.principal.as_deref()),
+            &r.conversation,
+            &r.call_id,
+            r.correlation.as_ref().map(to_json_text),
+            &r.tool,
+            r.arguments.as_ref().map(to_json_text),
+            r.created_at,
+        ]);
+        let inserted = B::fetch_optional(&mut tx, B::SQL.insert_remote, params).await?;
+        if inserted.is_none() {
+            tx.rollback().await.map_err(db_err)?;
+            let mut conn = self.reader.acquire().await.map_err(db_err)?;
+            let row = B::fetch_optional(
+                &mut conn,
+                B::SQL.find_handle,
+                args![
+                    &task.server,
+                    codec::principal_column(task.principal.as_deref()),
+                    &task.remote_task_id,
+                ],
+            )
+            .await?;
+            let existing = row.ok_or_else(|| {
+                StoreError::Database("the conflicting remote task vanished; retry".into())
+            })?;
+            return Ok(InsertOutcome::AlreadyTracked(Box::new(
+                codec::remote_task::<B>(&existing)?,
+            )));
+        }
+        Self::write_inputs_and_events(&mut tx, &change, r.created_at).await?;
+        tx.commit().await.map_err(db_err)?;
+        Ok(InsertOutcome::Inserted(Box::new(change.record)))
+    }
+
+    async fn get_remote(&self, id: &str) -> Result<Option<RemoteTaskRecord>, StoreError> {
+        let mut conn = self.reader.acquire().await.map_err(db_err)?;
+        let row = B::fetch_optional(&mut conn, B::SQL.get_remote, args![id]).await?;
+        row.as_ref().map(codec::remote_task::<B>).transpose()
+    }
+
+    async fn remote_inputs(&self, id: &str) -> Result<Vec<RemoteInput>, StoreError> {
+        let mut conn = self.reader.acquire().await.map_err(db_err)?;
+        let rows = B::fetch_all(&mut conn, B::SQL.remote_inputs, args![id]).await?;
+        rows.iter().map(codec::remote_input::<B>).collect()
+    }
+
+    async fn remote_events(
+        &self,
+        id: &str,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<TaskEvent>, StoreError> {
+        let mut conn = self.reader.acquire().await.map_err(db_err)?;
+        let rows = B::fetch_all(
+            &mut conn,
+            B::SQL.remote_events,
+            args![id, after, limit.max(0)],
+        )
+        .await?;
+        rows.iter().map(codec::task_event::<B>).collect()
+    }
+
+    async fn list_remote(
+        &self,
+        filter: &ListFilter,
+        after: Option<&Cursor>,
+        limit: i64,
+    ) -> Result<Vec<RemoteTaskRecord>, StoreError> {
+        // Only the filters asked for appear in the statement, so the planner
+        // can pick the matching (…, created_at, id) index and walk it backwards.
+        let only_live = filter.active_only
+            && filter.status.is_none()
+            && filter.server.is_none()
+            && filter.principal.is_none()
+            && filter.conversation.is_none();
+        let mut q = DynamicSql::new(if only_live {
+            B::SQL.list_live_remote
+        } else {
+            B::SQL.list_remote
+        });
+        if let Some(status) = filter.status {
+            q.push(" AND status = ").push_arg(status.as_str());
+        }
+        if filter.active_only {
+            q.push(" AND ").push(super::sql::live!("status"));
+        }
+        if let Some(server) = &filter.server {
+            q.push(" AND server = ").push_arg(server);
+        }
+        if let Some(principal) = &filter.principal {
+            q.push(" AND principal = ").push_arg(principal);
+        }
+        if let Some(conversation) = &filter.conversation {
+            q.push(" AND conversation = ").push_arg(conversation);
+        }
+        if let Some(cursor) = after {
+            q.push(" AND (created_at, id) < (")
+                .push_arg(cursor.created_at)
+                .push(", ")
+                .push_arg(&cursor.id)
+                .push(")");
+        }
+        q.push(" ORDER BY created_at DESC, id DESC LIMIT ")
+            .push_arg(limit.max(0));
+        let (sql, params) = q.build();
+        let mut conn = self.reader.acquire().await.map_err(db_err)?;
+        let rows = B::fetch_all(&mut conn, sql, params).await?;
+        rows.iter().map(codec::remote_task::<B>).collect()
+    }
+
+    async fn request_remote_cancel(
+        &self,
+        id: &str,
+        now: i64,
+    ) -> Result<Option<RemoteTaskRecord>, StoreError> {
+        let mut tx = B::begin_write(&self.writer).await?;
+        let Some(current) = Self::lock_record(&mut tx, id).await? else {
+            return Ok(None);
+        };
+        let Some(change) = transition::request_cancel(&current, now) else {
+            return Ok(Some(current));
+        };
+        Self::write_unclaimed(&mut tx, &change.record).await?;
+        Self::write_inputs_and_events(&mut tx, &change, now).await?;
+        tx.commit().await.map_err(db_err)?;
+        Ok(Some(change.record))
+    }
+
+    async fn store_answers(
+        &self,
+        id: &str,
+        answers: &[(String, Value)],
+        now: i64,
+    ) -> Result<Option<AnswerResult>, StoreError> {
+        let mut tx = B::begin_write(&self.writer).await?;
+        // The row lock serialises answers to one task: the set of answered
+        // keys read below cannot change before commit.
+        let Some(current) = Self::lock_record(&mut tx, id).await? else {
+            return Ok(None);
+        };
+        let rows = B::fetch_all(&mut tx, B::SQL.answered_keys, args![id]).await?;
+        let answered: BTreeSet<String> = rows
+            .iter()
+            .map(|r| B::column::<String>(r, "key"))
+            .collect::<Result<_, _>>()?;
+        let (change, proposed) = transition::store_answers(&current, &answered, answers, now);
+        let Some(change) = change else {
+            return Ok(Some(proposed));
+        };
+        let mut result = AnswerResult {
+            stored: Vec::new(),
+            ignored: proposed.ignored,
+        };
+        for key in proposed.stored {
+            let Some((_, response)) = answers.iter().find(|(k, _)| *k == key) else {
+                result.ignored.push(key);
+                continue;
+            };
+            let changed = B::execute(
+                &mut tx,
+                B::SQL.store_answer,
+                args![id, key.as_str(), to_json_text(response), now],
+            )
+            .await?;
+            if changed == 1 {
+                result.stored.push(key);
+            } else {
+                result.ignored.push(key);
+            }
+        }
+        if result.stored.is_empty() {
+            return Ok(Some(result));
+        }
+        Self::write_unclaimed(&mut tx, &change.record).await?;
+        Self::write_inputs_and_events(&mut tx, &change, now).await?;
+        tx.commit().await.map_err(db_err)?;
+        Ok(Some(result))
+    }
+
+    async fn claim_remote(
+        &self,
+        phase: Phase,
+        owner: &str,
+        now: i64,
+        lease_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<ClaimedTask>, StoreError> {
+        if limit <= 0 {
+            return Ok(Vec::new());
+        }
+        let sql = match phase {
+            Phase::Poll => B::SQL.claim_poll,
+            Phase::Cancel => B::SQL.claim_cancel,
+            Phase::Update => B::SQL.claim_update,
+        };
+        let token = mcptask_core::lease::mint_token();
+        let mut tx = B::begin_write(&self.writer).await?;
+        let rows = B::fetch_all(
+            &mut tx,
+            sql,
+            args![
+                owner,
+                token.as_str(),
+                now,
+                now.saturating_add(lease_ms),
+                limit
+            ],
+        )
+        .await?;
+        let mut claimed = codec::claimed_records(phase, rows.iter().map(codec::remote_task::<B>));
+        if phase == Phase::Update {
+            Self::attach_unsent_answers(&mut tx, &mut claimed).await?;
+        }
+        tx.commit().await.map_err(db_err)?;
+        Ok(claimed)
+    }
+
+    async fn apply_remote(
+        &self,
+        results: &[Applied],
+        policy: &TrackerPolicy,
+        now: i64,
+    ) -> Result<Vec<bool>, StoreError> {
+        let mut applied = vec![false; results.len()];
+        if results.is_empty() {
+            return Ok(applied);
+        }
+        let mut tx = B::begin_write(&self.writer).await?;
+        // Lock every row of the batch in one statement, in id order.
+        let mut ids: Vec<&str> = results.iter().map(|a| a.fence.task_id.as_str()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let rows = B::fetch_all(&mut tx, B::SQL.lock_remotes, vec![Arg::TextList(ids)]).await?;
+        let mut current: HashMap<String, RemoteTaskRecord> = HashMap::new();
+        for row in &rows {
+            match codec::remote_task::<B>(row) {
+                Ok(record) => {
+                    current.insert(record.id.clone(), record);
+                }
+                Err(e) => {
+                    let id: Option<String> = B::column(row, "id").ok();
+                    tracing::error!(task = ?id, "cannot apply to a corrupt remote task: {e}");
+                }
+            }
+        }
+        for (i, entry) in results.iter().enumerate() {
+            let Some(record) = current.get(&entry.fence.task_id) else {
+                continue;
+            };
+            if !codec::fence_matches(record, &entry.fence) {
+                continue;
+            }
+            let unsent =
+                Self::unsent_after(&mut tx, &entry.fence.task_id, &entry.observation).await?;
+            let change = transition::observe(
+                record,
+                entry.phase,
+                &entry.observation,
+                now,
+                policy,
+                entry.jitter,
+                unsent,
+            );
+            if !Self::write_fenced(&mut tx, &change.record, &entry.fence).await? {
+                continue;
+            }
+            Self::write_inputs_and_events(&mut tx, &change, now).await?;
+            Self::write_sent(&mut tx, &change, now).await?;
+            current.insert(change.record.id.clone(), change.record);
+            applied[i] = true;
+        }
+        tx.commit().await.map_err(db_err)?;
+        Ok(applied)
+    }
+
+    async fn claim_notifications(
+        &self,
+        owner: &str,
+        now: i64,
+        lease_ms: i64,
+        limit: i64,
+        max_events: i64,
+    ) -> Result<Vec<NotifyClaim>, StoreError> {
+        if limit <= 0 {
+            return Ok(Vec::new());
+        }
+        let token = mcptask_core::lease::mint_token();
+        let mut tx = B::begin_write(&self.writer).await?;
+        let rows = B::fetch_all(
+            &mut tx,
+            B::SQL.claim_notify,
+            args![
+                owner,
+                token.as_str(),
+                now,
+                now.saturating_add(lease_ms),
+                limit
+            ],
+        )
+        .await?;
+        let mut claims = notify_heads::<B>(&rows)?;
+        Self::attach_events(&mut tx, &mut claims, max_events).await?;
+        tx.commit().await.map_err(db_err)?;
+        Ok(claims)
+    }
+
+    async fn finish_notifications(
+        &self,
+        results: &[NotifyResult],
+        now: i64,
+    ) -> Result<Vec<bool>, StoreError> {
+        let mut done = vec![false; results.len()];
+        if results.is_empty() {
+            return Ok(done);
+        }
+        let mut tx = B::begin_write(&self.writer).await?;
+        // Each UPDATE locks its row; take them in id order (see module docs).
+        let mut order: Vec<usize> = (0..results.len()).collect();
+        order.sort_by(|a, b| results[*a].fence.task_id.cmp(&results[*b].fence.task_id));
+        for i in order {
+            done[i] = Self::finish_notification(&mut tx, &results[i], now).await?;
+        }
+        tx.commit().await.map_err(db_err)?;
+        Ok(done)
+    }
+
+    async fn remote_counts(&self) -> Result<Vec<(TaskStatus, i64)>, StoreError> {
+        let mut conn = self.reader.acquire().await.map_err(db_err)?;
+        let rows = B::fetch_all(&mut conn, B::SQL.remote_counts, Vec::new()).await?;
+        codec::status_counts(
+            rows.iter()
+                .map(|r| Ok((B::column::<String>(r, "status")?, B::column::<i64>(r, "n")?))),
+        )
+    }
+
+    async fn notification_backlog(&self) -> Result<i64, StoreError> {
+        let mut conn = self.reader.acquire().await.map_err(db_err)?;
+        let row = B::fetch_optional(&mut conn, B::SQL.notification_backlog, Vec::new()).await?;
+        match row {
+            Some(row) => B::column(&row, "n"),
+            None => Ok(0),
+        }
+    }
+}
+
+/// Notify claims (without events yet) in due order.
+fn notify_heads<B: Backend>(rows: &[B::Row]) -> Result<Vec<NotifyClaim>, StoreError> {
+    let mut heads = Vec::with_capacity(rows.len());
+    for r in rows {
+        let due: Option<i64> = B::column(r, "next_notify_at")?;
+        let claim = NotifyClaim {
+            fence: Fence::new(
+                B::column::<String>(r, "id")?,
+                B::column::<String>(r, "notify_owner")?,
+                B::column::<String>(r, "notify_token")?,
+            ),
+            attempts: B::column(r, "notify_attempts")?,
+            events: Vec::new(),
+        };
+        heads.push((due, claim));
+    }
+    heads.sort_by(|a, b| (a.0, &a.1.fence.task_id).cmp(&(b.0, &b.1.fence.task_id)));
+    Ok(heads.into_iter().map(|(_, c)| c).collect())
+}

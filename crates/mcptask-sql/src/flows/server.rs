@@ -1,0 +1,378 @@
+//! `ServerTaskStore`: the server side's store flows, once for every backend.
+//!
+//! Fenced writes carry their fence in the statement itself
+//! ([`super::sql::server_fence!`]); a write that changes no row lost its claim
+//! and reports `false`/`None`. Answers, cancels and expiries also signal the
+//! owner through the backend's push channel where it has one (in the same
+//! transaction, so the signal is sent only if the change commits).
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use mcptask_core::StoreError;
+use mcptask_core::server::{
+    AnswerOutcome, CancelOutcome, ExpiredTask, Fence, InputState, NewServerTask, Outcome,
+    ServerTaskRecord, ServerTaskView, TaskSignal, expired_error,
+};
+use mcptask_core::store::ServerTaskStore;
+use serde_json::Value;
+
+use super::SqlStore;
+use super::backend::{Backend, args};
+use crate::codec::{self, OutcomeColumns, parse_json, parse_status, to_json_text};
+use crate::error::db_err;
+
+impl<B: Backend> SqlStore<B> {
+    /// Wake the owner of `task_id` in other processes, if the backend can.
+    async fn signal(conn: &mut B::Connection, task_id: &str) -> Result<(), StoreError> {
+        if let Some(sql) = B::SQL.signal {
+            B::fetch_all(conn, sql, args![task_id]).await?;
+        }
+        Ok(())
+    }
+
+    /// The stored state of each of `keys` that exists, in the order asked.
+    async fn input_states_on(
+        conn: &mut B::Connection,
+        task_id: &str,
+        keys: &[String],
+    ) -> Result<Vec<(String, InputState)>, StoreError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let list: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let rows = B::fetch_all(
+            conn,
+            B::SQL.input_states,
+            vec![task_id.into(), super::Arg::TextList(list)],
+        )
+        .await?;
+        let mut found = HashMap::with_capacity(rows.len());
+        for row in &rows {
+            let key: String = B::column(row, "key")?;
+            let state = match B::column::<Option<String>>(row, "response")? {
+                Some(text) => InputState::Answered(parse_json("response", &text)?),
+                None => InputState::Pending,
+            };
+            found.insert(key, state);
+        }
+        Ok(keys
+            .iter()
+            .filter_map(|k| found.remove(k).map(|s| (k.clone(), s)))
+            .collect())
+    }
+}
+
+#[async_trait]
+impl<B: Backend> ServerTaskStore for SqlStore<B> {
+    async fn create_tasks(&self, tasks: &[NewServerTask]) -> Result<(), StoreError> {
+        if tasks.is_empty() {
+            return Ok(());
+        }
+        let mut tx = B::begin_write(&self.writer).await?;
+        for t in tasks {
+            B::execute(
+                &mut tx,
+                B::SQL.insert_task,
+                args![
+                    &t.id,
+                    &t.principal,
+                    &t.tool,
+                    to_json_text(&t.arguments),
+                    t.call_inputs.as_ref().map(to_json_text),
+                    &t.status_message,
+                    t.created_at,
+                    t.ttl_ms,
+                    t.ttl_ms.map(|ttl| t.created_at.saturating_add(ttl)),
+                    t.poll_interval_ms,
+                    &t.owner,
+                    &t.claim_token,
+                ],
+            )
+            .await?;
+        }
+        tx.commit().await.map_err(db_err)
+    }
+
+    async fn get_task(&self, task_id: &str) -> Result<Option<ServerTaskView>, StoreError> {
+        let mut conn = self.reader.acquire().await.map_err(db_err)?;
+        let rows = B::fetch_all(&mut conn, B::SQL.get_task, args![task_id]).await?;
+        let Some(first) = rows.first() else {
+            return Ok(None);
+        };
+        let record = codec::server_task::<B>(first)?;
+        let mut input_requests = Vec::new();
+        for row in &rows {
+            let key: Option<String> = B::column(row, "input_key")?;
+            let request: Option<String> = B::column(row, "input_request")?;
+            if let (Some(key), Some(request)) = (key, request) {
+                input_requests.push((key, parse_json("request", &request)?));
+            }
+        }
+        Ok(Some(ServerTaskView {
+            record,
+            input_requests,
+        }))
+    }
+
+    async fn set_status_message(
+        &self,
+        fence: &Fence,
+        message: Option<&str>,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let mut conn = self.writer.acquire().await.map_err(db_err)?;
+        let changed = B::execute(
+            &mut conn,
+            B::SQL.set_status_message,
+            args![&fence.task_id, &fence.owner, &fence.token, message, now],
+        )
+        .await?;
+        Ok(changed == 1)
+    }
+
+    async fn request_inputs(
+        &self,
+        fence: &Fence,
+        requests: &[(String, Value)],
+        now: i64,
+    ) -> Result<Option<Vec<(String, InputState)>>, StoreError> {
+        let mut tx = B::begin_write(&self.writer).await?;
+        let fenced = B::execute(
+            &mut tx,
+            B::SQL.touch_fenced,
+            args![&fence.task_id, &fence.owner, &fence.token, now],
+        )
+        .await?;
+        if fenced != 1 {
+            return Ok(None);
+        }
+        for (key, request) in requests {
+            B::execute(
+                &mut tx,
+                B::SQL.insert_input_request,
+                args![&fence.task_id, key, to_json_text(request), now],
+            )
+            .await?;
+        }
+        let keys: Vec<String> = requests.iter().map(|(k, _)| k.clone()).collect();
+        let states = Self::input_states_on(&mut tx, &fence.task_id, &keys).await?;
+        if states.iter().any(|(_, s)| *s == InputState::Pending) {
+            B::execute(
+                &mut tx,
+                B::SQL.mark_input_required,
+                args![&fence.task_id, now],
+            )
+            .await?;
+        }
+        tx.commit().await.map_err(db_err)?;
+        Ok(Some(states))
+    }
+
+    async fn input_states(
+        &self,
+        task_id: &str,
+        keys: &[String],
+    ) -> Result<Vec<(String, InputState)>, StoreError> {
+        let mut conn = self.reader.acquire().await.map_err(db_err)?;
+        Self::input_states_on(&mut conn, task_id, keys).await
+    }
+
+    async fn answer_inputs(
+        &self,
+        task_id: &str,
+        responses: &[(String, Value)],
+        now: i64,
+    ) -> Result<AnswerOutcome, StoreError> {
+        let mut tx = B::begin_write(&self.writer).await?;
+        // The row lock serialises answers to one task, so the "anything still
+        // outstanding?" check below cannot race another answer.
+        let row = B::fetch_optional(&mut tx, B::SQL.lock_task_status, args![task_id]).await?;
+        let Some(row) = row else {
+            return Ok(AnswerOutcome::default());
+        };
+        let status = parse_status(&B::column::<String>(&row, "status")?)?;
+        let mut outcome = AnswerOutcome {
+            found: true,
+            owner: B::column(&row, "owner")?,
+            ..Default::default()
+        };
+        if status.is_terminal() {
+            outcome.ignored = responses.iter().map(|(k, _)| k.clone()).collect();
+            return Ok(outcome);
+        }
+        for (key, response) in responses {
+            let changed = B::execute(
+                &mut tx,
+                B::SQL.answer_input,
+                args![task_id, key, to_json_text(response), now],
+            )
+            .await?;
+            if changed == 1 {
+                outcome.applied.push(key.clone());
+            } else {
+                outcome.ignored.push(key.clone());
+            }
+        }
+        if !outcome.applied.is_empty() {
+            B::execute(&mut tx, B::SQL.resume_after_answers, args![task_id, now]).await?;
+            Self::signal(&mut tx, task_id).await?;
+        }
+        tx.commit().await.map_err(db_err)?;
+        Ok(outcome)
+    }
+
+    async fn request_cancel(&self, task_id: &str, now: i64) -> Result<CancelOutcome, StoreError> {
+        let mut tx = B::begin_write(&self.writer).await?;
+        let requested =
+            B::fetch_optional(&mut tx, B::SQL.request_cancel, args![task_id, now]).await?;
+        let outcome = match requested {
+            Some(row) => {
+                let owner = B::column(&row, "owner")?;
+                Self::signal(&mut tx, task_id).await?;
+                CancelOutcome::Requested { owner }
+            }
+            None => match B::fetch_optional(&mut tx, B::SQL.task_exists, args![task_id]).await? {
+                Some(_) => CancelOutcome::AlreadyTerminal,
+                None => CancelOutcome::NotFound,
+            },
+        };
+        tx.commit().await.map_err(db_err)?;
+        Ok(outcome)
+    }
+
+    async fn finish(
+        &self,
+        fence: &Fence,
+        outcome: &Outcome,
+        now: i64,
+        purge_at: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        let cols = OutcomeColumns::of(outcome);
+        let mut conn = self.writer.acquire().await.map_err(db_err)?;
+        let changed = B::execute(
+            &mut conn,
+            B::SQL.finish,
+            args![
+                &fence.task_id,
+                &fence.owner,
+                &fence.token,
+                cols.status,
+                cols.result,
+                cols.error,
+                cols.message,
+                now,
+                purge_at,
+            ],
+        )
+        .await?;
+        Ok(changed == 1)
+    }
+
+    async fn begin_rerun(&self, fence: &Fence, now: i64) -> Result<Option<i64>, StoreError> {
+        let mut conn = self.writer.acquire().await.map_err(db_err)?;
+        let row = B::fetch_optional(
+            &mut conn,
+            B::SQL.begin_rerun,
+            args![&fence.task_id, &fence.owner, &fence.token, now],
+        )
+        .await?;
+        row.map(|r| B::column(&r, "attempt")).transpose()
+    }
+
+    async fn heartbeat(&self, owner: &str, now: i64, lease_ms: i64) -> Result<(), StoreError> {
+        let mut conn = self.writer.acquire().await.map_err(db_err)?;
+        B::execute(
+            &mut conn,
+            B::SQL.heartbeat,
+            args![owner, now, now.saturating_add(lease_ms)],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn release_owner(&self, owner: &str, now: i64) -> Result<(), StoreError> {
+        let mut conn = self.writer.acquire().await.map_err(db_err)?;
+        B::execute(&mut conn, B::SQL.release_owner, args![owner, now - 1]).await?;
+        Ok(())
+    }
+
+    async fn claim_orphans(
+        &self,
+        owner: &str,
+        now: i64,
+        limit: i64,
+    ) -> Result<Vec<ServerTaskRecord>, StoreError> {
+        let token = mcptask_core::lease::mint_token();
+        let mut conn = self.writer.acquire().await.map_err(db_err)?;
+        let rows = B::fetch_all(
+            &mut conn,
+            B::SQL.claim_orphans,
+            args![owner, token.as_str(), now, limit],
+        )
+        .await?;
+        rows.iter().map(codec::server_task::<B>).collect()
+    }
+
+    async fn prune_owners(&self, before: i64) -> Result<u64, StoreError> {
+        let mut conn = self.writer.acquire().await.map_err(db_err)?;
+        B::execute(&mut conn, B::SQL.prune_owners, args![before]).await
+    }
+
+    async fn expire_overdue(
+        &self,
+        now: i64,
+        limit: i64,
+        purge_at: i64,
+    ) -> Result<Vec<ExpiredTask>, StoreError> {
+        let mut tx = B::begin_write(&self.writer).await?;
+        let rows = B::fetch_all(
+            &mut tx,
+            B::SQL.expire_overdue,
+            args![
+                to_json_text(&expired_error()),
+                mcptask_core::server::EXPIRED_MESSAGE,
+                now,
+                purge_at,
+                limit,
+            ],
+        )
+        .await?;
+        let mut expired = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let task = ExpiredTask {
+                task_id: B::column(row, "id")?,
+                owner: B::column(row, "owner")?,
+            };
+            Self::signal(&mut tx, &task.task_id).await?;
+            expired.push(task);
+        }
+        tx.commit().await.map_err(db_err)?;
+        Ok(expired)
+    }
+
+    async fn purge(&self, now: i64, limit: i64) -> Result<u64, StoreError> {
+        let mut conn = self.writer.acquire().await.map_err(db_err)?;
+        B::execute(&mut conn, B::SQL.purge, args![now, limit]).await
+    }
+
+    async fn signals_since(&self, owner: &str, since: i64) -> Result<Vec<TaskSignal>, StoreError> {
+        let mut conn = self.reader.acquire().await.map_err(db_err)?;
+        let rows = B::fetch_all(&mut conn, B::SQL.signals_since, args![owner, since]).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(TaskSignal {
+                    task_id: B::column(r, "id")?,
+                    status: parse_status(&B::column::<String>(r, "status")?)?,
+                    cancel_requested: B::column(r, "cancel_requested")?,
+                    signaled_at: B::column(r, "signaled_at")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn listen_signals(&self) -> Result<Option<BoxStream<'static, String>>, StoreError> {
+        B::listen_signals(&self.reader).await
+    }
+}

@@ -1,0 +1,436 @@
+//! Every SQL statement the stores run, by name, written once.
+//!
+//! The statements are portable SQL with `$N` parameters (SQLite reads `$N` as
+//! the N-th parameter too). Where the dialects truly differ, a statement
+//! takes a *fragment* from its backend: row locking (`FOR UPDATE`, `SKIP
+//! LOCKED`), how a list parameter is tested (`= ANY($n)` against an array, or
+//! `IN (SELECT value FROM json_each($n))`), the names of the two-argument
+//! `greatest`/`least`, a planner hint, and the push-signal statement. Each
+//! backend's `statements.rs` names its fragments and instantiates
+//! [`statements!`] once, so a reader finds every statement here and every
+//! dialect difference there.
+//!
+//! Two rules are defined here and nowhere else:
+//! - [`live!`]: the live-status predicate (`mcptask_core::lease::LIVE_STATUSES`);
+//! - [`fenced_by!`]: the fenced-update predicate (`mcptask_core::lease::Fence`):
+//!   a claim-owned write changes a row only while it names the claim.
+
+/// The statements of one backend.
+#[derive(Debug)]
+pub struct Statements {
+    // --- server tasks -------------------------------------------------------
+    pub insert_task: &'static str,
+    pub get_task: &'static str,
+    pub set_status_message: &'static str,
+    pub touch_fenced: &'static str,
+    pub insert_input_request: &'static str,
+    pub input_states: &'static str,
+    pub mark_input_required: &'static str,
+    pub lock_task_status: &'static str,
+    pub answer_input: &'static str,
+    pub resume_after_answers: &'static str,
+    pub request_cancel: &'static str,
+    pub task_exists: &'static str,
+    pub finish: &'static str,
+    pub begin_rerun: &'static str,
+    pub heartbeat: &'static str,
+    pub release_owner: &'static str,
+    pub claim_orphans: &'static str,
+    pub prune_owners: &'static str,
+    pub expire_overdue: &'static str,
+    pub purge: &'static str,
+    pub signals_since: &'static str,
+    /// Wake the owner of task `$1` in other processes; `None` where the
+    /// backend has no push channel.
+    pub signal: Option<&'static str>,
+    // --- remote tasks -------------------------------------------------------
+    pub insert_remote: &'static str,
+    pub get_remote: &'static str,
+    pub lock_remote: &'static str,
+    pub lock_remotes: &'static str,
+    pub find_handle: &'static str,
+    pub remote_inputs: &'static str,
+    pub remote_events: &'static str,
+    pub update_remote_fenced: &'static str,
+    pub update_remote_unclaimed: &'static str,
+    pub insert_remote_input: &'static str,
+    pub insert_event: &'static str,
+    pub answered_keys: &'static str,
+    pub store_answer: &'static str,
+    pub count_unsent_except: &'static str,
+    pub mark_sent: &'static str,
+    pub claim_poll: &'static str,
+    pub claim_cancel: &'static str,
+    pub claim_update: &'static str,
+    pub unsent_answers: &'static str,
+    pub claim_notify: &'static str,
+    pub claimed_events: &'static str,
+    pub release_notify: &'static str,
+    pub finish_notify: &'static str,
+    pub mark_events_delivered: &'static str,
+    pub list_remote: &'static str,
+    /// `list_remote` when the only filter is "live tasks".
+    pub list_live_remote: &'static str,
+    pub remote_counts: &'static str,
+    pub notification_backlog: &'static str,
+}
+
+/// The live-status predicate on a status column (`status`, `t.status`, or
+/// `+status` for SQLite's "do not use this index" hint).
+macro_rules! live {
+    ($status:tt) => {
+        concat!($status, " IN ('working', 'input_required')")
+    };
+}
+pub(crate) use live;
+
+/// The fenced-update predicate: row `$1` still names the claim whose owner and
+/// token are the given parameters.
+macro_rules! fenced_by {
+    ($owner:tt = $owner_param:tt, $token:tt = $token_param:tt) => {
+        concat!(
+            "id = $1 AND ",
+            $owner,
+            " = ",
+            $owner_param,
+            " AND ",
+            $token,
+            " = ",
+            $token_param
+        )
+    };
+}
+pub(crate) use fenced_by;
+
+/// A server task's fence (`$1` id, `$2` owner, `$3` token): claim-owned and live.
+macro_rules! server_fence {
+    () => {
+        concat!(
+            $crate::flows::sql::fenced_by!("owner" = "$2", "claim_token" = "$3"),
+            " AND ",
+            $crate::flows::sql::live!("status")
+        )
+    };
+}
+pub(crate) use server_fence;
+
+/// The columns a remote-task state change writes, as `$2 … $28` (`$1` is the id).
+macro_rules! remote_mutable_columns {
+    () => {
+        "status = $2, status_message = $3, input_requests = $4, result = $5,
+         result_truncated = $6, error = $7, remote_created_at = $8, ttl_ms = $9,
+         poll_interval_ms = $10, updated_at = $11, completed_at = $12, next_poll_at = $13,
+         last_polled_at = $14, poll_count = $15, consecutive_errors = $16, last_error = $17,
+         cancel_requested_at = $18, cancel_sent_at = $19, next_cancel_at = $20,
+         cancel_attempts = $21, next_update_at = $22, event_version = $23,
+         delivered_version = $24, next_notify_at = $25, notify_attempts = $26,
+         last_notify_error = $27, dead_letters = $28"
+    };
+}
+pub(crate) use remote_mutable_columns;
+
+/// A phase claim: due rows of the phase's schedule column, oldest due first,
+/// not claimed by a live lease. `$1` owner, `$2` token, `$3` now, `$4` lease
+/// end, `$5` limit.
+macro_rules! claim_due {
+    ($due:tt, $extra:tt, $status:tt, $skip_locked:tt) => {
+        concat!(
+            "UPDATE remote_tasks SET claim_owner = $1, claim_token = $2, claim_expires_at = $4",
+            $extra,
+            " WHERE id IN (SELECT id FROM remote_tasks WHERE ",
+            $due,
+            " <= $3 AND ",
+            $due,
+            " IS NOT NULL AND ",
+            $crate::flows::sql::live!($status),
+            " AND (claim_expires_at IS NULL OR claim_expires_at < $3) ORDER BY ",
+            $due,
+            " LIMIT $5",
+            $skip_locked,
+            ") RETURNING *"
+        )
+    };
+}
+pub(crate) use claim_due;
+
+/// Build a backend's [`Statements`] from its dialect fragments.
+macro_rules! statements {
+    (
+        locks: ($for_update:tt, $skip_locked:tt, $skip_locked_tasks:tt),
+        claim_status: $claim_status:tt,
+        signal: $signal:expr,
+        in_list: ($in:tt, $in_end:tt),
+        greatest_least: ($max:tt, $min:tt),
+        live_index_hint: $active_hint:tt $(,)?
+    ) => {
+        $crate::flows::sql::Statements {
+            insert_task: "INSERT INTO server_tasks (id, principal, tool, arguments, call_inputs,
+                    status, status_message, created_at, updated_at, ttl_ms, expires_at,
+                    poll_interval_ms, owner, claim_token)
+                 VALUES ($1, $2, $3, $4, $5, 'working', $6, $7, $7, $8, $9, $10, $11, $12)",
+            // One statement, one snapshot: the status and the outstanding
+            // inputs always agree.
+            get_task: "SELECT t.*, i.key AS input_key, i.request AS input_request
+                 FROM server_tasks t
+                 LEFT JOIN server_task_inputs i
+                   ON i.task_id = t.id AND i.response IS NULL AND t.status = 'input_required'
+                 WHERE t.id = $1
+                 ORDER BY i.key",
+            set_status_message: concat!(
+                "UPDATE server_tasks SET status_message = $4, updated_at = $5 WHERE ",
+                $crate::flows::sql::server_fence!()
+            ),
+            // Checks the fence and locks the row until commit.
+            touch_fenced: concat!(
+                "UPDATE server_tasks SET updated_at = ", $max, "(updated_at, $4) WHERE ",
+                $crate::flows::sql::server_fence!()
+            ),
+            insert_input_request: "INSERT INTO server_task_inputs (task_id, key, request, requested_at)
+                 VALUES ($1, $2, $3, $4) ON CONFLICT (task_id, key) DO NOTHING",
+            input_states: concat!(
+                "SELECT key, response FROM server_task_inputs WHERE task_id = $1 AND key ",
+                $in, "$2", $in_end
+            ),
+            mark_input_required:
+                "UPDATE server_tasks SET status = 'input_required', updated_at = $2 WHERE id = $1",
+            lock_task_status: concat!(
+                "SELECT status, owner FROM server_tasks WHERE id = $1", $for_update
+            ),
+            answer_input: "UPDATE server_task_inputs SET response = $3, answered_at = $4
+                 WHERE task_id = $1 AND key = $2 AND response IS NULL",
+            resume_after_answers: concat!(
+                "UPDATE server_tasks SET
+                    status = CASE WHEN EXISTS (SELECT 1 FROM server_task_inputs
+                                               WHERE task_id = $1 AND response IS NULL)
+                                  THEN 'input_required' ELSE 'working' END,
+                    updated_at = $2, signaled_at = $2
+                 WHERE id = $1 AND ",
+                $crate::flows::sql::live!("status")
+            ),
+            request_cancel: concat!(
+                "UPDATE server_tasks SET cancel_requested = TRUE, signaled_at = $2, updated_at = $2
+                 WHERE id = $1 AND ",
+                $crate::flows::sql::live!("status"),
+                " RETURNING owner"
+            ),
+            task_exists: "SELECT id FROM server_tasks WHERE id = $1",
+            finish: concat!(
+                "UPDATE server_tasks SET status = $4, result = $5, error = $6,
+                    status_message = $7, updated_at = $8, purge_at = $9
+                 WHERE ",
+                $crate::flows::sql::server_fence!()
+            ),
+            begin_rerun: concat!(
+                "UPDATE server_tasks SET attempt = attempt + 1, updated_at = $4 WHERE ",
+                $crate::flows::sql::server_fence!(),
+                " RETURNING attempt"
+            ),
+            heartbeat: "INSERT INTO server_owners (owner_id, started_at, heartbeat_at, lease_expires_at)
+                 VALUES ($1, $2, $2, $3)
+                 ON CONFLICT (owner_id) DO UPDATE SET heartbeat_at = $2, lease_expires_at = $3",
+            release_owner: "UPDATE server_owners SET lease_expires_at = $2 WHERE owner_id = $1",
+            // Walk the (few) expired owners, then their live tasks via the
+            // partial owner index: never a scan of all tasks.
+            claim_orphans: concat!(
+                "UPDATE server_tasks SET owner = $1, claim_token = $2, updated_at = $3
+                 WHERE id IN (
+                     SELECT t.id FROM server_owners o
+                     JOIN server_tasks t ON t.owner = o.owner_id
+                     WHERE o.lease_expires_at < $3 AND o.owner_id <> $1 AND ",
+                $crate::flows::sql::live!("t.status"),
+                " LIMIT $4", $skip_locked_tasks, ")
+                 RETURNING *"
+            ),
+            prune_owners: concat!(
+                "DELETE FROM server_owners
+                 WHERE lease_expires_at < $1
+                   AND NOT EXISTS (SELECT 1 FROM server_tasks t
+                                   WHERE t.owner = server_owners.owner_id AND ",
+                $crate::flows::sql::live!("t.status"),
+                ")"
+            ),
+            expire_overdue: concat!(
+                "UPDATE server_tasks
+                 SET status = 'failed', error = $1, status_message = $2,
+                     updated_at = $3, signaled_at = $3, purge_at = $4
+                 WHERE id IN (
+                     SELECT id FROM server_tasks
+                     WHERE expires_at <= $3 AND expires_at IS NOT NULL AND ",
+                $crate::flows::sql::live!("status"),
+                " ORDER BY expires_at LIMIT $5", $skip_locked, ")
+                 RETURNING id, owner"
+            ),
+            purge: concat!(
+                "DELETE FROM server_tasks WHERE id IN (
+                     SELECT id FROM server_tasks WHERE purge_at <= $1 AND purge_at IS NOT NULL
+                     ORDER BY purge_at LIMIT $2", $skip_locked, ")"
+            ),
+            signals_since: "SELECT id, status, cancel_requested, signaled_at FROM server_tasks
+                 WHERE owner = $1 AND signaled_at >= $2",
+            signal: $signal,
+
+            insert_remote: "INSERT INTO remote_tasks (id, status, status_message, input_requests,
+                    result, result_truncated, error, remote_created_at, ttl_ms, poll_interval_ms,
+                    updated_at, completed_at, next_poll_at, last_polled_at, poll_count,
+                    consecutive_errors, last_error, cancel_requested_at, cancel_sent_at,
+                    next_cancel_at, cancel_attempts, next_update_at, event_version,
+                    delivered_version, next_notify_at, notify_attempts, last_notify_error,
+                    dead_letters, server, server_hash, remote_task_id, principal, conversation,
+                    call_id, correlation, tool, arguments, created_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+                    $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28,
+                    $29, $30, $31, $32, $33, $34, $35, $36, $37, $38)
+                 ON CONFLICT (server, principal, remote_task_id) DO NOTHING
+                 RETURNING id",
+            get_remote: "SELECT * FROM remote_tasks WHERE id = $1",
+            lock_remote: concat!("SELECT * FROM remote_tasks WHERE id = $1", $for_update),
+            // Always in id order, so two batches cannot deadlock each other.
+            lock_remotes: concat!(
+                "SELECT * FROM remote_tasks WHERE id ", $in, "$1", $in_end, " ORDER BY id",
+                $for_update
+            ),
+            find_handle: "SELECT * FROM remote_tasks
+                 WHERE server = $1 AND principal = $2 AND remote_task_id = $3",
+            remote_inputs:
+                "SELECT * FROM remote_task_inputs WHERE task_id = $1 ORDER BY first_seen_at, key",
+            remote_events: "SELECT * FROM remote_task_events WHERE task_id = $1 AND version > $2
+                 ORDER BY version LIMIT $3",
+            // A claim-owned write: every mutable column and the claim, fenced.
+            update_remote_fenced: concat!(
+                "UPDATE remote_tasks SET ",
+                $crate::flows::sql::remote_mutable_columns!(),
+                ", claim_owner = $29, claim_token = $30, claim_expires_at = $31 WHERE ",
+                $crate::flows::sql::fenced_by!("claim_owner" = "$32", "claim_token" = "$33")
+            ),
+            // An application write (cancel intent, answers): the claim columns
+            // stay, so a worker's claim in flight stays valid.
+            update_remote_unclaimed: concat!(
+                "UPDATE remote_tasks SET ",
+                $crate::flows::sql::remote_mutable_columns!(),
+                " WHERE id = $1"
+            ),
+            insert_remote_input: "INSERT INTO remote_task_inputs (task_id, key, request, first_seen_at)
+                 VALUES ($1, $2, $3, $4) ON CONFLICT (task_id, key) DO NOTHING",
+            insert_event: "INSERT INTO remote_task_events
+                    (task_id, version, kind, status, occurred_at, data)
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+            answered_keys:
+                "SELECT key FROM remote_task_inputs WHERE task_id = $1 AND response IS NOT NULL",
+            store_answer: "UPDATE remote_task_inputs SET response = $3, answered_at = $4
+                 WHERE task_id = $1 AND key = $2 AND response IS NULL",
+            count_unsent_except: concat!(
+                "SELECT count(*) AS n FROM remote_task_inputs
+                 WHERE task_id = $1 AND response IS NOT NULL AND sent_at IS NULL
+                   AND NOT (key ", $in, "$2", $in_end, ")"
+            ),
+            mark_sent: concat!(
+                "UPDATE remote_task_inputs SET sent_at = $2
+                 WHERE task_id = $1 AND response IS NOT NULL AND sent_at IS NULL AND key ",
+                $in, "$3", $in_end
+            ),
+            claim_poll: $crate::flows::sql::claim_due!(
+                "next_poll_at", ", poll_count = poll_count + 1", $claim_status, $skip_locked
+            ),
+            claim_cancel: $crate::flows::sql::claim_due!(
+                "next_cancel_at", "", $claim_status, $skip_locked
+            ),
+            claim_update: $crate::flows::sql::claim_due!(
+                "next_update_at", "", $claim_status, $skip_locked
+            ),
+            unsent_answers: concat!(
+                "SELECT task_id, key, response FROM remote_task_inputs
+                 WHERE response IS NOT NULL AND sent_at IS NULL AND task_id ",
+                $in, "$1", $in_end, " ORDER BY task_id, key"
+            ),
+            // `$1` owner, `$2` token, `$3` now, `$4` lease end, `$5` limit.
+            claim_notify: concat!(
+                "UPDATE remote_tasks
+                 SET notify_owner = $1, notify_token = $2, notify_expires_at = $4
+                 WHERE id IN (
+                     SELECT id FROM remote_tasks
+                     WHERE next_notify_at <= $3 AND next_notify_at IS NOT NULL
+                       AND event_version > delivered_version
+                       AND (notify_expires_at IS NULL OR notify_expires_at < $3)
+                     ORDER BY next_notify_at LIMIT $5", $skip_locked, ")
+                 RETURNING id, notify_owner, notify_token, notify_attempts, delivered_version,
+                           next_notify_at"
+            ),
+            // Versions are dense (each event is the previous + 1), so "the
+            // next $2 undelivered events" is a primary-key range per task.
+            claimed_events: concat!(
+                "SELECT e.* FROM remote_tasks t
+                 JOIN remote_task_events e
+                   ON e.task_id = t.id AND e.version > t.delivered_version
+                  AND e.version <= t.delivered_version + $2
+                 WHERE t.id ", $in, "$1", $in_end, "
+                 ORDER BY e.task_id, e.version"
+            ),
+            release_notify: concat!(
+                "UPDATE remote_tasks
+                 SET notify_owner = NULL, notify_token = NULL, notify_expires_at = NULL
+                 WHERE ",
+                $crate::flows::sql::fenced_by!("notify_owner" = "$2", "notify_token" = "$3")
+            ),
+            // SET expressions see the locked row as it is now: an event
+            // recorded meanwhile (event_version grown) keeps the task due.
+            // `$4` delivered through, `$5` dead letters, `$6` error, `$7`
+            // retry at, `$8` now.
+            finish_notify: concat!(
+                "UPDATE remote_tasks SET
+                    delivered_version = ", $max, "(delivered_version, ", $min, "($4, event_version)),
+                    dead_letters = dead_letters + $5,
+                    notify_attempts = CASE
+                        WHEN CAST($6 AS TEXT) IS NULL THEN 0
+                        WHEN ", $min, "($4, event_version) > delivered_version THEN 1
+                        ELSE notify_attempts + 1 END,
+                    last_notify_error = $6,
+                    next_notify_at = CASE
+                        WHEN ", $max, "(delivered_version, ", $min, "($4, event_version)) >= event_version
+                            THEN NULL
+                        ELSE COALESCE($7, $8) END,
+                    notify_owner = NULL, notify_token = NULL, notify_expires_at = NULL
+                 WHERE ",
+                $crate::flows::sql::fenced_by!("notify_owner" = "$2", "notify_token" = "$3")
+            ),
+            mark_events_delivered: concat!(
+                "UPDATE remote_task_events SET delivered_at = $3, dead_lettered = (version ",
+                $in, "$4", $in_end, ")
+                 WHERE task_id = $1 AND version <= $2 AND delivered_at IS NULL"
+            ),
+            list_remote: "SELECT * FROM remote_tasks WHERE TRUE",
+            list_live_remote: concat!("SELECT * FROM remote_tasks", $active_hint, " WHERE TRUE"),
+            remote_counts: "SELECT status, count(*) AS n FROM remote_tasks GROUP BY status",
+            // Pending events always leave next_notify_at set (finishing clears
+            // it only when nothing is pending): the partial notify index covers them.
+            notification_backlog: "SELECT CAST(COALESCE(SUM(event_version - delivered_version), 0) AS BIGINT) AS n
+                 FROM remote_tasks
+                 WHERE next_notify_at IS NOT NULL AND event_version > delivered_version",
+        }
+    };
+}
+pub(crate) use statements;
+
+#[cfg(test)]
+mod tests {
+    use mcptask_core::lease::LIVE_STATUSES;
+
+    #[test]
+    fn the_live_predicate_lists_exactly_the_live_statuses() {
+        let quoted: Vec<String> = LIVE_STATUSES
+            .iter()
+            .map(|s| format!("'{}'", s.as_str()))
+            .collect();
+        assert_eq!(
+            live!("status"),
+            format!("status IN ({})", quoted.join(", "))
+        );
+    }
+
+    #[test]
+    fn the_fence_names_id_owner_and_token() {
+        assert_eq!(
+            fenced_by!("o" = "$2", "k" = "$3"),
+            "id = $1 AND o = $2 AND k = $3"
+        );
+    }
+}
