@@ -37,50 +37,26 @@ pub enum Arg<'a> {
     IntList(Vec<i64>),
 }
 
-impl From<i64> for Arg<'_> {
-    fn from(v: i64) -> Self {
-        Arg::Int(v)
-    }
+macro_rules! arg_from {
+    ($($ty:ty => |$v:ident| $arg:expr),* $(,)?) => {
+        $(impl<'a> From<$ty> for Arg<'a> {
+            fn from($v: $ty) -> Self {
+                $arg
+            }
+        })*
+    };
 }
-impl From<Option<i64>> for Arg<'_> {
-    fn from(v: Option<i64>) -> Self {
-        Arg::OptInt(v)
-    }
-}
-impl<'a> From<&'a str> for Arg<'a> {
-    fn from(v: &'a str) -> Self {
-        Arg::Text(v)
-    }
-}
-impl<'a> From<&'a String> for Arg<'a> {
-    fn from(v: &'a String) -> Self {
-        Arg::Text(v)
-    }
-}
-impl<'a> From<Option<&'a str>> for Arg<'a> {
-    fn from(v: Option<&'a str>) -> Self {
-        Arg::OptText(v)
-    }
-}
-impl<'a> From<&'a Option<String>> for Arg<'a> {
-    fn from(v: &'a Option<String>) -> Self {
-        Arg::OptText(v.as_deref())
-    }
-}
-impl From<String> for Arg<'_> {
-    fn from(v: String) -> Self {
-        Arg::Owned(v)
-    }
-}
-impl From<Option<String>> for Arg<'_> {
-    fn from(v: Option<String>) -> Self {
-        Arg::OptOwned(v)
-    }
-}
-impl From<bool> for Arg<'_> {
-    fn from(v: bool) -> Self {
-        Arg::Bool(v)
-    }
+
+arg_from! {
+    i64 => |v| Arg::Int(v),
+    Option<i64> => |v| Arg::OptInt(v),
+    &'a str => |v| Arg::Text(v),
+    &'a String => |v| Arg::Text(v),
+    Option<&'a str> => |v| Arg::OptText(v),
+    &'a Option<String> => |v| Arg::OptText(v.as_deref()),
+    String => |v| Arg::Owned(v),
+    Option<String> => |v| Arg::OptOwned(v),
+    bool => |v| Arg::Bool(v),
 }
 
 /// `args![a, b, …]`: statement parameters `$1, $2, …` in order.
@@ -127,7 +103,7 @@ pub trait Dialect: Database + Sized {
 
 /// A database the flows can run on: a [`Dialect`] plus generic execution and
 /// typed column access. Implemented for every dialect sqlx can drive.
-pub trait Backend: Dialect {
+pub trait Backend: Prepare {
     /// Run a write statement; returns the rows changed.
     fn execute<'c>(
         conn: &'c mut Self::Connection,
@@ -171,63 +147,54 @@ pub trait Column: Sized {
     fn read<B: Backend>(row: &B::Row, name: &str) -> Result<Self, StoreError>;
 }
 
-impl Column for String {
-    fn read<B: Backend>(row: &B::Row, name: &str) -> Result<Self, StoreError> {
-        B::text(row, name)
-    }
-}
-impl Column for Option<String> {
-    fn read<B: Backend>(row: &B::Row, name: &str) -> Result<Self, StoreError> {
-        B::opt_text(row, name)
-    }
-}
-impl Column for i64 {
-    fn read<B: Backend>(row: &B::Row, name: &str) -> Result<Self, StoreError> {
-        B::int(row, name)
-    }
-}
-impl Column for Option<i64> {
-    fn read<B: Backend>(row: &B::Row, name: &str) -> Result<Self, StoreError> {
-        B::opt_int(row, name)
-    }
-}
-impl Column for bool {
-    fn read<B: Backend>(row: &B::Row, name: &str) -> Result<Self, StoreError> {
-        B::flag(row, name)
-    }
+macro_rules! columns {
+    ($($ty:ty => $getter:ident),* $(,)?) => {
+        $(impl Column for $ty {
+            fn read<B: Backend>(row: &B::Row, name: &str) -> Result<Self, StoreError> {
+                B::$getter(row, name)
+            }
+        })*
+    };
 }
 
-fn bind<D: Dialect>(query: DbQuery<D>, arg: Arg<'_>) -> DbQuery<D>
+columns! {
+    String => text,
+    Option<String> => opt_text,
+    i64 => int,
+    Option<i64> => opt_int,
+    bool => flag,
+}
+
+/// Turning SQL and [`Arg`]s into a sqlx query: every dialect whose scalar
+/// types encode like this can.
+pub trait Prepare: Dialect {
+    /// The query for `sql` with `args` bound as `$1, $2, …`.
+    fn prepare(sql: Sql, args: Vec<Arg<'_>>) -> DbQuery<Self>;
+}
+
+impl<D> Prepare for D
 where
+    D: Dialect,
     for<'q> &'q str: Encode<'q, D> + Type<D>,
     for<'q> Option<&'q str>: Encode<'q, D> + Type<D>,
     for<'q> i64: Encode<'q, D> + Type<D>,
     for<'q> Option<i64>: Encode<'q, D> + Type<D>,
     for<'q> bool: Encode<'q, D> + Type<D>,
 {
-    match arg {
-        Arg::Int(v) => query.bind(v),
-        Arg::OptInt(v) => query.bind(v),
-        Arg::Text(v) => query.bind(v),
-        Arg::OptText(v) => query.bind(v),
-        Arg::Owned(v) => query.bind(v.as_str()),
-        Arg::OptOwned(v) => query.bind(v.as_deref()),
-        Arg::Bool(v) => query.bind(v),
-        Arg::TextList(v) => D::bind_texts(query, v),
-        Arg::IntList(v) => D::bind_ints(query, v),
+    fn prepare(sql: Sql, args: Vec<Arg<'_>>) -> DbQuery<D> {
+        args.into_iter()
+            .fold(sqlx::query(AssertSqlSafe(sql)), |query, arg| match arg {
+                Arg::Int(v) => query.bind(v),
+                Arg::OptInt(v) => query.bind(v),
+                Arg::Text(v) => query.bind(v),
+                Arg::OptText(v) => query.bind(v),
+                Arg::Owned(v) => query.bind(v.as_str()),
+                Arg::OptOwned(v) => query.bind(v.as_deref()),
+                Arg::Bool(v) => query.bind(v),
+                Arg::TextList(v) => D::bind_texts(query, v),
+                Arg::IntList(v) => D::bind_ints(query, v),
+            })
     }
-}
-
-fn prepare<D: Dialect>(sql: Sql, args: Vec<Arg<'_>>) -> DbQuery<D>
-where
-    for<'q> &'q str: Encode<'q, D> + Type<D>,
-    for<'q> Option<&'q str>: Encode<'q, D> + Type<D>,
-    for<'q> i64: Encode<'q, D> + Type<D>,
-    for<'q> Option<i64>: Encode<'q, D> + Type<D>,
-    for<'q> bool: Encode<'q, D> + Type<D>,
-{
-    args.into_iter()
-        .fold(sqlx::query(AssertSqlSafe(sql)), |q, a| bind::<D>(q, a))
 }
 
 fn read<'r, D, T>(row: &'r D::Row, name: &str) -> Result<T, StoreError>
@@ -244,14 +211,11 @@ where
 // types encode and decode like this gets the generic execution for free.
 impl<D> Backend for D
 where
-    D: Dialect,
+    D: Prepare,
     for<'c> &'c mut D::Connection: Executor<'c, Database = D>,
     D::Arguments: sqlx::IntoArguments<D>,
-    for<'q> &'q str: Encode<'q, D> + Type<D>,
-    for<'q> Option<&'q str>: Encode<'q, D> + Type<D>,
-    for<'q> i64: Encode<'q, D> + Type<D>,
-    for<'q> Option<i64>: Encode<'q, D> + Type<D>,
-    for<'q> bool: Encode<'q, D> + Type<D>,
+    i64: Type<D>,
+    bool: Type<D>,
     for<'r> String: Decode<'r, D>,
     for<'r> Option<String>: Decode<'r, D>,
     for<'r> i64: Decode<'r, D>,
@@ -265,7 +229,7 @@ where
         sql: impl Into<Sql>,
         args: Vec<Arg<'c>>,
     ) -> BoxFuture<'c, Result<u64, StoreError>> {
-        let query = prepare::<D>(sql.into(), args);
+        let query = D::prepare(sql.into(), args);
         Box::pin(async move {
             let done = query.execute(conn).await.map_err(db_err)?;
             Ok(D::rows_affected(&done))
@@ -277,7 +241,7 @@ where
         sql: impl Into<Sql>,
         args: Vec<Arg<'c>>,
     ) -> BoxFuture<'c, Result<Vec<D::Row>, StoreError>> {
-        let query = prepare::<D>(sql.into(), args);
+        let query = D::prepare(sql.into(), args);
         Box::pin(async move { query.fetch_all(conn).await.map_err(db_err) })
     }
 
@@ -286,7 +250,7 @@ where
         sql: impl Into<Sql>,
         args: Vec<Arg<'c>>,
     ) -> BoxFuture<'c, Result<Option<D::Row>, StoreError>> {
-        let query = prepare::<D>(sql.into(), args);
+        let query = D::prepare(sql.into(), args);
         Box::pin(async move { query.fetch_optional(conn).await.map_err(db_err) })
     }
 

@@ -80,6 +80,20 @@ impl<D: Backend> SqlStore<D> {
     }
 }
 
+/// A connection pool of `max` connections that waits at most `acquire` for
+/// a free one.
+pub(crate) async fn connect_pool<D: sqlx::Database>(
+    options: <D::Connection as sqlx::Connection>::Options,
+    max: u32,
+    acquire: std::time::Duration,
+) -> Result<Pool<D>, sqlx::Error> {
+    sqlx::pool::PoolOptions::<D>::new()
+        .max_connections(max)
+        .acquire_timeout(acquire)
+        .connect_with(options)
+        .await
+}
+
 /// A statement assembled at run time: fragments with `$N` parameters
 /// numbered as they are pushed.
 pub(crate) struct DynamicSql<'a> {

@@ -58,6 +58,18 @@ fn mutable_args(r: &RemoteTaskRecord) -> Vec<Arg<'_>> {
     ]
 }
 
+/// `$1` owner, `$2` token, `$3` now, `$4` lease end, `$5` limit: the
+/// parameters of every claim statement.
+fn claim_args<'a>(
+    owner: &'a str,
+    token: &'a str,
+    now: i64,
+    lease_ms: i64,
+    limit: i64,
+) -> Vec<Arg<'a>> {
+    args![owner, token, now, now.saturating_add(lease_ms), limit]
+}
+
 impl<B: Backend> SqlStore<B> {
     /// Read and lock one task row until commit.
     async fn lock_record(
@@ -501,13 +513,7 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
         let rows = B::fetch_all(
             &mut tx,
             sql,
-            args![
-                owner,
-                token.as_str(),
-                now,
-                now.saturating_add(lease_ms),
-                limit
-            ],
+            claim_args(owner, &token, now, lease_ms, limit),
         )
         .await?;
         let mut claimed = codec::claimed_records(phase, rows.iter().map(codec::remote_task::<B>));
@@ -592,13 +598,7 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
         let rows = B::fetch_all(
             &mut tx,
             B::SQL.claim_notify,
-            args![
-                owner,
-                token.as_str(),
-                now,
-                now.saturating_add(lease_ms),
-                limit
-            ],
+            claim_args(owner, &token, now, lease_ms, limit),
         )
         .await?;
         let mut claims = notify_heads::<B>(&rows)?;

@@ -15,42 +15,8 @@ use crate::flows::sql::{Statements, statements};
 /// Channel carrying server-task ids whose owner should re-read them.
 pub(crate) const SERVER_SIGNAL_CHANNEL: &str = "mcptask_server_signal";
 
-/// PostgreSQL's statements: writes lock the rows they read (`FOR UPDATE`);
-/// claims skip rows other workers hold (`SKIP LOCKED`); lists are arrays.
-static SQL: Statements = statements! {
-    locks: (" FOR UPDATE", " FOR UPDATE SKIP LOCKED", " FOR UPDATE OF t SKIP LOCKED"),
-    claim_status: "status",
-    signal: Some("SELECT pg_notify('mcptask_server_signal', $1)"),
-    in_list: ("= ANY(", ")"),
-    greatest_least: ("GREATEST", "LEAST"),
-    live_index_hint: "",
-};
-
 impl Dialect for Postgres {
     const SQL: &'static Statements = &SQL;
-
-    fn begin_write(
-        pool: &Pool<Self>,
-    ) -> BoxFuture<'_, Result<sqlx::Transaction<'static, Self>, StoreError>> {
-        Box::pin(async move { pool.begin().await.map_err(db_err) })
-    }
-
-    fn migrate(pool: &Pool<Self>) -> BoxFuture<'_, Result<(), sqlx::migrate::MigrateError>> {
-        static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
-        Box::pin(MIGRATOR.run(pool))
-    }
-
-    fn bind_texts(query: DbQuery<Self>, list: Vec<&str>) -> DbQuery<Self> {
-        query.bind(list)
-    }
-
-    fn bind_ints(query: DbQuery<Self>, list: Vec<i64>) -> DbQuery<Self> {
-        query.bind(list)
-    }
-
-    fn rows_affected(result: &sqlx::postgres::PgQueryResult) -> u64 {
-        result.rows_affected()
-    }
 
     fn listen_signals(
         pool: &Pool<Self>,
@@ -69,7 +35,41 @@ impl Dialect for Postgres {
             Ok(Some(stream.boxed()))
         })
     }
+
+    fn rows_affected(result: &sqlx::postgres::PgQueryResult) -> u64 {
+        result.rows_affected()
+    }
+
+    fn bind_ints(query: DbQuery<Self>, list: Vec<i64>) -> DbQuery<Self> {
+        query.bind(list)
+    }
+
+    fn bind_texts(query: DbQuery<Self>, list: Vec<&str>) -> DbQuery<Self> {
+        query.bind(list)
+    }
+
+    fn migrate(pool: &Pool<Self>) -> BoxFuture<'_, Result<(), sqlx::migrate::MigrateError>> {
+        static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+        Box::pin(MIGRATOR.run(pool))
+    }
+
+    fn begin_write(
+        pool: &Pool<Self>,
+    ) -> BoxFuture<'_, Result<sqlx::Transaction<'static, Self>, StoreError>> {
+        Box::pin(async move { pool.begin().await.map_err(db_err) })
+    }
 }
+
+/// PostgreSQL's statements: writes lock the rows they read (`FOR UPDATE`);
+/// claims skip rows other workers hold (`SKIP LOCKED`); lists are arrays.
+static SQL: Statements = statements! {
+    locks: (" FOR UPDATE", " FOR UPDATE SKIP LOCKED", " FOR UPDATE OF t SKIP LOCKED"),
+    claim_status: "status",
+    signal: Some("SELECT pg_notify('mcptask_server_signal', $1)"),
+    in_list: ("= ANY(", ")"),
+    greatest_least: ("GREATEST", "LEAST"),
+    live_index_hint: "",
+};
 
 #[cfg(test)]
 mod tests {

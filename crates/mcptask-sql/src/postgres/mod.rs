@@ -9,10 +9,10 @@ use std::time::Duration;
 use std::str::FromStr;
 
 use sqlx::Postgres;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool};
 
 use crate::OpenError;
-use crate::flows::SqlStore;
+use crate::flows::{SqlStore, connect_pool};
 
 /// A store on a PostgreSQL database.
 pub type PgStore = SqlStore<Postgres>;
@@ -31,10 +31,7 @@ impl SqlStore<Postgres> {
         let options = PgConnectOptions::from_str(url)
             .map_err(connect_err)?
             .options([("idle_in_transaction_session_timeout", "30s")]);
-        let pool = PgPoolOptions::new()
-            .max_connections(16)
-            .acquire_timeout(Duration::from_secs(30))
-            .connect_with(options)
+        let pool = connect_pool::<Postgres>(options, 16, Duration::from_secs(30))
             .await
             .map_err(connect_err)?;
         Ok(Self {

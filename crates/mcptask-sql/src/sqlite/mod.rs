@@ -11,12 +11,10 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::Sqlite;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqliteSynchronous};
 
 use crate::OpenError;
-use crate::flows::SqlStore;
+use crate::flows::{SqlStore, connect_pool};
 
 /// A store on one SQLite file.
 pub type SqliteStore = SqlStore<Sqlite>;
@@ -44,16 +42,11 @@ impl SqlStore<Sqlite> {
             .synchronous(synchronous)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(30));
-        let writer = SqlitePoolOptions::new()
-            .max_connections(1)
-            .acquire_timeout(Duration::from_secs(60))
-            .connect_with(options.clone())
+        let acquire = Duration::from_secs(60);
+        let writer = connect_pool::<Sqlite>(options.clone(), 1, acquire)
             .await
             .map_err(connect_err)?;
-        let reader = SqlitePoolOptions::new()
-            .max_connections(8)
-            .acquire_timeout(Duration::from_secs(60))
-            .connect_with(options)
+        let reader = connect_pool::<Sqlite>(options, 8, acquire)
             .await
             .map_err(connect_err)?;
         Ok(Self { writer, reader })
