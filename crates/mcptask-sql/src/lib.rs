@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! SQL stores for mcptask: SQLite (embedded default) and PostgreSQL (shared,
 //! multi-process), both via sqlx, with versioned forward-only migrations.
 //!
