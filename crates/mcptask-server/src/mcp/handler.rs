@@ -48,7 +48,8 @@ pub fn declares_tasks(context: &RequestContext<RoleServer>) -> bool {
 /// use rmcp::ServiceExt;
 /// let server = mcptask_server::DurableTaskServer::new(runtime)
 ///     .with_instructions("Long-running exports");
-/// let running = server.serve(rmcp::transport::stdio()).await.unwrap();
+/// let stdio = (tokio::io::stdin(), tokio::io::stdout());
+/// let running = server.serve(stdio).await.unwrap();
 /// running.waiting().await.unwrap();
 /// # }
 /// ```
