@@ -48,12 +48,6 @@ impl ManualClock {
         }
     }
 
-    /// A clock starting at the current real time (handy for tests whose rows
-    /// should look recent to humans reading the database).
-    pub fn starting_now() -> Self {
-        Self::new(SystemClock.now_ms())
-    }
-
     /// Move time forward by `ms`.
     pub fn advance(&self, ms: i64) {
         self.now.fetch_add(ms, Ordering::SeqCst);

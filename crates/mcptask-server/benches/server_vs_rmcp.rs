@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use mcptask_server::runtime::CreateRequest;
+use mcptask_server::CreateRequest;
 use mcptask_server::{RuntimeConfig, TaskExit, TaskRuntime, TaskTool, ToolRegistry};
 use mcptask_sql::testkit::machine::{
     cpu_model, filesystem_of, load_average, mem_total, num_cpus, read_trimmed,

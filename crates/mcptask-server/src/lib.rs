@@ -27,24 +27,30 @@
 //! # let _ = server; Ok(()) }
 //! ```
 
-mod batcher;
-pub mod config;
-pub mod context;
-pub mod handler;
-pub mod input;
-mod maintenance;
-pub mod principal;
-pub mod registry;
-pub mod runtime;
-mod signals;
+//! The crate is layered, and the modules show it:
+//!
+//! - [`tool`]: what a tool author writes against ([`TaskTool`], [`TaskContext`]).
+//! - the engine (re-exported here): [`TaskRuntime`] and what keeps its promises:
+//!   execution under an owner lease, recovery, TTL sweeps, signals.
+//! - [`mcp`]: the rmcp adapter ([`DurableTaskServer`], wire conversions, principals).
+//!
+//! Every decision the engine carries out is a pure function in
+//! [`mcptask_core::server`].
+
+#![warn(missing_docs)]
+
+mod config;
+mod engine;
+mod error;
+pub mod mcp;
 #[cfg(feature = "testkit")]
 pub mod testkit;
-pub mod wire;
+pub mod tool;
 
 pub use config::RuntimeConfig;
-pub use context::{TaskContext, TaskExit};
-pub use handler::DurableTaskServer;
+pub use engine::{CreateRequest, Maintenance, RuntimeBuilder, TaskRuntime};
+pub use error::{TASK_NOT_FOUND, TaskError};
+pub use mcp::{DurableTaskServer, Principal};
 pub use mcptask_core::server::{InterruptPolicy, TaskSupport};
-pub use principal::Principal;
-pub use registry::{Preflight, TaskTool, ToolCall, ToolRegistry};
-pub use runtime::{RuntimeBuilder, TaskError, TaskRuntime};
+pub use tool::input;
+pub use tool::{Preflight, TaskContext, TaskExit, TaskTool, ToolCall, ToolRegistry};

@@ -18,8 +18,11 @@ use crate::DurableTaskServer;
 /// How the test client talks to the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lifecycle {
-    /// 2026-07-28 `server/discover`; `tasks` says whether every request declares the extension.
-    Modern { tasks: bool },
+    /// 2026-07-28 `server/discover`.
+    Modern {
+        /// Whether every request declares the tasks extension.
+        tasks: bool,
+    },
     /// Legacy `initialize` handshake (2025-11-25), declaring the extension at initialize.
     Legacy,
 }
@@ -96,6 +99,7 @@ impl TestClient {
         Ok(Self { service })
     }
 
+    /// The underlying rmcp peer, for requests this client has no helper for.
     pub fn peer(&self) -> &rmcp::Peer<RoleClient> {
         self.service.peer()
     }
@@ -134,6 +138,7 @@ impl TestClient {
         }
     }
 
+    /// `tasks/get`.
     pub async fn get(&self, task_id: &str) -> Result<GetTaskResult, ServiceError> {
         self.service
             .peer()
@@ -141,6 +146,7 @@ impl TestClient {
             .await
     }
 
+    /// `tasks/update` with `responses` as `inputResponses`.
     pub async fn update(&self, task_id: &str, responses: Value) -> Result<(), ServiceError> {
         let responses: InputResponses =
             serde_json::from_value(responses).expect("inputResponses map");
@@ -150,6 +156,7 @@ impl TestClient {
             .await
     }
 
+    /// `tasks/cancel`.
     pub async fn cancel(&self, task_id: &str) -> Result<(), ServiceError> {
         self.service
             .peer()
@@ -196,6 +203,7 @@ impl TestClient {
             .await
     }
 
+    /// Disconnect.
     pub async fn close(self) {
         let _ = self.service.cancel().await;
     }

@@ -1,10 +1,21 @@
 //! Domain types of the server side: tasks this process hands out to MCP clients.
+//!
+//! Every decision the server runtime carries out is a pure function here, so
+//! every replica and every store decides the same way and each rule is tested
+//! without a database:
+//! - [`recovery`]: what to do with a task whose owner died;
+//! - [`outcome`]: what to store when a tool's work ends;
+//! - [`reading`]: how a task reads to a client at a given time (overdue reads as expired);
+//! - [`retention`]: when a settled task may be purged.
 
 use serde_json::Value;
 
 use crate::TaskStatus;
 pub use crate::lease::Fence;
 
+pub mod outcome;
+pub mod reading;
+pub mod recovery;
 pub mod retention;
 
 /// Whether a tool may, must or must not run as a task.

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use mcptask_core::store::ServerTaskStore;
 use mcptask_core::{ManualClock, SharedClock};
+use mcptask_server::CreateRequest;
 use mcptask_server::input::{accepted, elicit_form};
-use mcptask_server::runtime::CreateRequest;
 use mcptask_server::{
     InterruptPolicy, RuntimeConfig, TaskExit, TaskRuntime, TaskSupport, TaskTool, ToolRegistry,
 };

@@ -8,10 +8,18 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use mcptask_core::StoreError;
+use mcptask_core::server::retention;
 
-use crate::runtime::RuntimeInner;
+use super::RuntimeInner;
 
-/// Manual access to the maintenance steps of a runtime.
+/// Owner rows are pruned this many lease lengths after their last heartbeat,
+/// long after recovery has claimed anything they held.
+const OWNER_ROWS_KEPT_FOR_LEASES: i64 = 10;
+/// Shortest period of any maintenance loop, whatever the settings say.
+const MIN_PERIOD_MS: i64 = 10;
+
+/// Manual access to the maintenance steps of a runtime; see
+/// [`TaskRuntime::maintenance`](crate::TaskRuntime::maintenance).
 #[derive(Clone)]
 pub struct Maintenance {
     pub(crate) rt: Arc<RuntimeInner>,
@@ -34,7 +42,7 @@ impl Maintenance {
                 lapsed_ms = now - last,
                 "owner lease had lapsed; checking for lost tasks"
             );
-            for id in rt.running_ids() {
+            for id in rt.local.ids() {
                 rt.refresh_local(&id).await;
             }
         }
@@ -62,7 +70,7 @@ impl Maintenance {
                 break;
             }
         }
-        let before = rt.clock.now_ms() - 10 * rt.config.lease_ms;
+        let before = rt.clock.now_ms() - OWNER_ROWS_KEPT_FOR_LEASES * rt.config.lease_ms;
         rt.store.prune_owners(before).await?;
         Ok(total)
     }
@@ -85,7 +93,7 @@ impl Maintenance {
             expired += batch.len();
             for task in &batch {
                 if task.owner.as_deref() == Some(&rt.owner) {
-                    rt.stop_local(&task.task_id);
+                    rt.local.stop(&task.task_id);
                 }
             }
             if (batch.len() as i64) < rt.config.batch_size {
@@ -115,12 +123,12 @@ impl Maintenance {
         let mut acted = 0;
         for s in signals {
             if s.status.is_terminal() {
-                rt.stop_local(&s.task_id);
+                rt.local.stop(&s.task_id);
             } else {
                 if s.cancel_requested {
-                    rt.cancel_local(&s.task_id);
+                    rt.local.cancel(&s.task_id);
                 }
-                rt.wake_local(&s.task_id);
+                rt.local.wake(&s.task_id);
             }
             acted += 1;
         }
@@ -129,7 +137,7 @@ impl Maintenance {
 }
 
 fn every(ms: i64) -> tokio::time::Interval {
-    let mut i = tokio::time::interval(Duration::from_millis(ms.max(10) as u64));
+    let mut i = tokio::time::interval(Duration::from_millis(ms.max(MIN_PERIOD_MS) as u64));
     i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     i
 }
@@ -161,5 +169,5 @@ pub(crate) fn spawn_loops(rt: Arc<RuntimeInner>) {
 
 /// Tasks the sweep fails are past their deadline: retained from now on.
 fn purge_at_once_expired(now: i64, retention_ms: i64) -> i64 {
-    mcptask_core::server::retention::purge_at(Some(now), now, retention_ms).unwrap_or(now)
+    retention::purge_at(Some(now), now, retention_ms).unwrap_or(now)
 }

@@ -1,6 +1,9 @@
-//! Tools the runtime serves, each with its task support and interrupt policy.
+//! A tool the runtime serves: its definition, handler and task behaviour.
+//!
+//! Whether a call becomes a task, what recovery does when its process dies and
+//! how long its task lives are properties of the tool, not of each call, so
+//! they are declared once here, next to the handler.
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -8,7 +11,7 @@ use futures::future::BoxFuture;
 use mcptask_core::server::{InterruptPolicy, TaskSupport};
 use rmcp::model::{CallToolResult, InputRequests, InputResponses, JsonObject, Tool};
 
-use crate::context::{TaskContext, TaskExit};
+use super::context::{TaskContext, TaskExit};
 
 /// What a tool handler receives.
 pub struct ToolCall {
@@ -77,11 +80,14 @@ impl TaskTool {
         }
     }
 
+    /// Whether calls may, must or must not run as tasks (default `Optional`).
     pub fn support(mut self, support: TaskSupport) -> Self {
         self.support = support;
         self
     }
 
+    /// What recovery does when the process running a task of this tool dies
+    /// (default `Fail`).
     pub fn interrupt(mut self, policy: InterruptPolicy) -> Self {
         self.interrupt = policy;
         self
@@ -93,6 +99,8 @@ impl TaskTool {
         self
     }
 
+    /// `pollIntervalMs` suggested to clients polling this tool's tasks
+    /// (default: the runtime's).
     pub fn poll_interval_ms(mut self, ms: i64) -> Self {
         self.poll_interval_ms = Some(ms);
         self
@@ -109,61 +117,18 @@ impl TaskTool {
         self
     }
 
+    /// The tool's name, as called in `tools/call`.
     pub fn name(&self) -> &str {
         &self.tool.name
     }
 
+    /// The definition listed by `tools/list`.
     pub fn definition(&self) -> &Tool {
         &self.tool
     }
 
+    /// Whether calls may, must or must not run as tasks.
     pub fn task_support(&self) -> TaskSupport {
         self.support
-    }
-
-    pub fn interrupt_policy(&self) -> InterruptPolicy {
-        self.interrupt
-    }
-}
-
-/// Tools by name, listed in registration order.
-#[derive(Clone, Default)]
-pub struct ToolRegistry {
-    tools: BTreeMap<String, (usize, TaskTool)>,
-}
-
-impl ToolRegistry {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Add or replace a tool.
-    pub fn register(&mut self, tool: TaskTool) -> &mut Self {
-        let order = self
-            .tools
-            .get(tool.name())
-            .map(|(o, _)| *o)
-            .unwrap_or(self.tools.len());
-        self.tools.insert(tool.name().to_string(), (order, tool));
-        self
-    }
-
-    pub fn get(&self, name: &str) -> Option<&TaskTool> {
-        self.tools.get(name).map(|(_, t)| t)
-    }
-
-    /// Definitions for `tools/list`.
-    pub fn definitions(&self) -> Vec<Tool> {
-        let mut all: Vec<_> = self.tools.values().collect();
-        all.sort_by_key(|(order, _)| *order);
-        all.into_iter().map(|(_, t)| t.tool.clone()).collect()
-    }
-
-    pub fn len(&self) -> usize {
-        self.tools.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.tools.is_empty()
     }
 }

@@ -1,13 +1,16 @@
 //! Conversions between stored records and the SEP-2663 wire types of `rmcp::model`.
 
-use mcptask_core::server::{EXPIRED_MESSAGE, ServerTaskRecord, ServerTaskView, expired_error};
+use mcptask_core::server::{ServerTaskRecord, ServerTaskView, reading};
 use mcptask_core::time::to_rfc3339;
 use rmcp::model::{
     DetailedTask, InputRequests, JsonObject, Task, TaskPayload, TaskStatus as WireStatus,
 };
 use serde_json::Value;
 
-use crate::runtime::TaskError;
+use crate::TaskError;
+
+/// How much of a malformed stored value an error message quotes.
+const QUOTED_VALUE_BYTES: usize = 200;
 
 /// The wire spelling of a stored status.
 pub fn wire_status(status: mcptask_core::TaskStatus) -> WireStatus {
@@ -44,7 +47,7 @@ fn object(column: &str, value: &Value) -> Result<JsonObject, TaskError> {
         Value::Object(map) => Ok(map.clone()),
         other => Err(TaskError::Internal(format!(
             "stored {column} is not a JSON object: {}",
-            mcptask_core::payload::truncate_text(&other.to_string(), 200)
+            mcptask_core::payload::truncate_text(&other.to_string(), QUOTED_VALUE_BYTES)
         ))),
     }
 }
@@ -52,15 +55,11 @@ fn object(column: &str, value: &Value) -> Result<JsonObject, TaskError> {
 /// The `DetailedTask` that `tasks/get` returns for a stored task at `now`.
 ///
 /// A live task past its TTL reads as `failed` (expired) even before the sweep
-/// has written that, so what clients see never depends on sweep timing.
+/// has written that ([`reading::seen_at`]), so what clients see never depends
+/// on sweep timing.
 pub fn detailed_task(view: &ServerTaskView, now: i64) -> Result<DetailedTask, TaskError> {
-    let r = &view.record;
-    if r.is_overdue(now) {
-        let expired_at = r.expires_at().unwrap_or(now);
-        let task = base_task(r, WireStatus::Failed, expired_at, Some(EXPIRED_MESSAGE));
-        let error = object("error", &expired_error())?;
-        return Ok(DetailedTask::new(task, TaskPayload::Failed { error }));
-    }
+    let seen = reading::seen_at(&view.record, now);
+    let r = &*seen;
     let task = base_task(
         r,
         wire_status(r.status),

@@ -10,10 +10,11 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::runtime::RuntimeInner;
+use crate::engine::RuntimeInner;
 
 /// How a tool stops without a result.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum TaskExit {
     /// It stopped because cancellation was requested: the task settles `cancelled`.
     Cancelled,

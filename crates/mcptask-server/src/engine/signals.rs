@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-use crate::runtime::RuntimeInner;
+use super::RuntimeInner;
+
+/// Wait before subscribing again after the push channel failed or closed.
+const RESUBSCRIBE_DELAY: Duration = Duration::from_secs(1);
 
 /// Start listening. The first subscription is made before this returns, so a
 /// runtime that has started never misses a signal sent after its start.
@@ -43,8 +46,34 @@ pub(crate) async fn spawn_listener(rt: Arc<RuntimeInner>) {
             }
             tokio::select! {
                 _ = rt.shutdown.cancelled() => return,
-                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                _ = tokio::time::sleep(RESUBSCRIBE_DELAY) => {}
             }
         }
     });
+}
+
+impl RuntimeInner {
+    /// Re-read one task after a cross-process hint and act on what the store says.
+    pub(crate) async fn refresh_local(&self, task_id: &str) {
+        if !self.local.contains(task_id) {
+            return;
+        }
+        match self.store.get_task(task_id).await {
+            Ok(Some(view)) => {
+                let r = &view.record;
+                if r.status.is_terminal() || r.owner.as_deref() != Some(&self.owner) {
+                    self.local.stop(task_id);
+                } else {
+                    if r.cancel_requested {
+                        self.local.cancel(task_id);
+                    }
+                    self.local.wake(task_id);
+                }
+            }
+            Ok(None) => self.local.stop(task_id),
+            Err(e) => {
+                tracing::debug!(task_id, error = %e, "refresh after signal failed; backstop will retry")
+            }
+        }
+    }
 }

@@ -2,7 +2,7 @@
 //! `tasks/*` methods from the durable runtime.
 //!
 //! Servers with their own handler can instead call [`TaskRuntime`] from
-//! theirs; [`declares_tasks`] and [`principal`](crate::principal::of_request)
+//! theirs; [`declares_tasks`] and [`principal::of_request`](super::principal::of_request)
 //! are public for that.
 
 use std::sync::Arc;
@@ -16,9 +16,9 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
-use crate::registry::Preflight;
-use crate::runtime::{CreateRequest, TaskError, TaskRuntime};
 use mcptask_core::server::TaskSupport;
+
+use crate::{CreateRequest, Preflight, TaskError, TaskRuntime};
 
 type PrincipalFn = Arc<dyn Fn(&RequestContext<RoleServer>) -> Option<String> + Send + Sync>;
 
@@ -48,7 +48,8 @@ pub fn declares_tasks(context: &RequestContext<RoleServer>) -> bool {
 /// use rmcp::ServiceExt;
 /// let server = mcptask_server::DurableTaskServer::new(runtime)
 ///     .with_instructions("Long-running exports");
-/// let running = server.serve(rmcp::transport::stdio()).await.unwrap();
+/// let stdio = (tokio::io::stdin(), tokio::io::stdout());
+/// let running = server.serve(stdio).await.unwrap();
 /// running.waiting().await.unwrap();
 /// # }
 /// ```
@@ -61,20 +62,23 @@ pub struct DurableTaskServer {
 }
 
 impl DurableTaskServer {
+    /// Serve `runtime`'s tools and tasks, with default server info and no instructions.
     pub fn new(runtime: TaskRuntime) -> Self {
         Self {
             runtime,
             info: Implementation::new("mcptask", env!("CARGO_PKG_VERSION")),
             instructions: None,
-            principal: Arc::new(crate::principal::of_request),
+            principal: Arc::new(super::principal::of_request),
         }
     }
 
+    /// The name and version announced to clients.
     pub fn with_server_info(mut self, info: Implementation) -> Self {
         self.info = info;
         self
     }
 
+    /// Instructions announced to clients (how to use this server).
     pub fn with_instructions(mut self, instructions: impl Into<String>) -> Self {
         self.instructions = Some(instructions.into());
         self
@@ -90,6 +94,7 @@ impl DurableTaskServer {
         self
     }
 
+    /// The runtime behind this server.
     pub fn runtime(&self) -> &TaskRuntime {
         &self.runtime
     }

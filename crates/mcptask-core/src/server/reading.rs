@@ -1,0 +1,137 @@
+//! How a stored task reads to a client at a given time.
+//!
+//! The TTL sweep marks overdue tasks `failed` only when it runs, but what a
+//! client sees must not depend on sweep timing or on which replica answers:
+//! a live task past its deadline already reads as `failed` (expired), exactly
+//! as the sweep will write it, except that it reads as having expired at its
+//! deadline.
+
+use std::borrow::Cow;
+
+use super::{EXPIRED_MESSAGE, ServerTaskRecord, expired_error};
+use crate::TaskStatus;
+
+/// `record` as a reader sees it at `now`: unchanged, unless it is live and
+/// past its TTL, in which case it reads `failed` with the expiry error,
+/// updated at its deadline.
+///
+/// ```
+/// use mcptask_core::server::{NewServerTask, reading::seen_at};
+/// use mcptask_core::TaskStatus;
+/// let record = NewServerTask {
+///     id: "t".into(), principal: None, tool: "x".into(), arguments: serde_json::json!({}),
+///     call_inputs: None, created_at: 0, ttl_ms: Some(1_000), poll_interval_ms: None,
+///     status_message: None, owner: "A".into(), claim_token: "k".into(),
+/// }.into_record();
+/// assert_eq!(seen_at(&record, 999).status, TaskStatus::Working);
+/// let late = seen_at(&record, 1_000);
+/// assert_eq!((late.status, late.updated_at), (TaskStatus::Failed, 1_000));
+/// ```
+pub fn seen_at(record: &ServerTaskRecord, now: i64) -> Cow<'_, ServerTaskRecord> {
+    if !record.is_overdue(now) {
+        return Cow::Borrowed(record);
+    }
+    Cow::Owned(ServerTaskRecord {
+        status: TaskStatus::Failed,
+        status_message: Some(EXPIRED_MESSAGE.to_string()),
+        result: None,
+        error: Some(expired_error()),
+        updated_at: record.expires_at().unwrap_or(now),
+        ..record.clone()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::NewServerTask;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn record(status: TaskStatus, created_at: i64, ttl_ms: Option<i64>) -> ServerTaskRecord {
+        let mut r = NewServerTask {
+            id: "t".into(),
+            principal: Some("alice".into()),
+            tool: "x".into(),
+            arguments: json!({}),
+            call_inputs: None,
+            created_at,
+            ttl_ms,
+            poll_interval_ms: Some(500),
+            status_message: Some("crunching".into()),
+            owner: "A".into(),
+            claim_token: "k".into(),
+        }
+        .into_record();
+        r.status = status;
+        if status == TaskStatus::Completed {
+            r.result = Some(json!({"content": []}));
+        }
+        r
+    }
+
+    #[test]
+    fn a_live_task_before_its_deadline_reads_as_stored() {
+        let r = record(TaskStatus::InputRequired, 0, Some(1_000));
+        assert!(matches!(seen_at(&r, 999), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn a_live_task_past_its_deadline_reads_expired_at_the_deadline() {
+        let r = record(TaskStatus::Working, 100, Some(1_000));
+        let seen = seen_at(&r, 50_000);
+        assert_eq!(seen.status, TaskStatus::Failed);
+        assert_eq!(seen.updated_at, 1_100);
+        assert_eq!(seen.status_message.as_deref(), Some(EXPIRED_MESSAGE));
+        assert_eq!(seen.error, Some(expired_error()));
+        assert_eq!(
+            (seen.ttl_ms, seen.poll_interval_ms),
+            (Some(1_000), Some(500))
+        );
+    }
+
+    #[test]
+    fn settled_and_unlimited_tasks_never_read_expired() {
+        let done = record(TaskStatus::Completed, 0, Some(10));
+        assert_eq!(*seen_at(&done, 1_000_000), done);
+        let forever = record(TaskStatus::Working, 0, None);
+        assert_eq!(*seen_at(&forever, i64::MAX), forever);
+    }
+
+    fn status() -> impl Strategy<Value = TaskStatus> {
+        prop_oneof![
+            Just(TaskStatus::Working),
+            Just(TaskStatus::InputRequired),
+            Just(TaskStatus::Completed),
+            Just(TaskStatus::Failed),
+            Just(TaskStatus::Cancelled),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn reading_is_the_stored_row_or_the_sweeps_verdict(
+            status in status(),
+            created in 0i64..1_000_000,
+            ttl in proptest::option::of(0i64..1_000_000),
+            now in 0i64..3_000_000,
+        ) {
+            let r = record(status, created, ttl);
+            let seen = seen_at(&r, now).into_owned();
+            // Nothing reads as overdue, and reading twice changes nothing.
+            prop_assert!(!seen.is_overdue(now));
+            prop_assert_eq!(&*seen_at(&seen, now), &seen);
+            if r.is_overdue(now) {
+                prop_assert_eq!(seen.status, TaskStatus::Failed);
+                prop_assert_eq!(Some(seen.updated_at), r.expires_at());
+                prop_assert!(seen.updated_at <= now);
+                prop_assert_eq!(seen.error, Some(expired_error()));
+                // Identity, timing hints and ownership are untouched.
+                prop_assert_eq!((&seen.id, seen.created_at, seen.ttl_ms), (&r.id, r.created_at, r.ttl_ms));
+                prop_assert_eq!(&seen.principal, &r.principal);
+            } else {
+                prop_assert_eq!(seen, r);
+            }
+        }
+    }
+}

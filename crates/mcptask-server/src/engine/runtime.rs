@@ -1,0 +1,208 @@
+//! The public face of the engine: create, read, answer and cancel tasks.
+//!
+//! Every method here is what one `tools/call` or `tasks/*` request needs,
+//! whichever transport or handler it came through; the request is checked,
+//! the store is written first, and only then is the running work signalled,
+//! so an answer is never acknowledged that a restart could lose.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use mcptask_core::server::{CancelOutcome, NewServerTask};
+use mcptask_core::store::ServerTaskStore;
+use mcptask_core::{SystemClock, ids, lease};
+use rmcp::model::{DetailedTask, InputResponses, JsonObject, Task};
+use serde_json::Value;
+
+use super::executor::spawn_work;
+use super::maintenance::Maintenance;
+use super::{RuntimeBuilder, RuntimeInner};
+use crate::TaskError;
+use crate::config::RuntimeConfig;
+use crate::mcp::wire;
+use crate::tool::ToolRegistry;
+
+/// How long shutdown waits for stopped work to unwind after its deadline.
+const STOPPED_WORK_GRACE: Duration = Duration::from_secs(5);
+
+/// A request to create a task.
+#[derive(Debug, Clone, Default)]
+pub struct CreateRequest {
+    /// The registered tool to run.
+    pub tool: String,
+    /// The `tools/call` arguments.
+    pub arguments: JsonObject,
+    /// The authenticated subject the task is bound to, if any.
+    pub principal: Option<String>,
+    /// Answers from a multi-round-trip exchange that preceded the task.
+    pub call_inputs: InputResponses,
+}
+
+/// The durable task runtime. Cheap to clone; clones share everything.
+#[derive(Clone)]
+pub struct TaskRuntime {
+    pub(crate) inner: Arc<RuntimeInner>,
+}
+
+impl TaskRuntime {
+    /// Start configuring a runtime over `store` serving `registry`.
+    pub fn builder(store: Arc<dyn ServerTaskStore>, registry: ToolRegistry) -> RuntimeBuilder {
+        RuntimeBuilder {
+            store,
+            registry,
+            clock: Arc::new(SystemClock),
+            config: RuntimeConfig::default(),
+            owner: None,
+        }
+    }
+
+    /// This process incarnation's owner id.
+    pub fn owner_id(&self) -> &str {
+        &self.inner.owner
+    }
+
+    /// The tools this runtime serves.
+    pub fn registry(&self) -> &ToolRegistry {
+        &self.inner.registry
+    }
+
+    /// The settings the runtime was started with.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.inner.config
+    }
+
+    /// Tasks whose work runs in this process right now.
+    pub fn running_count(&self) -> usize {
+        self.inner.local.len()
+    }
+
+    /// Whether this process runs `task_id`'s work right now.
+    pub fn is_running_here(&self, task_id: &str) -> bool {
+        self.inner.local.contains(task_id)
+    }
+
+    /// Create a task: validate, commit it (group commit), start its work, and
+    /// return the seed state for `CreateTaskResult`.
+    pub async fn create_task(&self, request: CreateRequest) -> Result<Task, TaskError> {
+        let rt = &self.inner;
+        if !rt.accepting.load(Ordering::SeqCst) {
+            return Err(TaskError::ShuttingDown);
+        }
+        let tool = rt
+            .registry
+            .get(&request.tool)
+            .ok_or_else(|| TaskError::UnknownTool(request.tool.clone()))?
+            .clone();
+        let arguments = Value::Object(request.arguments);
+        rt.check_arguments(&arguments)?;
+        let call_inputs = if request.call_inputs.is_empty() {
+            None
+        } else {
+            let v = serde_json::to_value(&request.call_inputs)
+                .map_err(|e| TaskError::Internal(e.to_string()))?;
+            rt.check_arguments(&v)?;
+            Some(v)
+        };
+        let now = rt.clock.now_ms();
+        let new = NewServerTask {
+            id: ids::new_task_id(),
+            principal: request.principal,
+            tool: tool.name().to_string(),
+            arguments,
+            call_inputs,
+            created_at: now,
+            ttl_ms: tool.ttl_ms.unwrap_or(rt.config.default_ttl_ms),
+            poll_interval_ms: Some(
+                tool.poll_interval_ms
+                    .unwrap_or(rt.config.default_poll_interval_ms),
+            ),
+            status_message: None,
+            owner: rt.owner.clone(),
+            claim_token: lease::mint_token(),
+        };
+        rt.creator.create(new.clone()).await?;
+        let record = new.into_record();
+        let task = wire::created_task(&record);
+        spawn_work(rt, &tool, record);
+        Ok(task)
+    }
+
+    /// `tasks/get`: the task as `principal` may see it.
+    pub async fn get_task(
+        &self,
+        task_id: &str,
+        principal: Option<&str>,
+    ) -> Result<DetailedTask, TaskError> {
+        let view = self.inner.visible(task_id, principal).await?;
+        wire::detailed_task(&view, self.inner.clock.now_ms())
+    }
+
+    /// `tasks/update`: store answers to outstanding input requests (others are
+    /// ignored, as the spec asks) and wake the work waiting for them.
+    pub async fn update_task(
+        &self,
+        task_id: &str,
+        principal: Option<&str>,
+        responses: InputResponses,
+    ) -> Result<(), TaskError> {
+        let rt = &self.inner;
+        rt.check_responses(&responses)?;
+        rt.visible(task_id, principal).await?;
+        let entries: Vec<(String, Value)> = responses.into_iter().collect();
+        let outcome = rt
+            .store
+            .answer_inputs(task_id, &entries, rt.clock.now_ms())
+            .await?;
+        if !outcome.applied.is_empty() {
+            rt.local.wake(task_id);
+        }
+        Ok(())
+    }
+
+    /// `tasks/cancel`: record the durable intent and signal the work.
+    pub async fn cancel_task(
+        &self,
+        task_id: &str,
+        principal: Option<&str>,
+    ) -> Result<(), TaskError> {
+        let rt = &self.inner;
+        rt.visible(task_id, principal).await?;
+        match rt.store.request_cancel(task_id, rt.clock.now_ms()).await? {
+            CancelOutcome::NotFound => Err(TaskError::NotFound),
+            CancelOutcome::AlreadyTerminal => Ok(()),
+            CancelOutcome::Requested { .. } => {
+                rt.local.cancel(task_id);
+                Ok(())
+            }
+        }
+    }
+
+    /// Handles to run maintenance steps by hand (tests with a manual clock).
+    pub fn maintenance(&self) -> Maintenance {
+        Maintenance {
+            rt: self.inner.clone(),
+        }
+    }
+
+    /// Stop accepting tasks, give running work until `deadline` to finish, then
+    /// stop it and let the owner lease lapse at once so another replica
+    /// recovers whatever is left (per each tool's interrupt policy). Never hangs.
+    pub async fn shutdown(&self, deadline: Duration) {
+        let rt = &self.inner;
+        rt.accepting.store(false, Ordering::SeqCst);
+        rt.shutdown.cancel();
+        rt.work.close();
+        if tokio::time::timeout(deadline, rt.work.wait())
+            .await
+            .is_err()
+        {
+            let count = rt.local.stop_all();
+            tracing::warn!(count, "shutdown deadline passed; leaving tasks to recovery");
+        }
+        let _ = tokio::time::timeout(STOPPED_WORK_GRACE, rt.work.wait()).await;
+        if let Err(e) = rt.store.release_owner(&rt.owner, rt.clock.now_ms()).await {
+            tracing::warn!(error = %e, "could not release the owner lease; it will lapse on its own");
+        }
+    }
+}

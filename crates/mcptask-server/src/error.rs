@@ -1,0 +1,57 @@
+//! Why a task operation was refused, and how each refusal reads on the wire.
+//!
+//! The mapping to JSON-RPC errors matters for privacy: unknown, purged and
+//! foreign task ids must be indistinguishable to the caller, so they are one
+//! variant with one message.
+
+use mcptask_core::StoreError;
+use rmcp::ErrorData;
+
+/// The message every "no such task for you" answer carries, so unknown,
+/// purged and foreign ids are indistinguishable.
+pub const TASK_NOT_FOUND: &str = "Failed to retrieve task: Task not found";
+
+/// Why a task operation was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TaskError {
+    /// Unknown, purged, or bound to another principal (deliberately one case).
+    #[error("{TASK_NOT_FOUND}")]
+    NotFound,
+    /// The request is malformed or exceeds a bound (answers `-32602`).
+    #[error("{0}")]
+    InvalidParams(String),
+    /// No tool of this name is registered.
+    #[error("unknown tool: {0}")]
+    UnknownTool(String),
+    /// A task-only tool was called without declaring the tasks extension (`-32021`).
+    #[error("this tool only runs as a task: declare the io.modelcontextprotocol/tasks extension")]
+    MissingCapability,
+    /// The runtime no longer accepts new tasks.
+    #[error("the server is shutting down")]
+    ShuttingDown,
+    /// The store failed; the operation may be retried.
+    #[error("task store unavailable: {0}")]
+    Store(#[from] StoreError),
+    /// A stored row could not be turned into its wire form.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl From<TaskError> for ErrorData {
+    fn from(e: TaskError) -> Self {
+        match e {
+            TaskError::NotFound => ErrorData::invalid_params(TASK_NOT_FOUND, None),
+            TaskError::InvalidParams(m) => ErrorData::invalid_params(m, None),
+            TaskError::UnknownTool(name) => {
+                ErrorData::invalid_params(format!("unknown tool: {name}"), None)
+            }
+            TaskError::MissingCapability => ErrorData::missing_required_client_capability(
+                rmcp::model::ClientCapabilities::builder()
+                    .enable_tasks()
+                    .build(),
+            ),
+            other => ErrorData::internal_error(other.to_string(), None),
+        }
+    }
+}
