@@ -1,7 +1,6 @@
 //! Test support: a throwaway PostgreSQL, temporary SQLite files and the store
 //! contract suites. Enabled by the `testkit` feature; never used in production.
 
-pub mod machine;
 pub mod pg;
 pub mod remote_contract;
 pub mod server_contract;
