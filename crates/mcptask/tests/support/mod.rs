@@ -6,8 +6,8 @@
 //!
 //! One submodule per topic; everything is re-exported here, so a test writes
 //! `mod support;` and `use support::{…}`. Every test binary compiles all of
-//! it and uses a different part.
-#![allow(dead_code)]
+//! it and uses a different part, hence the allowances.
+#![allow(dead_code, unused_imports)]
 
 pub mod api;
 pub mod chaos;
