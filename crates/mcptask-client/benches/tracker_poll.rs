@@ -52,9 +52,6 @@ use mcptask_core::client::{
 use mcptask_core::policy::{Backoff, PollPolicy};
 use mcptask_core::store::RemoteTaskStore;
 use mcptask_core::{StoreError, TaskStatus, ids};
-use mcptask_sql::testkit::machine::{
-    cpu_model, filesystem_of, load_average, mem_total, num_cpus, read_trimmed,
-};
 use rmcp::model::{
     DetailedTask, GetTaskParams, GetTaskResult, ServerCapabilities, ServerConfig, Task,
     TaskPayload, TaskStatus as WireStatus,
@@ -65,6 +62,11 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+
+#[path = "../../../benches/machine.rs"]
+mod machine;
+
+use machine::{cpu_model, filesystem_of, load_average, mem_total, num_cpus, read_trimmed};
 
 /// Registry name of the in-process server.
 const SERVER: &str = "remote";

@@ -36,6 +36,8 @@ pub mod remote;
 pub mod resolver;
 pub mod servers;
 pub mod snapshot;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 pub mod tracker;
 mod workers;
 

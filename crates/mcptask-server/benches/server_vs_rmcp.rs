@@ -20,11 +20,13 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use mcptask_server::CreateRequest;
 use mcptask_server::{RuntimeConfig, TaskExit, TaskRuntime, TaskTool, ToolRegistry};
-use mcptask_sql::testkit::machine::{
-    cpu_model, filesystem_of, load_average, mem_total, num_cpus, read_trimmed,
-};
 use rmcp::model::{TaskStatus, Tool};
 use rmcp::task_manager::{TaskManager, TaskOptions};
+
+#[path = "../../../benches/machine.rs"]
+mod machine;
+
+use machine::{cpu_model, filesystem_of, load_average, mem_total, num_cpus, read_trimmed};
 
 const TOOL: &str = "wait_for_cancel";
 /// One hour: nothing expires during a run, on either side. rmcp's default is

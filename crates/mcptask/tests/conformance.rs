@@ -5,14 +5,14 @@
 //! The tooling lives in `<repo>/.tools` (see `scripts/install-conformance`).
 //! Without it the test skips loudly, except under `CI=true`, where it fails.
 
-mod common;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{Database, DemoServer, with_deadline};
 use serde_json::Value;
+use support::{Database, DemoServer, with_deadline};
 
 const SCENARIOS: [&str; 9] = [
     "tasks-lifecycle",

@@ -12,15 +12,13 @@
 //! binary named by `MCPTASK_CHROMIUM`). Without them the test skips loudly,
 //! except under `CI=true`, where it fails.
 
-mod common;
-mod gateway_support;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{Database, DemoServer, with_deadline};
-use gateway_support::*;
 use serde_json::{Value, json};
+use support::*;
 
 const TEST_LIMIT: Duration = Duration::from_secs(420);
 /// The whole browser session; its own steps wait up to 60 s each.

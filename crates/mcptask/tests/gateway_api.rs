@@ -17,15 +17,13 @@
 //! - `mcptask demo --once` in a fresh directory exits 0 once its three tasks
 //!   have settled.
 
-mod common;
-mod gateway_support;
+mod support;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::{BIN, Database, DemoServer, with_deadline};
-use gateway_support::*;
 use serde_json::{Value, json};
+use support::*;
 
 const TEST_LIMIT: Duration = Duration::from_secs(420);
 

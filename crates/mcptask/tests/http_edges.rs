@@ -1,19 +1,19 @@
 //! Edges of the Streamable HTTP face of the demo server, over real HTTP:
 //! principal isolation, capability gating, and hostile or broken input.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::{
-    Database, DemoServer, input_keys, result_text, status, wait_status, wait_terminal,
-    with_deadline,
-};
 use mcptask_server::testkit::{Lifecycle, error_code, wire};
 use rmcp::ErrorData;
 use rmcp::model::CallToolResponse;
 use rmcp::service::ServiceError;
 use serde_json::{Value, json};
+use support::{
+    Database, DemoServer, input_keys, result_text, status, wait_status, wait_terminal,
+    with_deadline,
+};
 
 const WAIT: Duration = Duration::from_secs(60);
 const TEST_LIMIT: Duration = Duration::from_secs(240);

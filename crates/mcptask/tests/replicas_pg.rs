@@ -4,16 +4,16 @@
 //! Skips loudly without PostgreSQL outside CI; under `CI=true` a missing
 //! PostgreSQL fails the test.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::{
+use mcptask_server::testkit::wire;
+use serde_json::json;
+use support::{
     Database, DemoServer, FAST_RECOVERY, input_keys, result_text, status, wait_status,
     wait_terminal, with_deadline,
 };
-use mcptask_server::testkit::wire;
-use serde_json::json;
 
 /// "Within a few seconds": far longer than a signal or a backstop re-check
 /// takes, far shorter than the 60 s the `slow_compute` tasks would need to

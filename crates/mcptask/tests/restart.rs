@@ -8,16 +8,16 @@
 //! interrupted, rerun the countdown (attempt 2) without asking the answered
 //! question again, and still show tasks that finished before the crash.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::{
+use mcptask_server::testkit::wire;
+use serde_json::json;
+use support::{
     Database, DemoServer, FAST_RECOVERY, input_keys, is_terminal, poll_task, result_text, status,
     wait_terminal, with_deadline,
 };
-use mcptask_server::testkit::wire;
-use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_on_sqlite_keeps_every_task() {

@@ -1,15 +1,15 @@
 //! End to end over stdio: `mcptask demo-server --stdio` as a child process
 //! speaking MCP on stdin/stdout, tasks stored in a real SQLite file.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::{
-    BIN, Database, input_keys, result_text, status, wait_status, wait_terminal, with_deadline,
-};
 use mcptask_server::testkit::{Lifecycle, TestClient};
 use serde_json::json;
+use support::{
+    BIN, Database, input_keys, result_text, status, wait_status, wait_terminal, with_deadline,
+};
 
 const WAIT: Duration = Duration::from_secs(60);
 

@@ -31,7 +31,7 @@
 //! `MCPTASK_CHAOS_LOGS=DIR` keeps every gateway's log. Skips loudly without
 //! PostgreSQL outside CI (fails under `CI=true`).
 
-mod common;
+mod support;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -39,7 +39,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::*;
 use futures::StreamExt;
 use mcptask_client::{
     CallOptions, CallOutcome, RemoteTaskRecord, ServerDef, Tracker, TrackerConfig, TrackerError,
@@ -48,6 +47,7 @@ use mcptask_core::TaskStatus;
 use mcptask_core::client::{EventKind, ListFilter};
 use mcptask_server::testkit::{Lifecycle, TestClient, wire};
 use serde_json::{Value, json};
+use support::*;
 
 const SECRET: &str = "tracker-chaos-webhook-secret";
 const GATEWAYS: usize = 4;

@@ -19,21 +19,21 @@
 //! by an HMAC-verified webhook at least once under its idempotency key
 //! `taskId:version` (duplicates allowed, nothing dead-lettered).
 
-mod common;
+mod support;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use mcptask_client::testkit::fast_config;
 use mcptask_client::{
     CallOptions, CallOutcome, Notifier, RemoteTaskRecord, ServerDef, Tracker, TrackerConfig,
     WebhookNotifier,
 };
 use mcptask_core::TaskStatus;
-use mcptask_core::client::{EventKind, TrackerPolicy};
-use mcptask_core::policy::{Backoff, PollPolicy};
+use mcptask_core::client::EventKind;
 use serde_json::{Value, json};
+use support::*;
 
 const SECRET: &str = "tracker-e2e-webhook-secret";
 
@@ -44,31 +44,15 @@ enum Via {
     Http,
 }
 
-/// Fast schedules: polls every 20–300 ms, short backoff, no error budget to
-/// speak of. Timeouts stay generous: a debug demo-server starting on a busy
-/// 2-core machine can take seconds.
-fn fast_config() -> TrackerConfig {
+/// The shared fast schedules ([`fast_config`]), with bounds for servers that
+/// are separate processes: a debug demo-server starting on a busy 2-core
+/// machine can take seconds, so remote calls, connects and claims get room.
+fn e2e_config() -> TrackerConfig {
     TrackerConfig {
-        policy: TrackerPolicy {
-            poll: PollPolicy {
-                default_ms: 50,
-                min_ms: 20,
-                max_ms: 300,
-                input_required_min_ms: 50,
-                jitter_permille: 100,
-            },
-            backoff: Backoff {
-                base_ms: 50,
-                max_ms: 400,
-            },
-            error_budget: 1_000,
-            ..Default::default()
-        },
         lease_ms: 20_000,
-        idle_tick: Duration::from_millis(20),
         call_timeout: Duration::from_secs(5),
         connect_timeout: Duration::from_secs(15),
-        ..Default::default()
+        ..fast_config()
     }
 }
 
@@ -120,7 +104,7 @@ async fn tracker(db: &Database, servers: &[ServerDef], hook: &WebhookReceiver) -
     let webhook = WebhookNotifier::new(hook.url.clone(), SECRET, Duration::from_secs(5))
         .expect("webhook notifier");
     let mut builder = Tracker::builder(store)
-        .config(fast_config())
+        .config(e2e_config())
         .notifier(Arc::new(webhook) as Arc<dyn Notifier>);
     for def in servers {
         builder = builder.server(def.clone());
@@ -592,7 +576,7 @@ async fn tracker_process_killed(db: Database) {
         .server(ServerDef::http("demo", &url))
         .config(TrackerConfig {
             background: false,
-            ..fast_config()
+            ..e2e_config()
         })
         .start()
         .await

@@ -13,8 +13,6 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use mcptask_client::{ServerDef, Tracker, TrackerConfig};
-use mcptask_core::client::TrackerPolicy;
-use mcptask_core::policy::{Backoff, PollPolicy};
 use mcptask_server::input::{accepted, elicit_form};
 use mcptask_server::{
     DurableTaskServer, RuntimeConfig, TaskExit, TaskRuntime, TaskTool, ToolRegistry,
@@ -282,31 +280,8 @@ async fn answer(
 /// The database a tracker runs on (SQLite or PostgreSQL).
 pub use mcptask_sql::testkit::TestDatabase as TrackerBackend;
 
-/// Fast schedules so end-to-end tests settle in well under a second per step.
-pub fn fast_config() -> TrackerConfig {
-    TrackerConfig {
-        policy: TrackerPolicy {
-            poll: PollPolicy {
-                default_ms: 50,
-                min_ms: 20,
-                max_ms: 500,
-                input_required_min_ms: 50,
-                jitter_permille: 100,
-            },
-            backoff: Backoff {
-                base_ms: 50,
-                max_ms: 400,
-            },
-            error_budget: 1_000,
-            ..Default::default()
-        },
-        lease_ms: 5_000,
-        idle_tick: Duration::from_millis(20),
-        call_timeout: Duration::from_secs(2),
-        connect_timeout: Duration::from_secs(2),
-        ..Default::default()
-    }
-}
+/// Fast schedules: one definition for every tracker test.
+pub use mcptask_client::testkit::fast_config;
 
 pub async fn tracker(
     backend: &TrackerBackend,

@@ -1,7 +1,6 @@
 //! Test support: a throwaway PostgreSQL, temporary SQLite files and the store
 //! contract suites. Enabled by the `testkit` feature; never used in production.
 
-pub mod machine;
 pub mod pg;
 
 use crate::{SqliteStore, Store};

@@ -1,5 +1,10 @@
 //! What a benchmark prints about the machine it ran on (Linux `/proc`), so
-//! figures are read with their conditions. Shared by every benchmark.
+//! figures are read with their conditions.
+//!
+//! Shared by the benchmarks of every crate, which include this file as a
+//! module (`#[path = "../../../benches/machine.rs"] mod machine;`): no library
+//! crate owns benchmark support, and the figures of all benchmarks describe
+//! their machine the same way.
 
 use std::path::Path;
 
