@@ -30,18 +30,30 @@
 //! # Ok(()) }
 //! ```
 
-pub mod config;
+#![warn(missing_docs)]
+
+mod config;
 pub mod notify;
 pub mod remote;
-pub mod resolver;
-pub mod servers;
-pub mod snapshot;
-pub mod tracker;
+mod resolver;
+mod tracker;
 mod workers;
 
-pub use config::TrackerConfig;
-pub use mcptask_core::client::{RemoteTaskRecord, TaskEvent};
+pub use config::{InvalidSetting, TrackerConfig};
 pub use notify::{ChannelNotifier, FanoutNotifier, Notifier, NotifyError, WebhookNotifier};
+pub use remote::{Health, ServerDef, ServerRegistry, Transport};
 pub use resolver::{InputContext, InputResolver};
-pub use servers::{Health, ServerDef, ServerRegistry, Transport};
 pub use tracker::{CallOptions, CallOutcome, Tracker, TrackerBuilder, TrackerError};
+pub use workers::Workers;
+
+// The core types this crate's API takes and returns, so that applications
+// need not depend on `mcptask-core` themselves.
+pub use mcptask_core::client::{
+    AnswerResult, Cursor, EventKind, ListFilter, Phase, RemoteInput, RemoteTaskRecord, TaskEvent,
+    TrackerPolicy,
+};
+pub use mcptask_core::clock::{Clock, SharedClock, SystemClock};
+pub use mcptask_core::payload::PayloadLimits;
+pub use mcptask_core::policy::{Backoff, PollPolicy};
+pub use mcptask_core::store::RemoteTaskStore;
+pub use mcptask_core::{StoreError, TaskStatus};
