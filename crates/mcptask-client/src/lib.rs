@@ -10,6 +10,22 @@
 //! every claim-owned write is fenced, so any number of tracker processes can
 //! share a PostgreSQL store and be killed at any moment.
 //!
+//! The modules follow the layers a task passes through:
+//!
+//! - `tracker/`: the application's API ([`Tracker`], [`TrackerBuilder`],
+//!   [`TrackerError`]): calling tools, recording handles, reads, cancel and
+//!   answer intents, waiting.
+//! - `workers/`: the background phases (poll, cancel, update, notify) that
+//!   claim due tasks, call the servers and apply what they learned, fenced.
+//! - [`remote`]: the servers themselves: registry and pooled connections,
+//!   validating what they send, and classifying their failures.
+//! - [`notify`]: where events go (in-process stream, signed webhooks).
+//! - `config`: [`TrackerConfig`], the one home of every tracker setting.
+//!
+//! Every decision about a task's state is a pure function in
+//! `mcptask_core::client::transition`; this crate observes, classifies and
+//! stores through the [`RemoteTaskStore`] trait, never SQL.
+//!
 //! ```no_run
 //! use mcptask_client::{CallOptions, CallOutcome, ServerDef, Tracker};
 //! use serde_json::json;
