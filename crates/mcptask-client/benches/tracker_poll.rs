@@ -43,6 +43,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use mcptask_client::remote::Timeouts;
 use mcptask_client::{ServerDef, ServerRegistry, Tracker, TrackerConfig};
 use mcptask_core::client::{
     Applied, ClaimedTask, Cursor, InsertOutcome, ListFilter, NewRemoteTask, NotifyClaim,
@@ -763,7 +764,10 @@ async fn measure(backend: &Backend, server: &RemoteServer, mode: &Mode, s: &Sett
 async fn remote_ceiling(server: &RemoteServer, concurrency: usize, window: Duration) -> f64 {
     let registry = ServerRegistry::new();
     registry.upsert(server.def());
-    let timeouts = (Duration::from_secs(30), Duration::from_secs(30));
+    let timeouts = Timeouts {
+        connect: Duration::from_secs(30),
+        call: Duration::from_secs(30),
+    };
     let conn = registry
         .connect(SERVER, None, timeouts)
         .await

@@ -10,6 +10,22 @@
 //! every claim-owned write is fenced, so any number of tracker processes can
 //! share a PostgreSQL store and be killed at any moment.
 //!
+//! The modules follow the layers a task passes through:
+//!
+//! - `tracker/`: the application's API ([`Tracker`], [`TrackerBuilder`],
+//!   [`TrackerError`]): calling tools, recording handles, reads, cancel and
+//!   answer intents, waiting.
+//! - `workers/`: the background phases (poll, cancel, update, notify) that
+//!   claim due tasks, call the servers and apply what they learned, fenced.
+//! - [`remote`]: the servers themselves: registry and pooled connections,
+//!   validating what they send, and classifying their failures.
+//! - [`notify`]: where events go (in-process stream, signed webhooks).
+//! - `config`: [`TrackerConfig`], the one home of every tracker setting.
+//!
+//! Every decision about a task's state is a pure function in
+//! `mcptask_core::client::transition`; this crate observes, classifies and
+//! stores through the [`RemoteTaskStore`] trait, never SQL.
+//!
 //! ```no_run
 //! use mcptask_client::{CallOptions, CallOutcome, ServerDef, Tracker};
 //! use serde_json::json;
@@ -30,20 +46,32 @@
 //! # Ok(()) }
 //! ```
 
-pub mod config;
+#![warn(missing_docs)]
+
+mod config;
 pub mod notify;
 pub mod remote;
-pub mod resolver;
-pub mod servers;
-pub mod snapshot;
+mod resolver;
 #[cfg(feature = "testkit")]
 pub mod testkit;
-pub mod tracker;
+mod tracker;
 mod workers;
 
-pub use config::TrackerConfig;
-pub use mcptask_core::client::{RemoteTaskRecord, TaskEvent};
+pub use config::{InvalidSetting, TrackerConfig};
 pub use notify::{ChannelNotifier, FanoutNotifier, Notifier, NotifyError, WebhookNotifier};
+pub use remote::{Health, ServerDef, ServerRegistry, Transport};
 pub use resolver::{InputContext, InputResolver};
-pub use servers::{Health, ServerDef, ServerRegistry, Transport};
 pub use tracker::{CallOptions, CallOutcome, Tracker, TrackerBuilder, TrackerError};
+pub use workers::Workers;
+
+// The core types this crate's API takes and returns, so that applications
+// need not depend on `mcptask-core` themselves.
+pub use mcptask_core::client::{
+    AnswerResult, Cursor, EventKind, ListFilter, Phase, RemoteInput, RemoteTaskRecord, TaskEvent,
+    TrackerPolicy,
+};
+pub use mcptask_core::clock::{Clock, SharedClock, SystemClock};
+pub use mcptask_core::payload::PayloadLimits;
+pub use mcptask_core::policy::{Backoff, PollPolicy};
+pub use mcptask_core::store::RemoteTaskStore;
+pub use mcptask_core::{StoreError, TaskStatus};

@@ -9,9 +9,13 @@ pub struct InputContext<'a> {
     /// Local task id; `None` while a `tools/call` is still in its
     /// multi-round-trip phase (before any task exists).
     pub task_id: Option<&'a str>,
+    /// The server the tool lives on.
     pub server: &'a str,
+    /// The tool that asks.
     pub tool: &'a str,
+    /// The principal the call was made for.
     pub principal: Option<&'a str>,
+    /// The request's key (answered once per task).
     pub key: &'a str,
     /// The request (`{"method": "elicitation/create", "params": …}` or similar).
     pub request: &'a Value,
@@ -23,5 +27,6 @@ pub struct InputContext<'a> {
 /// once per key.
 #[async_trait]
 pub trait InputResolver: Send + Sync + 'static {
+    /// The answer to `input`, or `None` to leave it to the application.
     async fn resolve(&self, input: InputContext<'_>) -> Option<Value>;
 }

@@ -392,8 +392,7 @@ async fn answer_questions(
 /// Tasks not yet terminal (one indexed count per status).
 async fn live_tasks(tracker: &Tracker) -> i64 {
     tracker
-        .store()
-        .remote_counts()
+        .counts()
         .await
         .expect("count tasks")
         .into_iter()
@@ -641,7 +640,7 @@ async fn chaos(db: Database, total: usize) {
         "bad webhook requests: {:?}",
         &hook.bad()[..hook.bad().len().min(5)]
     );
-    assert_eq!(tracker.store().notification_backlog().await.unwrap(), 0);
+    assert_eq!(tracker.notification_backlog().await.unwrap(), 0);
 
     // Outcomes: as planned, and as the server itself reports them.
     let mut by_status: BTreeMap<String, usize> = BTreeMap::new();

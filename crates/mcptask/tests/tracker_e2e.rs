@@ -746,7 +746,7 @@ async fn tracker_process_killed(db: Database) {
     // Requested while no gateway ran: sent (and acknowledged) by the second.
     let late = tracker.get(&cancel_late.id).await.unwrap();
     assert!(late.cancel_sent_at.is_some(), "[{backend}] {late:#?}");
-    let backlog = tracker.store().notification_backlog().await.unwrap();
+    let backlog = tracker.notification_backlog().await.unwrap();
     assert_eq!(backlog, 0, "[{backend}] every event delivered");
     assert!(
         gateway.is_running(),

@@ -6,8 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use mcptask_client::{CallOptions, CallOutcome, RemoteTaskRecord, ServerDef, Tracker};
-use mcptask_core::TaskStatus;
+use mcptask_client::{CallOptions, CallOutcome, RemoteTaskRecord, ServerDef, TaskStatus, Tracker};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 

@@ -18,8 +18,10 @@ pub struct Config {
     pub database: DatabaseSection,
     #[serde(default)]
     pub api: ApiSection,
+    /// `[tracker]`: the client's own settings type; its keys and checks are
+    /// defined once, in `mcptask_client::TrackerConfig`.
     #[serde(default)]
-    pub tracker: TrackerSection,
+    pub tracker: TrackerConfig,
     #[serde(default)]
     pub servers: Vec<ServerSection>,
     #[serde(default)]
@@ -99,31 +101,6 @@ pub struct TokenSection {
     pub token: Spanned<String>,
     #[serde(default)]
     pub principal: Option<String>,
-}
-
-/// Tracker tuning (every key optional; defaults suit most deployments).
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct TrackerSection {
-    pub lease_ms: Option<i64>,
-    pub batch_size: Option<i64>,
-    pub max_in_flight: Option<usize>,
-    pub poll_default_ms: Option<i64>,
-    pub poll_min_ms: Option<i64>,
-    pub poll_max_ms: Option<i64>,
-    pub input_required_poll_ms: Option<i64>,
-    pub backoff_base_ms: Option<i64>,
-    pub backoff_max_ms: Option<i64>,
-    pub error_budget: Option<i64>,
-    pub max_cancel_attempts: Option<i64>,
-    pub max_notify_attempts: Option<i64>,
-    pub ttl_grace_ms: Option<i64>,
-    pub call_timeout_ms: Option<u64>,
-    pub connect_timeout_ms: Option<u64>,
-    pub max_result_bytes: Option<usize>,
-    pub max_arguments_bytes: Option<usize>,
-    /// How long an idle worker waits before looking for due work again.
-    pub idle_tick_ms: Option<u64>,
 }
 
 /// A remote MCP server: either `url` (Streamable HTTP) or `command` (stdio).
@@ -321,39 +298,15 @@ impl Config {
                 ));
             }
         }
-        let t = &self.tracker;
-        for (key, value) in [
-            ("lease_ms", t.lease_ms),
-            ("batch_size", t.batch_size),
-            ("poll_default_ms", t.poll_default_ms),
-            ("poll_min_ms", t.poll_min_ms),
-            ("poll_max_ms", t.poll_max_ms),
-            ("backoff_base_ms", t.backoff_base_ms),
-            ("backoff_max_ms", t.backoff_max_ms),
-            ("error_budget", t.error_budget),
-            ("max_cancel_attempts", t.max_cancel_attempts),
-            ("max_notify_attempts", t.max_notify_attempts),
-        ] {
-            if value.is_some_and(|v| v <= 0) {
-                let span = text.find(key).map_or(0..0, |i| i..i + key.len());
-                return Err(at(
-                    path,
-                    text,
-                    span,
-                    &format!("tracker.{key} must be positive"),
-                    "use a value greater than 0, or remove the key for the default",
-                ));
-            }
-        }
-        let call = self.tracker_config().call_timeout.as_millis() as i64;
-        if self.tracker_config().lease_ms <= call {
-            let span = text.find("lease_ms").map_or(0..0, |i| i..i + 8);
+        if let Err(invalid) = self.tracker.validate() {
+            let key = invalid.key;
+            let span = text.find(key).map_or(0..0, |i| i..i + key.len());
             return Err(at(
                 path,
                 text,
                 span,
-                "tracker.lease_ms must exceed the call timeout",
-                "raise lease_ms (a claim must outlive the remote call it covers)",
+                &format!("tracker.{invalid}"),
+                invalid.fix,
             ));
         }
         Ok(())
@@ -416,68 +369,6 @@ impl Config {
             })
             .collect()
     }
-
-    /// Tracker settings: defaults overridden by `[tracker]`.
-    pub fn tracker_config(&self) -> TrackerConfig {
-        let mut c = TrackerConfig::default();
-        let t = &self.tracker;
-        let p = &mut c.policy;
-        if let Some(v) = t.lease_ms {
-            c.lease_ms = v;
-        }
-        if let Some(v) = t.batch_size {
-            c.batch_size = v;
-        }
-        if let Some(v) = t.max_in_flight {
-            c.max_in_flight = v.max(1);
-        }
-        if let Some(v) = t.poll_default_ms {
-            p.poll.default_ms = v;
-        }
-        if let Some(v) = t.poll_min_ms {
-            p.poll.min_ms = v;
-        }
-        if let Some(v) = t.poll_max_ms {
-            p.poll.max_ms = v;
-        }
-        if let Some(v) = t.input_required_poll_ms {
-            p.poll.input_required_min_ms = v;
-        }
-        if let Some(v) = t.backoff_base_ms {
-            p.backoff.base_ms = v;
-        }
-        if let Some(v) = t.backoff_max_ms {
-            p.backoff.max_ms = v;
-        }
-        if let Some(v) = t.error_budget {
-            p.error_budget = v;
-        }
-        if let Some(v) = t.max_cancel_attempts {
-            p.max_cancel_attempts = v;
-        }
-        if let Some(v) = t.max_notify_attempts {
-            p.max_notify_attempts = v;
-        }
-        if let Some(v) = t.ttl_grace_ms {
-            p.ttl_grace_ms = v;
-        }
-        if let Some(v) = t.max_result_bytes {
-            p.limits.max_result_bytes = v;
-        }
-        if let Some(v) = t.max_arguments_bytes {
-            p.limits.max_arguments_bytes = v;
-        }
-        if let Some(v) = t.call_timeout_ms {
-            c.call_timeout = Duration::from_millis(v);
-        }
-        if let Some(v) = t.connect_timeout_ms {
-            c.connect_timeout = Duration::from_millis(v);
-        }
-        if let Some(v) = t.idle_tick_ms {
-            c.idle_tick = Duration::from_millis(v.max(1));
-        }
-        c
-    }
 }
 
 #[cfg(test)]
@@ -518,8 +409,8 @@ secret = "s3cret"
         let c = Config::parse("mcptask.toml", GOOD).unwrap();
         assert_eq!(c.database.url, "sqlite:x.db");
         assert_eq!(c.server_defs().len(), 2);
-        assert_eq!(c.tracker_config().policy.poll.min_ms, 100);
-        assert_eq!(c.tracker_config().idle_tick, Duration::from_millis(50));
+        assert_eq!(c.tracker.policy.poll.min_ms, 100);
+        assert_eq!(c.tracker.idle_tick, Duration::from_millis(50));
         assert_eq!(c.api.tokens[0].principal.as_deref(), Some("alice"));
     }
 

@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 
+use mcptask_client::TaskStatus;
 use mcptask_client::Tracker;
-use mcptask_core::TaskStatus;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio_util::sync::CancellationToken;
 
@@ -40,7 +40,7 @@ pub fn spawn_gauges(tracker: Tracker, every: Duration, stop: CancellationToken) 
 
 /// Read counts from the store into gauges.
 pub async fn refresh(tracker: &Tracker) {
-    match tracker.store().remote_counts().await {
+    match tracker.counts().await {
         Ok(counts) => {
             for status in TaskStatus::ALL {
                 let n = counts
@@ -52,7 +52,7 @@ pub async fn refresh(tracker: &Tracker) {
         }
         Err(e) => tracing::warn!(error = %e, "cannot read task counts for metrics"),
     }
-    match tracker.store().notification_backlog().await {
+    match tracker.notification_backlog().await {
         Ok(n) => metrics::gauge!("mcptask_notification_backlog").set(n as f64),
         Err(e) => tracing::warn!(error = %e, "cannot read the notification backlog for metrics"),
     }

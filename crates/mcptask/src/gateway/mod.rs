@@ -40,7 +40,7 @@ pub async fn start_with_store(
     config: Config,
     store: mcptask_sql::Store,
 ) -> anyhow::Result<Gateway> {
-    let mut builder = Tracker::builder(store.remote_tasks()).config(config.tracker_config());
+    let mut builder = Tracker::builder(store.remote_tasks()).config(config.tracker.clone());
     for def in config.server_defs() {
         builder = builder.server(def);
     }

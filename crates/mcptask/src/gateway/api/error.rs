@@ -94,6 +94,9 @@ impl From<TrackerError> for ApiError {
                 "store_unavailable",
                 message,
             ),
+            // `TrackerError` is non-exhaustive: a kind added later is an
+            // internal error until it is given its own code here.
+            _ => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message),
         }
     }
 }

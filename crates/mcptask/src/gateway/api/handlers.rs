@@ -8,9 +8,9 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use mcptask_client::{CallOptions, CallOutcome, TrackerError};
-use mcptask_core::TaskStatus;
-use mcptask_core::client::{Cursor, ListFilter, RemoteTaskRecord};
+use mcptask_client::{
+    CallOptions, CallOutcome, Cursor, ListFilter, RemoteTaskRecord, TaskStatus, TrackerError,
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 

@@ -1,6 +1,6 @@
 //! The JSON shapes of the API (camelCase, RFC 3339 times).
 
-use mcptask_core::client::{RemoteInput, RemoteTaskRecord, TaskEvent};
+use mcptask_client::{RemoteInput, RemoteTaskRecord, TaskEvent};
 use mcptask_core::time::to_rfc3339;
 use serde_json::{Value, json};
 

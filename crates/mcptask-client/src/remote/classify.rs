@@ -1,8 +1,11 @@
-//! Calls to remote servers, bounded in time, with every failure classified as
-//! transient (retry with backoff) or permanent (settle the task with a reason).
-
-use std::future::Future;
-use std::time::Duration;
+//! Classifying what went wrong in a call to a remote server.
+//!
+//! DESIGN's error taxonomy in one place: a failure is either *transient*
+//! (timeouts, refused connections, 5xx, a dropped transport: retried with
+//! backoff within the task's budget) or *permanent* (the server does not know
+//! the task, broke the protocol, or its definition no longer resolves: the task
+//! is settled locally with the reason). Nothing retries forever, and nothing
+//! stays stuck in `working`.
 
 use mcptask_core::client::{FailureKind, Observation};
 use rmcp::ErrorData;
@@ -10,6 +13,7 @@ use rmcp::service::ServiceError;
 
 /// A classified failure of a remote operation.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RemoteError {
     /// Worth retrying later (timeouts, refused connections, 5xx, a dropped transport).
     #[error("{0}")]
@@ -48,10 +52,20 @@ impl RemoteError {
         }
     }
 
-    /// Whether the pooled connection should be dropped (a real disconnect).
-    pub fn is_disconnect(e: &ServiceError) -> bool {
-        matches!(e, ServiceError::TransportClosed)
+    /// The class label of the `mcptask_remote_errors_total` metric.
+    pub fn class(&self) -> &'static str {
+        match self {
+            RemoteError::Transient(_) | RemoteError::Rpc(_) => "transient",
+            RemoteError::NotFound(_) => "not_found",
+            RemoteError::Protocol(_) => "protocol",
+            RemoteError::ConnectionUnavailable(_) => "connection_unavailable",
+        }
     }
+}
+
+/// Whether the pooled connection should be dropped (a real disconnect).
+pub(crate) fn is_disconnect(e: &ServiceError) -> bool {
+    matches!(e, ServiceError::TransportClosed)
 }
 
 /// Signs that a transport error was caused by what the server sent, not by the network.
@@ -64,7 +78,7 @@ const PROTOCOL_SIGNS: [&str; 5] = [
 ];
 
 /// Classify an rmcp error for a task operation (`tasks/get`, `tasks/update`, `tasks/cancel`).
-pub fn classify_task_error(operation: &str, e: &ServiceError) -> RemoteError {
+pub(crate) fn task_error(operation: &str, e: &ServiceError) -> RemoteError {
     match e {
         ServiceError::McpError(data) => match data.code.0 {
             -32602 => RemoteError::NotFound(format!(
@@ -87,22 +101,22 @@ pub fn classify_task_error(operation: &str, e: &ServiceError) -> RemoteError {
         ServiceError::UnexpectedResponse => RemoteError::Protocol(format!(
             "{operation}: the server's answer has the wrong shape"
         )),
-        other => classify_transport(operation, other),
+        other => transport_error(operation, other),
     }
 }
 
 /// Classify an rmcp error for `tools/call`: JSON-RPC errors are the call's own outcome.
-pub fn classify_call_error(e: &ServiceError) -> RemoteError {
+pub(crate) fn call_error(e: &ServiceError) -> RemoteError {
     match e {
         ServiceError::McpError(data) => RemoteError::Rpc(data.clone()),
         ServiceError::UnexpectedResponse => {
             RemoteError::Protocol("tools/call: the server's answer has the wrong shape".into())
         }
-        other => classify_transport("tools/call", other),
+        other => transport_error("tools/call", other),
     }
 }
 
-fn classify_transport(operation: &str, e: &ServiceError) -> RemoteError {
+fn transport_error(operation: &str, e: &ServiceError) -> RemoteError {
     let mut text = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
@@ -117,49 +131,37 @@ fn classify_transport(operation: &str, e: &ServiceError) -> RemoteError {
     }
 }
 
-/// Run a remote call with a time bound; a timeout is transient.
-pub async fn bounded<T, F>(operation: &str, timeout: Duration, call: F) -> Result<T, ServiceError>
-where
-    F: Future<Output = Result<T, ServiceError>>,
-{
-    match tokio::time::timeout(timeout, call).await {
-        Ok(r) => r,
-        Err(_) => {
-            tracing::debug!(operation, ?timeout, "remote call timed out");
-            Err(ServiceError::Timeout { timeout })
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
     fn task_errors_are_classified() {
         let e = ServiceError::McpError(ErrorData::invalid_params("Task not found", None));
         assert!(matches!(
-            classify_task_error("tasks/get", &e),
+            task_error("tasks/get", &e),
             RemoteError::NotFound(_)
         ));
         let e = ServiceError::McpError(ErrorData::internal_error("db down", None));
         assert!(matches!(
-            classify_task_error("tasks/get", &e),
+            task_error("tasks/get", &e),
             RemoteError::Transient(_)
         ));
         assert!(matches!(
-            classify_task_error("tasks/get", &ServiceError::UnexpectedResponse),
+            task_error("tasks/get", &ServiceError::UnexpectedResponse),
             RemoteError::Protocol(_)
         ));
         assert!(matches!(
-            classify_task_error("tasks/get", &ServiceError::TransportClosed),
+            task_error("tasks/get", &ServiceError::TransportClosed),
             RemoteError::Transient(_)
         ));
         let timeout = ServiceError::Timeout {
             timeout: Duration::from_secs(1),
         };
         assert!(matches!(
-            classify_task_error("tasks/get", &timeout),
+            task_error("tasks/get", &timeout),
             RemoteError::Transient(_)
         ));
     }

@@ -1,14 +1,42 @@
 //! Tracker settings with production defaults.
+//!
+//! A setting lives in one place: a field of [`TrackerConfig`] (or of the core
+//! [`TrackerPolicy`] it contains, when the pure transition rules use it), with
+//! its default in that struct's `Default`. A configuration file reaches it
+//! through one row of the key table in `settings` ([`TrackerConfig`] is
+//! `Deserialize`), which also says what values the key accepts; the gateway's
+//! `[tracker]` section is this struct, so nothing is copied field by field.
+
+mod settings;
 
 use std::time::Duration;
 
 use mcptask_core::client::TrackerPolicy;
+
+pub use settings::InvalidSetting;
 
 /// Settings of a [`Tracker`](crate::Tracker).
 ///
 /// ```
 /// let config = mcptask_client::TrackerConfig::default();
 /// assert!(config.lease_ms > config.call_timeout.as_millis() as i64);
+/// ```
+///
+/// It also reads the keys of a configuration file's `[tracker]` table (every
+/// key optional; the defaults apply to the rest):
+///
+/// ```
+/// # use std::time::Duration;
+/// # use mcptask_client::TrackerConfig;
+/// let config: TrackerConfig = serde_json::from_value(serde_json::json!({
+///     "poll_min_ms": 100,
+///     "call_timeout_ms": 5_000,
+/// }))?;
+/// assert_eq!(config.policy.poll.min_ms, 100);
+/// assert_eq!(config.call_timeout, Duration::from_secs(5));
+/// assert_eq!(config.lease_ms, TrackerConfig::default().lease_ms);
+/// config.validate()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct TrackerConfig {
@@ -54,5 +82,21 @@ impl Default for TrackerConfig {
             notify_batch_events: 32,
             background: true,
         }
+    }
+}
+
+impl TrackerConfig {
+    /// Check the values a configuration file may set: counts and intervals
+    /// must be positive, and a claim must outlive the call it covers.
+    pub fn validate(&self) -> Result<(), InvalidSetting> {
+        settings::check(self)?;
+        if self.lease_ms <= self.call_timeout.as_millis() as i64 {
+            return Err(InvalidSetting {
+                key: "lease_ms",
+                problem: "must exceed the call timeout",
+                fix: "raise lease_ms (a claim must outlive the remote call it covers)",
+            });
+        }
+        Ok(())
     }
 }

@@ -8,10 +8,10 @@ use mcptask_core::time::parse_rfc3339;
 use rmcp::model::{DetailedTask, Task, TaskPayload, TaskStatus as WireStatus};
 use serde_json::Value;
 
-use crate::remote::RemoteError;
+use super::RemoteError;
 
 /// Longest remote task id accepted (longer ones cannot be header-safe anyway).
-pub const MAX_REMOTE_ID_LEN: usize = 512;
+pub(crate) const MAX_REMOTE_ID_LEN: usize = 512;
 
 fn status_of(status: WireStatus) -> Result<mcptask_core::TaskStatus, RemoteError> {
     use mcptask_core::TaskStatus as S;
@@ -70,7 +70,10 @@ fn base(task: &Task, limits: &PayloadLimits) -> Result<RemoteSnapshot, RemoteErr
 /// The seed state from a `CreateTaskResult`. It carries no payload, so
 /// whatever status it names the task starts as `working` and the first poll
 /// reads the real state (a seed may even be terminal).
-pub fn from_created(task: &Task, limits: &PayloadLimits) -> Result<RemoteSnapshot, RemoteError> {
+pub(crate) fn from_created(
+    task: &Task,
+    limits: &PayloadLimits,
+) -> Result<RemoteSnapshot, RemoteError> {
     check_id(None, task)?;
     Ok(RemoteSnapshot {
         status: Some(mcptask_core::TaskStatus::Working),
@@ -79,7 +82,7 @@ pub fn from_created(task: &Task, limits: &PayloadLimits) -> Result<RemoteSnapsho
 }
 
 /// A `tasks/get` answer for `expected_id`, validated and bounded.
-pub fn from_detailed(
+pub(crate) fn from_detailed(
     expected_id: &str,
     detailed: &DetailedTask,
     limits: &PayloadLimits,

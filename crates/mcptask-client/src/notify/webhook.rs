@@ -1,88 +1,14 @@
-//! Delivering task events to the application: at least once per event, with
-//! `(task, version)` as the idempotency key.
+//! Events as signed HTTP POSTs: the body, its HMAC signature, and which
+//! answers are worth retrying.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use hmac::{Hmac, KeyInit, Mac};
 use mcptask_core::client::TaskEvent;
 use sha2::Sha256;
-use tokio::sync::broadcast;
 
-/// Why a delivery failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NotifyError {
-    /// Retry later (with backoff, within the retry budget).
-    #[error("{0}")]
-    Transient(String),
-    /// Retrying cannot help: dead-letter this event now.
-    #[error("{0}")]
-    Permanent(String),
-}
-
-/// Receives task events. Implementations must tolerate duplicates (deduplicate
-/// on [`TaskEvent::idempotency_key`]): delivery is at least once.
-#[async_trait]
-pub trait Notifier: Send + Sync + 'static {
-    async fn deliver(&self, event: &TaskEvent) -> Result<(), NotifyError>;
-}
-
-/// In-process stream of events (`Tracker::subscribe`). Delivery succeeds
-/// whether or not anyone listens; slow subscribers may miss events (they can
-/// re-read the timeline from the store).
-#[derive(Clone)]
-pub struct ChannelNotifier {
-    tx: broadcast::Sender<TaskEvent>,
-}
-
-impl ChannelNotifier {
-    pub fn new(capacity: usize) -> Self {
-        Self {
-            tx: broadcast::channel(capacity.max(1)).0,
-        }
-    }
-
-    pub fn subscribe(&self) -> broadcast::Receiver<TaskEvent> {
-        self.tx.subscribe()
-    }
-}
-
-#[async_trait]
-impl Notifier for ChannelNotifier {
-    async fn deliver(&self, event: &TaskEvent) -> Result<(), NotifyError> {
-        let _ = self.tx.send(event.clone());
-        Ok(())
-    }
-}
-
-/// Deliver to several notifiers; an event counts as delivered only when all
-/// accepted it (so a retry may repeat it to some: they deduplicate).
-#[derive(Clone, Default)]
-pub struct FanoutNotifier {
-    targets: Vec<Arc<dyn Notifier>>,
-}
-
-impl FanoutNotifier {
-    pub fn new(targets: Vec<Arc<dyn Notifier>>) -> Self {
-        Self { targets }
-    }
-}
-
-#[async_trait]
-impl Notifier for FanoutNotifier {
-    async fn deliver(&self, event: &TaskEvent) -> Result<(), NotifyError> {
-        let mut transient = None;
-        for t in &self.targets {
-            match t.deliver(event).await {
-                Ok(()) => {}
-                Err(NotifyError::Permanent(e)) => return Err(NotifyError::Permanent(e)),
-                Err(NotifyError::Transient(e)) => transient = Some(e),
-            }
-        }
-        transient.map_or(Ok(()), |e| Err(NotifyError::Transient(e)))
-    }
-}
+use super::{Notifier, NotifyError};
 
 /// Header carrying `sha256=<hex HMAC-SHA256 of the body>`.
 pub const SIGNATURE_HEADER: &str = "X-Mcptask-Signature";
@@ -105,6 +31,7 @@ pub struct WebhookNotifier {
 }
 
 impl WebhookNotifier {
+    /// POST to `url`, signing with `secret`, each attempt bounded by `timeout`.
     pub fn new(
         url: impl Into<String>,
         secret: impl Into<Vec<u8>>,

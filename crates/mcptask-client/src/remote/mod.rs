@@ -1,0 +1,16 @@
+//! The servers tasks live on: which exist and how to reach them
+//! ([`ServerRegistry`], [`ServerDef`], [`Connection`]), how their answers are
+//! read (`snapshot`: validated and bounded before anything enters the store),
+//! and how their failures are classified ([`classify`]: transient or permanent).
+
+pub mod classify;
+mod connection;
+mod registry;
+mod server_def;
+pub(crate) mod snapshot;
+
+pub use classify::RemoteError;
+pub(crate) use connection::bounded;
+pub use connection::{Connection, Timeouts};
+pub use registry::{Health, ServerRegistry};
+pub use server_def::{ServerDef, Transport};

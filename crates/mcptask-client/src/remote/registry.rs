@@ -1,0 +1,190 @@
+//! Named MCP servers, their definition hashes, health, and one pooled
+//! connection each.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use serde::Serialize;
+use tokio::sync::Mutex;
+
+use super::RemoteError;
+use super::connection::{Connection, Slot, Timeouts, open};
+use super::server_def::ServerDef;
+
+struct Entry {
+    def: ServerDef,
+    hash: String,
+    session: Slot,
+    health: std::sync::Mutex<Health>,
+}
+
+/// What the tracker last saw of a server.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Health {
+    /// `ok`, `error` or `unknown` (not contacted yet).
+    pub state: &'static str,
+    /// When a call last succeeded (RFC 3339).
+    pub last_ok_at: Option<String>,
+    /// The last transient failure, bounded.
+    pub last_error: Option<String>,
+    /// When it happened (RFC 3339).
+    pub last_error_at: Option<String>,
+}
+
+/// The servers a tracker knows, each with one pooled connection.
+///
+/// Definitions can be replaced or removed at run time; tasks created against
+/// an older definition then fail with a "connection unavailable" reason.
+#[derive(Clone, Default)]
+pub struct ServerRegistry {
+    entries: Arc<RwLock<HashMap<String, Arc<Entry>>>>,
+}
+
+impl ServerRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Add or replace a definition. Replacing drops the pooled connection.
+    pub fn upsert(&self, def: ServerDef) {
+        let hash = def.hash();
+        let entry = Arc::new(Entry {
+            def: def.clone(),
+            hash,
+            session: Arc::new(Mutex::new(None)),
+            health: std::sync::Mutex::new(Health {
+                state: "unknown",
+                ..Default::default()
+            }),
+        });
+        let mut map = self.entries.write().expect("server registry lock");
+        if map.get(&def.name).is_some_and(|e| e.hash == entry.hash) {
+            return;
+        }
+        map.insert(def.name.clone(), entry);
+    }
+
+    /// Forget a server; its tasks fail as "connection unavailable" at their next step.
+    pub fn remove(&self, name: &str) -> bool {
+        self.entries
+            .write()
+            .expect("server registry lock")
+            .remove(name)
+            .is_some()
+    }
+
+    /// The definition of `name` and its hash.
+    pub fn get(&self, name: &str) -> Option<(ServerDef, String)> {
+        let map = self.entries.read().expect("server registry lock");
+        map.get(name).map(|e| (e.def.clone(), e.hash.clone()))
+    }
+
+    /// What the tracker last saw of `name` (`None` if not configured).
+    pub fn health(&self, name: &str) -> Option<Health> {
+        let map = self.entries.read().expect("server registry lock");
+        map.get(name)
+            .map(|e| e.health.lock().expect("health lock").clone())
+    }
+
+    /// Record the outcome of a call to `name` (for health reporting).
+    pub fn report(&self, name: &str, outcome: Result<(), &str>) {
+        let map = self.entries.read().expect("server registry lock");
+        let Some(entry) = map.get(name) else { return };
+        let mut h = entry.health.lock().expect("health lock");
+        let now = mcptask_core::time::to_rfc3339(now_ms());
+        match outcome {
+            Ok(()) => {
+                h.state = "ok";
+                h.last_ok_at = Some(now);
+            }
+            Err(e) => {
+                h.state = "error";
+                h.last_error = Some(mcptask_core::payload::truncate_text(e, 500));
+                h.last_error_at = Some(now);
+            }
+        }
+    }
+
+    /// Configured server names, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .entries
+            .read()
+            .expect("server registry lock")
+            .keys()
+            .cloned()
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// The pooled connection to `name`, (re)connecting if there is none or the
+    /// transport closed. `expected_hash` pins the definition a task started with;
+    /// `defaults` apply where the definition sets no timeouts.
+    pub async fn connect(
+        &self,
+        name: &str,
+        expected_hash: Option<&str>,
+        defaults: Timeouts,
+    ) -> Result<Connection, RemoteError> {
+        let entry = {
+            let map = self.entries.read().expect("server registry lock");
+            map.get(name).cloned()
+        };
+        let Some(entry) = entry else {
+            return Err(RemoteError::ConnectionUnavailable(format!(
+                "server {name:?} is no longer configured"
+            )));
+        };
+        if let Some(hash) = expected_hash
+            && hash != entry.hash
+        {
+            return Err(RemoteError::ConnectionUnavailable(format!(
+                "server {name:?} was redefined since this task started; the task cannot be reached as created"
+            )));
+        }
+        let call_timeout = entry.def.call_timeout.unwrap_or(defaults.call);
+        let mut slot = entry.session.lock().await;
+        if let Some(session) = slot.as_ref()
+            && !session.peer().is_transport_closed()
+        {
+            return Ok(Connection {
+                peer: session.peer().clone(),
+                call_timeout,
+                session: session.clone(),
+                slot: entry.session.clone(),
+            });
+        }
+        let connect_timeout = entry.def.connect_timeout.unwrap_or(defaults.connect);
+        let opened = match tokio::time::timeout(connect_timeout, open(&entry.def)).await {
+            Ok(result) => result,
+            Err(_) => Err(RemoteError::Transient(format!(
+                "connecting to {name:?} timed out after {connect_timeout:?}"
+            ))),
+        };
+        let session = match opened {
+            Ok(session) => {
+                self.report(name, Ok(()));
+                Arc::new(session)
+            }
+            Err(e) => {
+                self.report(name, Err(&e.to_string()));
+                return Err(e);
+            }
+        };
+        *slot = Some(session.clone());
+        Ok(Connection {
+            peer: session.peer().clone(),
+            call_timeout,
+            session,
+            slot: entry.session.clone(),
+        })
+    }
+}
+
+fn now_ms() -> i64 {
+    use mcptask_core::Clock;
+    mcptask_core::SystemClock.now_ms()
+}

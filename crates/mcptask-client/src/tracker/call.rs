@@ -1,0 +1,154 @@
+//! `tools/call` with the tasks extension declared: an immediate result, a
+//! task handle (recorded before the caller sees it), or input asked for
+//! before the task starts (answered by the resolver, multi-round-trip).
+
+use mcptask_core::payload;
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, InputResponses};
+use serde_json::Value;
+
+use super::{Tracker, TrackerError};
+use crate::remote::{bounded, classify};
+use crate::resolver::InputContext;
+
+/// Most multi-round-trip rounds a `tools/call` may take before a task or result.
+const MAX_MRTR_ROUNDS: usize = 10;
+
+/// Application context recorded with a task and echoed in its events.
+#[derive(Debug, Clone, Default)]
+pub struct CallOptions {
+    /// The authenticated subject the task belongs to (listing filters on it).
+    pub principal: Option<String>,
+    /// The conversation the call was made in.
+    pub conversation: Option<String>,
+    /// The application's id for this call (e.g. a model's tool-call id).
+    pub call_id: Option<String>,
+    /// Free-form data echoed in every event (bounded).
+    pub correlation: Option<Value>,
+}
+
+/// What `call_tool` produced.
+#[derive(Debug, Clone)]
+pub enum CallOutcome {
+    /// The server answered synchronously.
+    Completed(CallToolResult),
+    /// The server created a task; it is durably tracked.
+    Task(Box<mcptask_core::client::RemoteTaskRecord>),
+}
+
+impl Tracker {
+    /// Call `tool` on `server`, declaring the tasks extension. Returns the
+    /// result, or, once the task handle is durably recorded, the tracked task.
+    /// Multi-round-trip input requested before a task exists is answered by the
+    /// resolver (or the call fails with [`TrackerError::InputNeeded`]).
+    pub async fn call_tool(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Value,
+        options: CallOptions,
+    ) -> Result<CallOutcome, TrackerError> {
+        let inner = &self.inner;
+        if inner.shutdown.is_cancelled() {
+            return Err(TrackerError::ShuttingDown);
+        }
+        let arguments = match arguments {
+            Value::Object(map) => map,
+            Value::Null => Default::default(),
+            _ => {
+                return Err(TrackerError::InvalidInput(
+                    "arguments must be a JSON object".into(),
+                ));
+            }
+        };
+        let size = payload::json_size(&Value::Object(arguments.clone()));
+        if size > inner.config.policy.limits.max_arguments_bytes {
+            return Err(TrackerError::InvalidInput(format!(
+                "arguments are {size} bytes; the limit is {}",
+                inner.config.policy.limits.max_arguments_bytes
+            )));
+        }
+        let (_, hash) = inner
+            .servers
+            .get(server)
+            .ok_or_else(|| TrackerError::UnknownServer(server.into()))?;
+        let conn = inner
+            .servers
+            .connect(server, Some(&hash), inner.timeouts())
+            .await?;
+        let mut responses = InputResponses::new();
+        for _round in 0..MAX_MRTR_ROUNDS {
+            let mut params =
+                CallToolRequestParams::new(tool.to_string()).with_arguments(arguments.clone());
+            if !responses.is_empty() {
+                params = params.with_input_responses(responses.clone());
+            }
+            let response = bounded(
+                "tools/call",
+                conn.call_timeout,
+                conn.peer.call_tool_once(params),
+            )
+            .await
+            .map_err(|e| {
+                if classify::is_disconnect(&e) {
+                    let conn = conn.clone();
+                    tokio::spawn(async move { conn.discard().await });
+                }
+                classify::call_error(&e)
+            })?;
+            match response {
+                CallToolResponse::Complete(result) => return Ok(CallOutcome::Completed(result)),
+                CallToolResponse::Task(created) => {
+                    return self
+                        .record_created(
+                            server,
+                            &hash,
+                            tool,
+                            &arguments,
+                            &created.task,
+                            &options,
+                            &conn,
+                        )
+                        .await;
+                }
+                CallToolResponse::InputRequired(required) => {
+                    let requests = required.input_requests.unwrap_or_default();
+                    let mut unanswered = Vec::new();
+                    for (key, request) in &requests {
+                        let request = serde_json::to_value(request).unwrap_or(Value::Null);
+                        let answer = match &inner.resolver {
+                            Some(r) => {
+                                r.resolve(InputContext {
+                                    task_id: None,
+                                    server,
+                                    tool,
+                                    principal: options.principal.as_deref(),
+                                    key,
+                                    request: &request,
+                                })
+                                .await
+                            }
+                            None => None,
+                        };
+                        match answer {
+                            Some(a) => {
+                                responses.insert(key.clone(), a);
+                            }
+                            None => unanswered.push(key.clone()),
+                        }
+                    }
+                    if !unanswered.is_empty() || requests.is_empty() {
+                        return Err(TrackerError::InputNeeded {
+                            keys: unanswered,
+                            requests: serde_json::to_value(&requests).unwrap_or(Value::Null),
+                        });
+                    }
+                }
+                #[allow(unreachable_patterns)]
+                _ => return Err(TrackerError::Protocol("unknown tools/call response".into())),
+            }
+        }
+        Err(TrackerError::Protocol(format!(
+            "no result after {MAX_MRTR_ROUNDS} input rounds"
+        )))
+    }
+}

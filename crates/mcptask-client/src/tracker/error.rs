@@ -1,0 +1,62 @@
+//! What a tracker operation can fail with.
+
+use mcptask_core::StoreError;
+use mcptask_core::client::RemoteTaskRecord;
+use rmcp::ErrorData;
+use serde_json::Value;
+
+use crate::remote::RemoteError;
+
+/// Why a tracker operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TrackerError {
+    /// No tracked task has this local id.
+    #[error("unknown task {0:?}")]
+    NotFound(String),
+    /// The request itself is unusable (arguments, answers, ids, sizes).
+    #[error("{0}")]
+    InvalidInput(String),
+    /// No server of this name is in the registry.
+    #[error("server {0:?} is not configured")]
+    UnknownServer(String),
+    /// The tool call itself failed with a JSON-RPC error from the server.
+    #[error("the server returned an error: {} ({})", .0.message, .0.code.0)]
+    Remote(ErrorData),
+    /// The server could not be reached (or recording the task failed mid-way).
+    #[error("the server could not be reached: {0}")]
+    Unavailable(String),
+    /// The server answered something that is not valid MCP / SEP-2663.
+    #[error("the server broke the protocol: {0}")]
+    Protocol(String),
+    /// The tool asked for input before starting and nothing answered it.
+    #[error("the tool needs input before it starts ({keys:?}) and no resolver answered")]
+    InputNeeded {
+        /// The keys nobody answered.
+        keys: Vec<String>,
+        /// The server's `inputRequests`, as sent.
+        requests: Value,
+    },
+    /// `wait` gave up; the task (as last read) is still live.
+    #[error("timed out waiting; the task is still {}", .0.status)]
+    Timeout(Box<RemoteTaskRecord>),
+    /// `shutdown` has begun: no new calls are accepted.
+    #[error("the tracker is shutting down")]
+    ShuttingDown,
+    /// The task store failed.
+    #[error("task store: {0}")]
+    Store(#[from] StoreError),
+}
+
+impl From<RemoteError> for TrackerError {
+    fn from(e: RemoteError) -> Self {
+        match e {
+            RemoteError::Rpc(e) => TrackerError::Remote(e),
+            RemoteError::Protocol(m) => TrackerError::Protocol(m),
+            RemoteError::NotFound(m) => TrackerError::Protocol(m),
+            RemoteError::ConnectionUnavailable(m) | RemoteError::Transient(m) => {
+                TrackerError::Unavailable(m)
+            }
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! The state a tracker's API handles and its workers share.
+
+use std::sync::Arc;
+
+use mcptask_core::client::Phase;
+use mcptask_core::clock::SharedClock;
+use mcptask_core::store::RemoteTaskStore;
+use tokio::sync::{Notify, broadcast};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::TrackerConfig;
+use crate::notify::{ChannelNotifier, Notifier};
+use crate::remote::{ServerRegistry, Timeouts};
+use crate::resolver::InputResolver;
+
+/// One wake-up per worker loop. A write that makes work due now (a new
+/// handle, a cancel intent, a stored answer, a new event) pokes the loop that
+/// does it instead of letting it sleep out its idle tick. Wake-ups are hints:
+/// the loops find due work in the store either way.
+#[derive(Default)]
+pub(crate) struct Wakers {
+    pub poll: Notify,
+    pub cancel: Notify,
+    pub update: Notify,
+    pub notify: Notify,
+}
+
+impl Wakers {
+    /// The wake-up of a claim phase's loop.
+    pub fn phase(&self, phase: Phase) -> &Notify {
+        match phase {
+            Phase::Poll => &self.poll,
+            Phase::Cancel => &self.cancel,
+            Phase::Update => &self.update,
+        }
+    }
+}
+
+pub(crate) struct Inner {
+    pub store: Arc<dyn RemoteTaskStore>,
+    pub servers: ServerRegistry,
+    pub clock: SharedClock,
+    pub config: TrackerConfig,
+    pub owner: String,
+    pub notifier: Arc<dyn Notifier>,
+    pub channel: ChannelNotifier,
+    pub resolver: Option<Arc<dyn InputResolver>>,
+    /// Local hints that a task changed (ids), for `wait` and live views.
+    pub changes: broadcast::Sender<String>,
+    /// Stop claiming new work.
+    pub shutdown: CancellationToken,
+    /// Give up on in-flight calls (the shutdown deadline passed).
+    pub abort: CancellationToken,
+    pub wakers: Wakers,
+    pub loops: TaskTracker,
+}
+
+impl Inner {
+    /// The tracker-wide bounds for servers that set none.
+    pub(crate) fn timeouts(&self) -> Timeouts {
+        Timeouts {
+            connect: self.config.connect_timeout,
+            call: self.config.call_timeout,
+        }
+    }
+
+    /// Tell local waiters and live views that `task_id` changed.
+    pub(crate) fn changed(&self, task_id: &str) {
+        let _ = self.changes.send(task_id.to_string());
+    }
+}

@@ -1,0 +1,165 @@
+//! Recording a remote task handle durably: the row is written before the
+//! caller gets a local id, and a handle that cannot be recorded is cancelled
+//! on the server rather than left running untracked.
+
+use std::time::Duration;
+
+use mcptask_core::client::{InsertOutcome, NewRemoteTask, RemoteTaskRecord};
+use mcptask_core::{TaskStatus, ids, payload};
+use rmcp::model::{CancelTaskParams, GetTaskParams};
+use serde_json::Value;
+
+use super::{CallOptions, CallOutcome, Tracker, TrackerError};
+use crate::remote::snapshot::{self, MAX_REMOTE_ID_LEN};
+use crate::remote::{Connection, bounded, classify};
+
+impl Tracker {
+    /// Record a `CreateTaskResult`. Runs detached so that a caller giving up
+    /// mid-write can never leave a live remote task untracked.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn record_created(
+        &self,
+        server: &str,
+        hash: &str,
+        tool: &str,
+        arguments: &rmcp::model::JsonObject,
+        task: &rmcp::model::Task,
+        options: &CallOptions,
+        conn: &Connection,
+    ) -> Result<CallOutcome, TrackerError> {
+        let inner = self.inner.clone();
+        let limits = inner.config.policy.limits;
+        let arguments = Value::Object(arguments.clone());
+        let arguments =
+            (payload::json_size(&arguments) <= limits.max_arguments_bytes).then_some(arguments);
+        let correlation = bound_correlation(options.correlation.clone(), &limits)?;
+        let remote_id = task.task_id.clone();
+        let seed = snapshot::from_created(task, &limits);
+        let new = seed.map(|snapshot| NewRemoteTask {
+            id: ids::new_local_task_id(),
+            server: server.to_string(),
+            server_hash: hash.to_string(),
+            remote_task_id: remote_id.clone(),
+            principal: options.principal.clone(),
+            conversation: options.conversation.clone(),
+            call_id: options.call_id.clone(),
+            correlation,
+            tool: tool.to_string(),
+            arguments,
+            snapshot,
+            created_at: inner.clock.now_ms(),
+        });
+        let conn = conn.clone();
+        let job = tokio::spawn(async move {
+            let outcome = match new {
+                Ok(new) => inner
+                    .store
+                    .insert_remote(&new, &inner.config.policy)
+                    .await
+                    .map_err(TrackerError::from),
+                Err(e) => Err(TrackerError::from(e)),
+            };
+            match outcome {
+                Ok(outcome) => {
+                    inner.wakers.poll.notify_one();
+                    inner.wakers.notify.notify_one();
+                    inner.changed(&outcome.record().id);
+                    Ok(outcome)
+                }
+                Err(e) => {
+                    // Nothing durable holds this handle: cancel it rather than
+                    // leave an untracked task running on the server.
+                    let cancel = conn
+                        .peer
+                        .cancel_task(CancelTaskParams::new(remote_id.clone()));
+                    if let Err(ce) = bounded("tasks/cancel", Duration::from_secs(5), cancel).await {
+                        tracing::error!(remote_id, error = %ce, "could not cancel an untracked remote task");
+                    }
+                    Err(e)
+                }
+            }
+        });
+        match job.await {
+            Ok(Ok(outcome)) => Ok(CallOutcome::Task(Box::new(outcome.record().clone()))),
+            Ok(Err(e)) => Err(e),
+            Err(e) => Err(TrackerError::Unavailable(format!(
+                "recording the task failed: {e}"
+            ))),
+        }
+    }
+
+    /// Track a handle obtained elsewhere (e.g. by another client). The first
+    /// `tasks/get` validates it.
+    pub async fn track(
+        &self,
+        server: &str,
+        remote_task_id: &str,
+        tool: &str,
+        options: CallOptions,
+    ) -> Result<RemoteTaskRecord, TrackerError> {
+        let inner = &self.inner;
+        let (_, hash) = inner
+            .servers
+            .get(server)
+            .ok_or_else(|| TrackerError::UnknownServer(server.into()))?;
+        if remote_task_id.is_empty() || remote_task_id.len() > MAX_REMOTE_ID_LEN {
+            return Err(TrackerError::InvalidInput(
+                "remote task id must be 1..=512 characters".into(),
+            ));
+        }
+        let conn = inner
+            .servers
+            .connect(server, Some(&hash), inner.timeouts())
+            .await?;
+        let got = bounded(
+            "tasks/get",
+            conn.call_timeout,
+            conn.peer.get_task(GetTaskParams::new(remote_task_id)),
+        )
+        .await
+        .map_err(|e| classify::task_error("tasks/get", &e))?;
+        let limits = inner.config.policy.limits;
+        let mut snapshot = snapshot::from_detailed(remote_task_id, &got.task, &limits)?;
+        // Start from "working" so the first poll records the real state as an event.
+        snapshot.status = Some(TaskStatus::Working);
+        snapshot.input_requests.clear();
+        let new = NewRemoteTask {
+            id: ids::new_local_task_id(),
+            server: server.to_string(),
+            server_hash: hash,
+            remote_task_id: remote_task_id.to_string(),
+            principal: options.principal,
+            conversation: options.conversation,
+            call_id: options.call_id,
+            correlation: bound_correlation(options.correlation, &limits)?,
+            tool: tool.to_string(),
+            arguments: None,
+            snapshot,
+            created_at: inner.clock.now_ms(),
+        };
+        let outcome = inner
+            .store
+            .insert_remote(&new, &inner.config.policy)
+            .await?;
+        inner.wakers.poll.notify_one();
+        inner.wakers.notify.notify_one();
+        Ok(match outcome {
+            InsertOutcome::Inserted(r) | InsertOutcome::AlreadyTracked(r) => *r,
+        })
+    }
+}
+
+fn bound_correlation(
+    value: Option<Value>,
+    limits: &payload::PayloadLimits,
+) -> Result<Option<Value>, TrackerError> {
+    match value {
+        Some(v) if payload::json_size(&v) > limits.max_message_bytes * 4 => {
+            Err(TrackerError::InvalidInput(format!(
+                "correlation data is limited to {} bytes",
+                limits.max_message_bytes * 4
+            )))
+        }
+        other => Ok(other),
+    }
+}

@@ -1,0 +1,62 @@
+//! The background workers that carry tracked tasks to a terminal state.
+//!
+//! Three claim phases share one work claim per task: **poll** (`tasks/get`),
+//! **cancel** (`tasks/cancel` for a durable cancel intent) and **update**
+//! (`tasks/update` with stored answers); **notify** has a claim of its own and
+//! delivers the outbox. Each phase runs single-flight per process: claim a
+//! batch in one statement, make the remote calls concurrently, apply every
+//! result in one fenced transaction (`batch`, `calls`, `notify`). What each
+//! result does to the task is decided by `mcptask_core::client::transition`;
+//! the workers only observe and classify.
+
+mod batch;
+mod calls;
+mod loops;
+mod notify;
+mod resolve;
+
+use std::sync::Arc;
+
+use mcptask_core::StoreError;
+use mcptask_core::client::Phase;
+
+pub(crate) use loops::spawn_all;
+
+use crate::tracker::Inner;
+
+/// Manual access to the worker steps, for tests that drive a tracker started
+/// with `background: false` (often with a manual clock).
+#[derive(Clone)]
+pub struct Workers {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl Workers {
+    /// Claim one batch for `phase`, run it and apply the results. Returns how
+    /// many tasks were claimed.
+    pub async fn run_once(&self, phase: Phase) -> Result<usize, StoreError> {
+        batch::run(&self.inner, phase).await
+    }
+
+    /// Claim one batch of pending notifications and deliver them.
+    pub async fn notify_once(&self) -> Result<usize, StoreError> {
+        notify::run(&self.inner).await
+    }
+
+    /// Run every phase until nothing is due now (bounded number of rounds).
+    pub async fn drain(&self) -> Result<usize, StoreError> {
+        let mut total = 0;
+        for _ in 0..100 {
+            let mut round = 0;
+            for phase in [Phase::Cancel, Phase::Update, Phase::Poll] {
+                round += self.run_once(phase).await?;
+            }
+            round += self.notify_once().await?;
+            total += round;
+            if round == 0 {
+                break;
+            }
+        }
+        Ok(total)
+    }
+}
