@@ -32,18 +32,23 @@ pub const DEFAULT_DATABASE_URL: &str = "sqlite:mcptask.db";
 /// Which engine a store runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
+    /// SQLite: one file, embedded.
     Sqlite,
+    /// PostgreSQL: shared by several processes.
     Postgres,
 }
 
 /// A store opened from a URL, whichever backend it is.
 #[derive(Clone)]
 pub enum Store {
+    /// A store on an SQLite file.
     Sqlite(SqliteStore),
+    /// A store on a PostgreSQL database.
     Postgres(PgStore),
 }
 
 impl Store {
+    /// Which engine this store runs on.
     pub fn backend(&self) -> Backend {
         match self {
             Store::Sqlite(_) => Backend::Sqlite,

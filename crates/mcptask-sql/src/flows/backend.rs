@@ -26,14 +26,23 @@ pub type Sql = Cow<'static, str>;
 /// list travels (a PostgreSQL array, a JSON array for SQLite's `json_each`).
 #[derive(Debug, Clone)]
 pub enum Arg<'a> {
+    /// An integer (timestamps, counters, limits).
     Int(i64),
+    /// An integer or NULL.
     OptInt(Option<i64>),
+    /// A borrowed text.
     Text(&'a str),
+    /// A borrowed text or NULL.
     OptText(Option<&'a str>),
+    /// A text made for this statement (JSON, mostly).
     Owned(String),
+    /// A text made for this statement, or NULL.
     OptOwned(Option<String>),
+    /// A boolean.
     Bool(bool),
+    /// A list of texts, bound as one parameter.
     TextList(Vec<&'a str>),
+    /// A list of integers, bound as one parameter.
     IntList(Vec<i64>),
 }
 
@@ -144,6 +153,7 @@ pub trait Backend: Prepare {
 
 /// A Rust type a column decodes to.
 pub trait Column: Sized {
+    /// Read column `name` of `row` as this type.
     fn read<B: Backend>(row: &B::Row, name: &str) -> Result<Self, StoreError>;
 }
 

@@ -19,59 +19,107 @@
 #[derive(Debug)]
 pub struct Statements {
     // --- server tasks -------------------------------------------------------
+    /// Insert a new server task, claimed by its creator.
     pub insert_task: &'static str,
+    /// A task and its outstanding input requests, in one snapshot.
     pub get_task: &'static str,
+    /// Fenced: replace the status message.
     pub set_status_message: &'static str,
+    /// Fenced: check the claim and lock the row until commit.
     pub touch_fenced: &'static str,
+    /// Register an input key (the first request for a key wins).
     pub insert_input_request: &'static str,
+    /// The stored state of a list of input keys.
     pub input_states: &'static str,
+    /// Move a task to `input_required`.
     pub mark_input_required: &'static str,
+    /// Read and lock a task's status and owner.
     pub lock_task_status: &'static str,
+    /// Store the answer to an outstanding key (at most once).
     pub answer_input: &'static str,
+    /// Back to `working` once no key is outstanding; signals the owner.
     pub resume_after_answers: &'static str,
+    /// Set the durable cancel flag on a live task.
     pub request_cancel: &'static str,
+    /// Whether a task id exists at all.
     pub task_exists: &'static str,
+    /// Fenced: settle a task with its outcome and purge time.
     pub finish: &'static str,
+    /// Fenced: start another attempt after an interruption.
     pub begin_rerun: &'static str,
+    /// Create or extend a process's owner lease.
     pub heartbeat: &'static str,
+    /// Let an owner lease lapse at once.
     pub release_owner: &'static str,
+    /// Claim live tasks whose owner's lease expired.
     pub claim_orphans: &'static str,
+    /// Delete expired owner rows that own no live task.
     pub prune_owners: &'static str,
+    /// Fail live tasks whose TTL elapsed.
     pub expire_overdue: &'static str,
+    /// Delete tasks whose retention ended.
     pub purge: &'static str,
+    /// Tasks of an owner signalled since a time (the backstop re-check).
     pub signals_since: &'static str,
     /// Wake the owner of task `$1` in other processes; `None` where the
     /// backend has no push channel.
     pub signal: Option<&'static str>,
     // --- remote tasks -------------------------------------------------------
+    /// Record a remote task handle unless the handle is already tracked.
     pub insert_remote: &'static str,
+    /// A tracked remote task by local id.
     pub get_remote: &'static str,
+    /// Read and lock one tracked task.
     pub lock_remote: &'static str,
+    /// Read and lock a batch of tracked tasks, in id order.
     pub lock_remotes: &'static str,
+    /// A tracked task by server, principal and remote id.
     pub find_handle: &'static str,
+    /// Every input key of a tracked task.
     pub remote_inputs: &'static str,
+    /// Events of a tracked task after a version.
     pub remote_events: &'static str,
+    /// Fenced: write a worker's state change, claim columns included.
     pub update_remote_fenced: &'static str,
+    /// Write an application's state change, leaving the claim alone.
     pub update_remote_unclaimed: &'static str,
+    /// Register an input key seen in a snapshot (first request wins).
     pub insert_remote_input: &'static str,
+    /// Append a numbered event to the outbox.
     pub insert_event: &'static str,
+    /// Keys of a tracked task that have a local answer.
     pub answered_keys: &'static str,
+    /// Store a local answer for an outstanding key (at most once).
     pub store_answer: &'static str,
+    /// Answers not yet sent, other than a list of acknowledged keys.
     pub count_unsent_except: &'static str,
+    /// Mark acknowledged answers as sent.
     pub mark_sent: &'static str,
+    /// Claim tasks due for `tasks/get`.
     pub claim_poll: &'static str,
+    /// Claim tasks due for `tasks/cancel`.
     pub claim_cancel: &'static str,
+    /// Claim tasks due for `tasks/update`.
     pub claim_update: &'static str,
+    /// The answers still to send for a batch of claimed tasks.
     pub unsent_answers: &'static str,
+    /// Claim tasks with undelivered events (separate notify lease).
     pub claim_notify: &'static str,
+    /// The next undelivered events of a batch of notify claims.
     pub claimed_events: &'static str,
+    /// Fenced: give a notify claim back without counting an attempt.
     pub release_notify: &'static str,
+    /// Fenced: record a delivery result and reschedule.
     pub finish_notify: &'static str,
+    /// Mark events delivered or dead-lettered.
     pub mark_events_delivered: &'static str,
+    /// The base of a filtered, keyset-paginated listing.
     pub list_remote: &'static str,
     /// `list_remote` when the only filter is "live tasks".
     pub list_live_remote: &'static str,
+    /// Tracked tasks per status.
     pub remote_counts: &'static str,
+    /// Events recorded but not yet delivered.
     pub notification_backlog: &'static str,
 }
 

@@ -39,6 +39,7 @@ pub struct TestDatabase {
 }
 
 impl TestDatabase {
+    /// A fresh SQLite file in a temporary directory (removed with the last clone).
     pub fn sqlite() -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let url = format!("sqlite:{}", dir.path().join("mcptask.db").display());
@@ -67,10 +68,12 @@ impl TestDatabase {
             .expect("open the test database")
     }
 
+    /// The server-task store of a new handle.
     pub async fn server_tasks(&self) -> std::sync::Arc<dyn mcptask_core::store::ServerTaskStore> {
         self.open().await.server_tasks()
     }
 
+    /// The remote-task store of a new handle.
     pub async fn remote_tasks(&self) -> std::sync::Arc<dyn mcptask_core::store::RemoteTaskStore> {
         self.open().await.remote_tasks()
     }
