@@ -322,21 +322,21 @@ impl RemoteTaskStore for Metered {
         self.inner.list_remote(filter, after, limit).await
     }
 
-    async fn request_remote_cancel(
+    async fn request_cancel(
         &self,
         id: &str,
         now: i64,
     ) -> Result<Option<RemoteTaskRecord>, StoreError> {
-        self.inner.request_remote_cancel(id, now).await
+        self.inner.request_cancel(id, now).await
     }
 
-    async fn store_answers(
+    async fn answer_inputs(
         &self,
         id: &str,
         answers: &[(String, Value)],
         now: i64,
     ) -> Result<Option<mcptask_core::client::AnswerResult>, StoreError> {
-        self.inner.store_answers(id, answers, now).await
+        self.inner.answer_inputs(id, answers, now).await
     }
 
     async fn claim_remote(

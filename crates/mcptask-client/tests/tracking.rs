@@ -147,7 +147,7 @@ async fn answers_reach_the_server_once(backend: TrackerBackend) {
         )
         .await
         .unwrap();
-    assert_eq!(res.stored, ["q"]);
+    assert_eq!(res.applied, ["q"]);
     assert_eq!(res.ignored, ["zz"]);
     let again = tracker
         .answer(
@@ -156,7 +156,7 @@ async fn answers_reach_the_server_once(backend: TrackerBackend) {
         )
         .await
         .unwrap();
-    assert!(again.stored.is_empty(), "each key is answered once");
+    assert!(again.applied.is_empty(), "each key is answered once");
 
     let done = tracker
         .wait(&ask.id, Duration::from_secs(20))

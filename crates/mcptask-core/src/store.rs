@@ -166,7 +166,7 @@ pub trait RemoteTaskStore: Send + Sync + 'static {
     ) -> Result<Vec<crate::client::RemoteTaskRecord>, StoreError>;
 
     /// Durable cancel intent (idempotent). `None` if the task does not exist.
-    async fn request_remote_cancel(
+    async fn request_cancel(
         &self,
         id: &str,
         now: i64,
@@ -174,7 +174,7 @@ pub trait RemoteTaskStore: Send + Sync + 'static {
 
     /// Store answers to outstanding keys (each key once) and schedule their
     /// delivery. `None` if the task does not exist.
-    async fn store_answers(
+    async fn answer_inputs(
         &self,
         id: &str,
         answers: &[(String, Value)],

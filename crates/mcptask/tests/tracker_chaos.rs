@@ -374,7 +374,7 @@ async fn answer_questions(
                     .answer(&r.id, answer)
                     .await
                     .expect("store an answer");
-                if !result.stored.is_empty() {
+                if !result.applied.is_empty() {
                     answered += 1;
                     pending.lock().unwrap().remove(&r.id);
                 }

@@ -263,7 +263,7 @@ async fn outcomes_are_recorded_as_reported(via: Via) {
         )
         .await
         .expect("answer");
-    assert_eq!(answered.stored, ["confirm_delete"]);
+    assert_eq!(answered.applied, ["confirm_delete"]);
 
     let r = settled(&tracker, &completed.id).await;
     assert_eq!(r.status, TaskStatus::Completed, "[{via:?}] {r:#?}");

@@ -15,7 +15,7 @@ impl Tracker {
         let record = self
             .inner
             .store
-            .request_remote_cancel(id, self.inner.clock.now_ms())
+            .request_cancel(id, self.inner.clock.now_ms())
             .await?
             .ok_or_else(|| TrackerError::NotFound(id.to_string()))?;
         self.inner.wakers.cancel.notify_one();
@@ -41,10 +41,10 @@ impl Tracker {
         let result = self
             .inner
             .store
-            .store_answers(id, &answers, self.inner.clock.now_ms())
+            .answer_inputs(id, &answers, self.inner.clock.now_ms())
             .await?
             .ok_or_else(|| TrackerError::NotFound(id.to_string()))?;
-        if !result.stored.is_empty() {
+        if !result.applied.is_empty() {
             self.inner.wakers.update.notify_one();
             self.inner.wakers.notify.notify_one();
             self.inner.changed(id);

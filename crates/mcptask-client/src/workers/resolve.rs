@@ -57,7 +57,7 @@ pub(super) async fn ask_resolver(
     let answers: Vec<(String, Value)> = answers.into_iter().collect();
     match inner
         .store
-        .store_answers(&r.id, &answers, inner.clock.now_ms())
+        .answer_inputs(&r.id, &answers, inner.clock.now_ms())
         .await
     {
         Ok(_) => {

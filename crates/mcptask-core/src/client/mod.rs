@@ -373,7 +373,8 @@ impl InsertOutcome {
 /// What storing answers changed.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AnswerResult {
-    pub stored: Vec<String>,
+    /// Keys whose answer this call stored.
+    pub applied: Vec<String>,
     /// Not outstanding, already answered, or the task is terminal.
     pub ignored: Vec<String>,
 }

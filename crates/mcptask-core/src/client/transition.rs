@@ -375,7 +375,7 @@ pub fn request_cancel(current: &RemoteTaskRecord, now: i64) -> Option<Change> {
 
 /// Store the application's answers to outstanding input requests.
 /// `answered` holds keys answered before (each key is answered once).
-pub fn store_answers(
+pub fn answer_inputs(
     current: &RemoteTaskRecord,
     answered: &BTreeSet<String>,
     answers: &[(String, Value)],
@@ -388,13 +388,13 @@ pub fn store_answers(
     }
     let outstanding: BTreeSet<&String> = current.input_requests.iter().map(|(k, _)| k).collect();
     for (key, _) in answers {
-        if outstanding.contains(key) && !answered.contains(key) && !result.stored.contains(key) {
-            result.stored.push(key.clone());
+        if outstanding.contains(key) && !answered.contains(key) && !result.applied.contains(key) {
+            result.applied.push(key.clone());
         } else {
             result.ignored.push(key.clone());
         }
     }
-    if result.stored.is_empty() {
+    if result.applied.is_empty() {
         return (None, result);
     }
     let mut change = Change::of(current.clone());
@@ -690,12 +690,12 @@ mod tests {
             ("k".to_string(), json!({"action": "accept"})),
             ("nope".to_string(), json!({})),
         ];
-        let (c, res) = store_answers(&r, &BTreeSet::new(), &answers, 6_000);
-        assert_eq!(res.stored, ["k"]);
+        let (c, res) = answer_inputs(&r, &BTreeSet::new(), &answers, 6_000);
+        assert_eq!(res.applied, ["k"]);
         assert_eq!(res.ignored, ["nope"]);
         assert_eq!(c.unwrap().record.next_update_at, Some(6_000));
         let answered: BTreeSet<String> = ["k".to_string()].into();
-        let (c, res) = store_answers(&r, &answered, &answers, 7_000);
+        let (c, res) = answer_inputs(&r, &answered, &answers, 7_000);
         assert!(c.is_none());
         assert_eq!(res.ignored.len(), 2);
     }

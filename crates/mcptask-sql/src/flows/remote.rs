@@ -423,7 +423,7 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
         rows.iter().map(codec::remote_task::<B>).collect()
     }
 
-    async fn request_remote_cancel(
+    async fn request_cancel(
         &self,
         id: &str,
         now: i64,
@@ -441,7 +441,7 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
         Ok(Some(change.record))
     }
 
-    async fn store_answers(
+    async fn answer_inputs(
         &self,
         id: &str,
         answers: &[(String, Value)],
@@ -458,15 +458,15 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
             .iter()
             .map(|r| B::column::<String>(r, "key"))
             .collect::<Result<_, _>>()?;
-        let (change, proposed) = transition::store_answers(&current, &answered, answers, now);
+        let (change, proposed) = transition::answer_inputs(&current, &answered, answers, now);
         let Some(change) = change else {
             return Ok(Some(proposed));
         };
         let mut result = AnswerResult {
-            stored: Vec::new(),
+            applied: Vec::new(),
             ignored: proposed.ignored,
         };
-        for key in proposed.stored {
+        for key in proposed.applied {
             let Some((_, response)) = answers.iter().find(|(k, _)| *k == key) else {
                 result.ignored.push(key);
                 continue;
@@ -478,12 +478,12 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
             )
             .await?;
             if changed == 1 {
-                result.stored.push(key);
+                result.applied.push(key);
             } else {
                 result.ignored.push(key);
             }
         }
-        if result.stored.is_empty() {
+        if result.applied.is_empty() {
             return Ok(Some(result));
         }
         Self::write_unclaimed(&mut tx, &change.record).await?;

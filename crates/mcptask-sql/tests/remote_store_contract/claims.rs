@@ -239,7 +239,7 @@ mcptask_sql::on_both_backends! {
         }
         // Terminal is absorbing: a cancel intent changes nothing.
         assert_eq!(
-            store.request_remote_cancel("t1", now + 1).await.unwrap(),
+            store.request_cancel("t1", now + 1).await.unwrap(),
             Some(r.clone())
         );
         assert_eq!(get(&*store, "t1").await, r);

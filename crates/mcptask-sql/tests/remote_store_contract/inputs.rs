@@ -56,7 +56,7 @@ mcptask_sql::on_both_backends! {
         let now = T0 + 2_000;
         let accept = json!({"action": "accept", "content": {"x": 1}});
         let res = store
-            .store_answers(
+            .answer_inputs(
                 "t1",
                 &[
                     ("a".into(), accept.clone()),
@@ -68,7 +68,7 @@ mcptask_sql::on_both_backends! {
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(res.stored, ["a"]);
+        assert_eq!(res.applied, ["a"]);
         assert_eq!(res.ignored, ["zzz", "a"]);
         let inputs = store.remote_inputs("t1").await.unwrap();
         assert_eq!(
@@ -94,7 +94,7 @@ mcptask_sql::on_both_backends! {
 
         // A second answer to `a` is ignored and does not overwrite the first.
         let res = store
-            .store_answers(
+            .answer_inputs(
                 "t1",
                 &[
                     ("a".into(), json!({"action": "decline"})),
@@ -106,7 +106,7 @@ mcptask_sql::on_both_backends! {
             .unwrap()
             .unwrap();
         assert_eq!(
-            (res.stored, res.ignored),
+            (res.applied, res.ignored),
             (vec!["b".to_string()], vec!["a".to_string()])
         );
         assert_eq!(
@@ -116,15 +116,15 @@ mcptask_sql::on_both_backends! {
         // Nothing new to store: nothing changes.
         let before = get(&*store, "t1").await;
         let res = store
-            .store_answers("t1", &[("b".into(), json!({}))], now + 2)
+            .answer_inputs("t1", &[("b".into(), json!({}))], now + 2)
             .await
             .unwrap()
             .unwrap();
-        assert!(res.stored.is_empty());
+        assert!(res.applied.is_empty());
         assert_eq!(get(&*store, "t1").await, before);
         assert!(
             store
-                .store_answers("nope", &[("a".into(), json!({}))], now)
+                .answer_inputs("nope", &[("a".into(), json!({}))], now)
                 .await
                 .unwrap()
                 .is_none()
@@ -137,11 +137,11 @@ mcptask_sql::on_both_backends! {
         let obs = Observation::Snapshot(completed_snapshot());
         assert!(apply_one(&*store, applied(c, Phase::Poll, obs), T0 + 6_100).await);
         let res = store
-            .store_answers("t2", &[("k".into(), json!({}))], T0 + 6_200)
+            .answer_inputs("t2", &[("k".into(), json!({}))], T0 + 6_200)
             .await
             .unwrap()
             .unwrap();
-        assert_eq!((res.stored.len(), res.ignored.len()), (0, 1));
+        assert_eq!((res.applied.len(), res.ignored.len()), (0, 1));
         assert_eq!(store.remote_inputs("t2").await.unwrap()[0].response, None);
     }
 
@@ -156,11 +156,11 @@ mcptask_sql::on_both_backends! {
             handles.push(tokio::spawn(async move {
                 let key = format!("k{}", r % 8);
                 store
-                    .store_answers("t1", &[(key, json!({"replica": r}))], T0 + 2_000 + r)
+                    .answer_inputs("t1", &[(key, json!({"replica": r}))], T0 + 2_000 + r)
                     .await
                     .unwrap()
                     .unwrap()
-                    .stored
+                    .applied
                     .len()
             }));
         }
@@ -193,7 +193,7 @@ mcptask_sql::on_both_backends! {
         input_required_task(&*store, "t1", &["a", "b", "c"], T0 + 1_100).await;
         let ans = |k: &str| json!({"action": "accept", "content": {"key": k}});
         store
-            .store_answers("t1", &[("a".into(), ans("a"))], T0 + 2_000)
+            .answer_inputs("t1", &[("a".into(), ans("a"))], T0 + 2_000)
             .await
             .unwrap();
         let u = claim_one(&*store, Phase::Update, "w", T0 + 2_000).await;
@@ -202,11 +202,11 @@ mcptask_sql::on_both_backends! {
 
         // `b` is answered while the update is in flight: the claim stays valid.
         let res = store
-            .store_answers("t1", &[("b".into(), ans("b"))], T0 + 2_100)
+            .answer_inputs("t1", &[("b".into(), ans("b"))], T0 + 2_100)
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(res.stored, ["b"]);
+        assert_eq!(res.applied, ["b"]);
         assert_eq!(
             get(&*store, "t1").await.claim_token,
             Some(u.fence.token.clone())
@@ -258,14 +258,14 @@ mcptask_sql::on_both_backends! {
         insert(&*store, &new_task("t1", "r-1")).await;
         assert!(
             store
-                .request_remote_cancel("nope", T0)
+                .request_cancel("nope", T0)
                 .await
                 .unwrap()
                 .is_none()
         );
         let p = claim_one(&*store, Phase::Poll, "w", T0 + 1_000).await;
         let r = store
-            .request_remote_cancel("t1", T0 + 1_100)
+            .request_cancel("t1", T0 + 1_100)
             .await
             .unwrap()
             .unwrap();
@@ -296,7 +296,7 @@ mcptask_sql::on_both_backends! {
 
         // A repeat changes nothing.
         assert_eq!(
-            store.request_remote_cancel("t1", T0 + 1_200).await.unwrap(),
+            store.request_cancel("t1", T0 + 1_200).await.unwrap(),
             Some(r.clone())
         );
         assert_eq!(get(&*store, "t1").await, r);
@@ -350,7 +350,7 @@ mcptask_sql::on_both_backends! {
         let settled = get(&*store, "t1").await;
         assert_eq!(settled.status, TaskStatus::Cancelled);
         assert_eq!(
-            store.request_remote_cancel("t1", T0 + 1_800).await.unwrap(),
+            store.request_cancel("t1", T0 + 1_800).await.unwrap(),
             Some(settled)
         );
     }

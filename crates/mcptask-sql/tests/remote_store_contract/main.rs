@@ -124,12 +124,12 @@ async fn finishing_marks_event_rows(
         created_at: 1_000,
     };
     store.insert_remote(&task, &policy).await.unwrap();
-    store.request_remote_cancel("t1", 1_100).await.unwrap();
+    store.request_cancel("t1", 1_100).await.unwrap();
     let claims = store
         .claim_notifications("n", 2_000, 1_000, 10, 10)
         .await
         .unwrap();
-    store.request_remote_cancel("t1", 2_050).await.unwrap(); // idempotent: no event
+    store.request_cancel("t1", 2_050).await.unwrap(); // idempotent: no event
     let result = NotifyResult {
         fence: claims[0].fence.clone(),
         delivered_through: 1,

@@ -5,7 +5,7 @@ use super::support::*;
 mcptask_sql::on_both_backends! {
     async fn notifications_are_delivered_in_version_order(store: Arc<dyn RemoteTaskStore>) {
         input_required_task(&*store, "t1", &["k"], T0 + 1_100).await;
-        store.request_remote_cancel("t1", T0 + 1_200).await.unwrap();
+        store.request_cancel("t1", T0 + 1_200).await.unwrap();
         assert_eq!(store.notification_backlog().await.unwrap(), 3);
         let now = T0 + 2_000;
         let claims = store
@@ -69,7 +69,7 @@ mcptask_sql::on_both_backends! {
 
     async fn failed_notifications_back_off_then_dead_letter(store: Arc<dyn RemoteTaskStore>) {
         insert(&*store, &new_task("t1", "r-1")).await;
-        store.request_remote_cancel("t1", T0 + 100).await.unwrap();
+        store.request_cancel("t1", T0 + 100).await.unwrap();
         let fail = |n: &NotifyClaim, through: i64, error: &str, retry_at: i64| NotifyResult {
             failure: Some((error.to_string(), retry_at)),
             ..delivered(n, through)
@@ -224,8 +224,8 @@ mcptask_sql::on_both_backends! {
         let claims = claim_notify(&*store, "n", T0 + 1_000).await;
         assert_eq!(claims.len(), 2);
         // New events while both deliveries are in flight.
-        store.request_remote_cancel("t1", T0 + 1_100).await.unwrap();
-        store.request_remote_cancel("t2", T0 + 1_100).await.unwrap();
+        store.request_cancel("t1", T0 + 1_100).await.unwrap();
+        store.request_cancel("t2", T0 + 1_100).await.unwrap();
         let fail = NotifyResult {
             failure: Some(("refused".into(), T0 + 9_000)),
             ..delivered(&claims[1], 0)

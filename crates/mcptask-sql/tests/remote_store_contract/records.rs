@@ -304,7 +304,7 @@ mcptask_sql::on_both_backends! {
             ..snapshot(TaskStatus::Failed)
         };
         insert(&*store, &f1).await;
-        store.request_remote_cancel("w1", T0 + 1).await.unwrap();
+        store.request_cancel("w1", T0 + 1).await.unwrap();
         assert_eq!(
             store.remote_counts().await.unwrap(),
             vec![

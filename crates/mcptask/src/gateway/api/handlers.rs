@@ -143,7 +143,7 @@ pub async fn answer_task(
     }
     let result = state.tracker.answer(&id, body.answers).await?;
     Ok(Json(
-        json!({"stored": result.stored, "ignored": result.ignored}),
+        json!({"stored": result.applied, "ignored": result.ignored}),
     ))
 }
 
