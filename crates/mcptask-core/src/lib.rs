@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! Core of mcptask: the domain types, state machines and policies shared by the
 //! server runtime and the client tracker, plus the store traits the SQL backends
 //! implement.

@@ -12,7 +12,9 @@
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Backoff {
+    /// First delay (ms).
     pub base_ms: i64,
+    /// Upper bound (ms).
     pub max_ms: i64,
 }
 

@@ -15,10 +15,15 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskStatus {
+    /// Running.
     Working,
+    /// Waiting for input from the client.
     InputRequired,
+    /// Finished with a result.
     Completed,
+    /// Finished with an error.
     Failed,
+    /// Stopped at the client's request.
     Cancelled,
 }
 

@@ -141,6 +141,7 @@ pub trait RemoteTaskStore: Send + Sync + 'static {
         policy: &crate::client::TrackerPolicy,
     ) -> Result<crate::client::InsertOutcome, StoreError>;
 
+    /// A tracked task by local id.
     async fn get_remote(
         &self,
         id: &str,

@@ -27,6 +27,7 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// The wire spelling.
     pub fn as_str(self) -> &'static str {
         match self {
             Phase::Poll => "poll",
@@ -39,15 +40,23 @@ impl Phase {
 /// A normalized, validated `tasks/get` (or `CreateTaskResult`) snapshot.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RemoteSnapshot {
+    /// Lifecycle status.
     pub status: Option<TaskStatus>,
+    /// Human-readable status message, if any.
     pub status_message: Option<String>,
+    /// `createdAt` as the server reported it (epoch ms).
     pub remote_created_at: Option<i64>,
+    /// Time to live from creation (ms); `None` means unlimited.
     pub ttl_ms: Option<i64>,
+    /// Suggested polling interval (ms), if any.
     pub poll_interval_ms: Option<i64>,
     /// Outstanding `(key, request)` pairs (only when `input_required`).
     pub input_requests: Vec<(String, Value)>,
+    /// The tool result, once completed.
     pub result: Option<Value>,
+    /// Whether the stored result was cut to the configured bound.
     pub result_truncated: bool,
+    /// JSON-RPC error object, once failed.
     pub error: Option<Value>,
 }
 
@@ -60,69 +69,116 @@ pub struct NewRemoteTask {
     pub server: String,
     /// Hash of the server definition the task was created with.
     pub server_hash: String,
+    /// The task id the remote server handed out.
     pub remote_task_id: String,
+    /// Authenticated caller the task is bound to; `None` for anonymous callers.
     pub principal: Option<String>,
+    /// Application conversation the call belongs to, if any.
     pub conversation: Option<String>,
+    /// Application call id, if any.
     pub call_id: Option<String>,
     /// Free-form application data echoed in every event (bounded).
     pub correlation: Option<Value>,
+    /// Name of the tool that was called.
     pub tool: String,
+    /// Arguments of the tool call.
     pub arguments: Option<Value>,
     /// What `CreateTaskResult` (or the first `tasks/get`) said.
     pub snapshot: RemoteSnapshot,
+    /// When it was created (epoch ms).
     pub created_at: i64,
 }
 
 /// A tracked remote task as stored.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RemoteTaskRecord {
+    /// Task id.
     pub id: String,
+    /// Registry name of the server the task lives on.
     pub server: String,
+    /// Hash of the server definition the task was created with.
     pub server_hash: String,
+    /// The task id the remote server handed out.
     pub remote_task_id: String,
+    /// Authenticated caller the task is bound to; `None` for anonymous callers.
     pub principal: Option<String>,
+    /// Application conversation the call belongs to, if any.
     pub conversation: Option<String>,
+    /// Application call id, if any.
     pub call_id: Option<String>,
+    /// Free-form application data echoed in every event (bounded).
     pub correlation: Option<Value>,
+    /// Name of the tool that was called.
     pub tool: String,
+    /// Arguments of the tool call.
     pub arguments: Option<Value>,
+    /// Lifecycle status.
     pub status: TaskStatus,
+    /// Human-readable status message, if any.
     pub status_message: Option<String>,
     /// Outstanding input requests as last reported, `[[key, request], …]`.
     pub input_requests: Vec<(String, Value)>,
+    /// The tool result, once completed.
     pub result: Option<Value>,
+    /// Whether the stored result was cut to the configured bound.
     pub result_truncated: bool,
     /// JSON-RPC error object: the server's, or one mcptask wrote when it had to
     /// settle the task locally (then `data.source == "mcptask"`).
     pub error: Option<Value>,
+    /// `createdAt` as the server reported it (epoch ms).
     pub remote_created_at: Option<i64>,
+    /// Time to live from creation (ms); `None` means unlimited.
     pub ttl_ms: Option<i64>,
+    /// Suggested polling interval (ms), if any.
     pub poll_interval_ms: Option<i64>,
+    /// When it was created (epoch ms).
     pub created_at: i64,
+    /// Last change (epoch ms).
     pub updated_at: i64,
+    /// When it became terminal (epoch ms).
     pub completed_at: Option<i64>,
+    /// When the next `tasks/get` is due (`None`: not polled).
     pub next_poll_at: Option<i64>,
+    /// Time of the last `tasks/get` (epoch ms).
     pub last_polled_at: Option<i64>,
+    /// `tasks/get` calls made so far.
     pub poll_count: i64,
+    /// Transient errors since the last good snapshot.
     pub consecutive_errors: i64,
+    /// The last transient error, while in an error streak.
     pub last_error: Option<String>,
+    /// When the application asked to cancel (epoch ms).
     pub cancel_requested_at: Option<i64>,
+    /// When the server acknowledged `tasks/cancel` (epoch ms).
     pub cancel_sent_at: Option<i64>,
+    /// When `tasks/cancel` is due (`None`: nothing to send).
     pub next_cancel_at: Option<i64>,
+    /// `tasks/cancel` attempts made.
     pub cancel_attempts: i64,
+    /// When stored answers are due to be sent (`None`: nothing to send).
     pub next_update_at: Option<i64>,
+    /// Worker holding the work claim, if any.
     pub claim_owner: Option<String>,
+    /// Token of the current claim, if claimed.
     pub claim_token: Option<String>,
+    /// When the work claim lapses (epoch ms).
     pub claim_expires_at: Option<i64>,
+    /// Version of the newest recorded event.
     pub event_version: i64,
+    /// Events up to this version are delivered (or dead-lettered).
     pub delivered_version: i64,
+    /// When pending events are due for delivery (`None`: nothing pending).
     pub next_notify_at: Option<i64>,
+    /// Failed delivery attempts of the oldest pending event.
     pub notify_attempts: i64,
+    /// Why the last delivery failed, if it did.
     pub last_notify_error: Option<String>,
+    /// Events given up on after the retry budget.
     pub dead_letters: i64,
 }
 
 impl RemoteTaskRecord {
+    /// Whether the task is terminal.
     pub fn is_terminal(&self) -> bool {
         self.status.is_terminal()
     }
@@ -136,10 +192,15 @@ impl RemoteTaskRecord {
 /// One input key of a tracked task and the local answer, if any.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RemoteInput {
+    /// The input key (unique per task, never reissued).
     pub key: String,
+    /// The input request as the server sent it.
     pub request: Value,
+    /// The answer, once given.
     pub response: Option<Value>,
+    /// When the key was first seen (epoch ms).
     pub first_seen_at: i64,
+    /// When the answer was stored (epoch ms).
     pub answered_at: Option<i64>,
     /// When `tasks/update` carrying the answer was acknowledged.
     pub sent_at: Option<i64>,
@@ -162,6 +223,7 @@ pub enum FailureKind {
 }
 
 impl FailureKind {
+    /// The wire spelling.
     pub fn as_str(self) -> &'static str {
         match self {
             FailureKind::NotFound => "not_found",
@@ -181,11 +243,19 @@ pub enum Observation {
     /// A retryable failure (timeout, refused connection, 5xx, transport error).
     Transient(String),
     /// The task cannot be tracked any further.
-    Permanent { kind: FailureKind, message: String },
+    Permanent {
+        /// Why, as a category.
+        kind: FailureKind,
+        /// Why, in words.
+        message: String,
+    },
     /// `tasks/cancel` was acknowledged.
     CancelAcked,
     /// `tasks/update` carrying these keys was acknowledged.
-    UpdateAcked { keys: Vec<String> },
+    UpdateAcked {
+        /// The keys whose answers the server accepted.
+        keys: Vec<String>,
+    },
     /// Give the claim back untouched (shutdown): not an error.
     Released,
 }
@@ -209,6 +279,7 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// The wire spelling.
     pub fn as_str(self) -> &'static str {
         match self {
             EventKind::Created => "created",
@@ -220,6 +291,7 @@ impl EventKind {
         }
     }
 
+    /// Parse the wire spelling.
     pub fn parse(s: &str) -> Option<EventKind> {
         [
             EventKind::Created,
@@ -237,11 +309,15 @@ impl EventKind {
 /// One entry of a task's timeline / outbox.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TaskEvent {
+    /// The task concerned.
     pub task_id: String,
     /// 1, 2, 3… per task; `(task_id, version)` is the idempotency key.
     pub version: i64,
+    /// What kind of event or failure this is.
     pub kind: EventKind,
+    /// Lifecycle status.
     pub status: TaskStatus,
+    /// When it happened (epoch ms).
     pub occurred_at: i64,
     /// The task as the application should see it at this event.
     pub data: Value,
@@ -257,6 +333,7 @@ impl TaskEvent {
 /// Tracking policy: scheduling, retry budgets and payload bounds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrackerPolicy {
+    /// Poll scheduling.
     pub poll: PollPolicy,
     /// Backoff after transient errors (poll, cancel, update, notify).
     pub backoff: Backoff,
@@ -271,6 +348,7 @@ pub struct TrackerPolicy {
     pub ttl_grace_ms: i64,
     /// Delivery attempts per event before it is dead-lettered.
     pub max_notify_attempts: i64,
+    /// Payload bounds.
     pub limits: PayloadLimits,
 }
 
@@ -295,9 +373,13 @@ impl Default for TrackerPolicy {
 /// Filter for listing tracked tasks.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ListFilter {
+    /// Lifecycle status.
     pub status: Option<TaskStatus>,
+    /// Registry name of the server the task lives on.
     pub server: Option<String>,
+    /// Authenticated caller the task is bound to; `None` for anonymous callers.
     pub principal: Option<String>,
+    /// Application conversation the call belongs to, if any.
     pub conversation: Option<String>,
     /// Only non-terminal tasks.
     pub active_only: bool,
@@ -307,7 +389,9 @@ pub struct ListFilter {
 /// newest-first order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cursor {
+    /// When it was created (epoch ms).
     pub created_at: i64,
+    /// Task id.
     pub id: String,
 }
 
@@ -324,6 +408,7 @@ impl Cursor {
         format!("{}.{}", self.created_at, self.id)
     }
 
+    /// Parse a cursor string; `None` when malformed.
     pub fn decode(s: &str) -> Option<Cursor> {
         let (ts, id) = s.split_once('.')?;
         Some(Cursor {
@@ -337,7 +422,9 @@ impl Cursor {
 /// A claimed task handed to a phase worker.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClaimedTask {
+    /// The task as stored.
     pub record: RemoteTaskRecord,
+    /// Proof of the claim this result or claim belongs to.
     pub fence: Fence,
     /// Update phase: answered keys not yet acknowledged by the server.
     pub answers: Vec<(String, Value)>,
@@ -346,8 +433,11 @@ pub struct ClaimedTask {
 /// A worker's result for one claimed task.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Applied {
+    /// Proof of the claim this result or claim belongs to.
     pub fence: Fence,
+    /// The phase the claim was for.
     pub phase: Phase,
+    /// What the worker saw.
     pub observation: Observation,
     /// Random `[0, 1)` for poll jitter.
     pub jitter: f64,
@@ -356,6 +446,7 @@ pub struct Applied {
 /// Result of recording a handle.
 #[derive(Debug, Clone, PartialEq)]
 pub enum InsertOutcome {
+    /// A new row was recorded.
     Inserted(Box<RemoteTaskRecord>),
     /// The same remote task (server, principal, remote id) was already tracked:
     /// the existing row is kept and returned.
@@ -363,6 +454,7 @@ pub enum InsertOutcome {
 }
 
 impl InsertOutcome {
+    /// The record, whichever way it went.
     pub fn record(&self) -> &RemoteTaskRecord {
         match self {
             InsertOutcome::Inserted(r) | InsertOutcome::AlreadyTracked(r) => r,
@@ -382,7 +474,9 @@ pub struct AnswerResult {
 /// A task whose pending events a notify worker claimed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NotifyClaim {
+    /// Proof of the claim this result or claim belongs to.
     pub fence: Fence,
+    /// Failed delivery attempts so far.
     pub attempts: i64,
     /// Undelivered events in version order.
     pub events: Vec<TaskEvent>,
@@ -391,6 +485,7 @@ pub struct NotifyClaim {
 /// A notify worker's result for one claim.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NotifyResult {
+    /// Proof of the claim this result or claim belongs to.
     pub fence: Fence,
     /// Highest version now delivered (or dead-lettered).
     pub delivered_through: i64,

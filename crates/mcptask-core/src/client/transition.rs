@@ -18,6 +18,7 @@ use crate::payload::truncate_text;
 /// The new state of a task plus what else to write with it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Change {
+    /// The task as stored.
     pub record: RemoteTaskRecord,
     /// New events, already numbered (`record.event_version` is the last one).
     pub events: Vec<(i64, EventKind, Value)>,

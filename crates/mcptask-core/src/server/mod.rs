@@ -54,20 +54,27 @@ pub enum InterruptPolicy {
 /// A task about to be inserted.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewServerTask {
+    /// Task id.
     pub id: String,
     /// Authenticated subject the task is bound to; `None` for anonymous callers.
     pub principal: Option<String>,
+    /// Name of the tool that was called.
     pub tool: String,
+    /// Arguments of the tool call.
     pub arguments: Value,
     /// `inputResponses` of the multi-round-trip exchange that preceded the task.
     pub call_inputs: Option<Value>,
+    /// When it was created (epoch ms).
     pub created_at: i64,
     /// `None` means unlimited.
     pub ttl_ms: Option<i64>,
+    /// Suggested polling interval (ms), if any.
     pub poll_interval_ms: Option<i64>,
+    /// Human-readable status message, if any.
     pub status_message: Option<String>,
     /// The process that will run it (it must have an owner lease).
     pub owner: String,
+    /// Token of the current claim, if claimed.
     pub claim_token: String,
 }
 
@@ -112,23 +119,39 @@ impl NewServerTask {
 /// A task as stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerTaskRecord {
+    /// Task id.
     pub id: String,
+    /// Authenticated caller the task is bound to; `None` for anonymous callers.
     pub principal: Option<String>,
+    /// Name of the tool that was called.
     pub tool: String,
+    /// Arguments of the tool call.
     pub arguments: Value,
+    /// `inputResponses` gathered before the task was created, if any.
     pub call_inputs: Option<Value>,
+    /// Lifecycle status.
     pub status: TaskStatus,
+    /// Human-readable status message, if any.
     pub status_message: Option<String>,
+    /// The tool result, once completed.
     pub result: Option<Value>,
+    /// JSON-RPC error object, once failed.
     pub error: Option<Value>,
+    /// When it was created (epoch ms).
     pub created_at: i64,
+    /// Last change (epoch ms).
     pub updated_at: i64,
+    /// Time to live from creation (ms); `None` means unlimited.
     pub ttl_ms: Option<i64>,
+    /// Suggested polling interval (ms), if any.
     pub poll_interval_ms: Option<i64>,
     /// 1 for the first run; incremented by each rerun after an interruption.
     pub attempt: i64,
+    /// Whether cancellation was requested (durable flag).
     pub cancel_requested: bool,
+    /// The process (owner id) holding the claim, if any.
     pub owner: Option<String>,
+    /// Token of the current claim, if claimed.
     pub claim_token: Option<String>,
     /// When a terminal task stops being readable and may be deleted.
     pub purge_at: Option<i64>,
@@ -163,6 +186,7 @@ impl ServerTaskRecord {
 /// A task together with its outstanding input requests (only when `input_required`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerTaskView {
+    /// The task as stored.
     pub record: ServerTaskRecord,
     /// `(key, request)` pairs not yet answered, ordered by key.
     pub input_requests: Vec<(String, Value)>,
@@ -172,14 +196,26 @@ pub struct ServerTaskView {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
     /// A tool result (including one with `isError: true`).
-    Completed { result: Value },
+    Completed {
+        /// The `CallToolResult`.
+        result: Value,
+    },
     /// A JSON-RPC error object, with a human-readable status message.
-    Failed { error: Value, message: String },
+    Failed {
+        /// The JSON-RPC error object.
+        error: Value,
+        /// The status message shown with it.
+        message: String,
+    },
     /// The work stopped because cancellation was requested.
-    Cancelled { message: Option<String> },
+    Cancelled {
+        /// The status message, if any.
+        message: Option<String>,
+    },
 }
 
 impl Outcome {
+    /// The status this outcome settles the task in.
     pub fn status(&self) -> TaskStatus {
         match self {
             Outcome::Completed { .. } => TaskStatus::Completed,
@@ -229,11 +265,13 @@ pub struct AnswerOutcome {
 /// What `tasks/cancel` changed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CancelOutcome {
+    /// No such task.
     NotFound,
     /// Nothing to do: the task already settled.
     AlreadyTerminal,
     /// The durable cancel flag is set; `owner` should be signalled.
     Requested {
+        /// The process (owner id) holding the claim, if any.
         owner: Option<String>,
     },
 }
@@ -241,16 +279,22 @@ pub enum CancelOutcome {
 /// A live task owned by `owner` whose signal time moved (answer, cancel, expiry).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskSignal {
+    /// The task concerned.
     pub task_id: String,
+    /// Lifecycle status.
     pub status: TaskStatus,
+    /// Whether cancellation was requested (durable flag).
     pub cancel_requested: bool,
+    /// Time of the signal (epoch ms).
     pub signaled_at: i64,
 }
 
 /// A task the TTL sweep just failed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExpiredTask {
+    /// The task concerned.
     pub task_id: String,
+    /// The process (owner id) holding the claim, if any.
     pub owner: Option<String>,
 }
 
