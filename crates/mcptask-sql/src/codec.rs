@@ -250,11 +250,6 @@ pub(crate) fn due_of(phase: Phase, r: &RemoteTaskRecord) -> Option<i64> {
     }
 }
 
-/// Whether the row's work claim is the one `fence` proves.
-pub(crate) fn fence_matches(r: &RemoteTaskRecord, fence: &Fence) -> bool {
-    fence.holds(r.claim_owner.as_deref(), r.claim_token.as_deref())
-}
-
 /// Claimed rows in due order, with their fences. A row that cannot be decoded
 /// is logged and left claimed (so it is retried only after the lease), rather
 /// than failing every claim behind it.

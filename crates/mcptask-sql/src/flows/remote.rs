@@ -556,7 +556,10 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
             let Some(record) = current.get(&entry.fence.task_id) else {
                 continue;
             };
-            if !codec::fence_matches(record, &entry.fence) {
+            if !entry
+                .fence
+                .holds(record.claim_owner.as_deref(), record.claim_token.as_deref())
+            {
                 continue;
             }
             let unsent =
