@@ -35,11 +35,18 @@ struct Stack {
 }
 
 async fn stack(spec: impl FnOnce(&str, &str) -> GatewaySpec) -> Stack {
+    stack_with_env(spec, &[]).await
+}
+
+async fn stack_with_env(
+    spec: impl FnOnce(&str, &str) -> GatewaySpec,
+    env: &[(&str, &str)],
+) -> Stack {
     let server_db = Database::sqlite();
     let gateway_db = Database::sqlite();
     let server = DemoServer::start(&server_db.url, &[]).await;
     let spec = spec(&gateway_db.url, &server.url);
-    let gateway = Gateway::start("gateway", &spec).await;
+    let gateway = Gateway::start_with_env("gateway", &spec, env).await;
     Stack {
         gateway,
         server,
@@ -357,16 +364,30 @@ async fn every_route_answers_json_with_stable_codes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn principal_tokens_only_see_their_own_tasks_and_lists_filter_and_paginate() {
     with_deadline(TEST_LIMIT, async {
-        let s = token_stack(None).await;
+        // The token trap: `serve` started in a shell that exports alice's
+        // CLI credential must not make alice an operator.
+        let s = stack_with_env(
+            |db, url| GatewaySpec::with_tokens(db, &[("demo", url)]),
+            &[("MCPTASK_API_TOKEN", ALICE)],
+        )
+        .await;
         let op = s.gateway.client(Some(OPERATOR));
         let alice = s.gateway.client(Some(ALICE));
         let bob = s.gateway.client(Some(BOB));
 
-        // A principal token always acts for itself, whatever the body says;
-        // an operator may act for anyone.
+        // A principal token acts for itself: naming another principal is
+        // refused (403), naming its own is fine; an operator may act for anyone.
+        alice
+            .post(
+                "/api/v1/calls",
+                &json!({"server": "demo", "tool": "slow_compute",
+                    "arguments": {"seconds": 120}, "principal": "bob"}),
+            )
+            .await
+            .assert_error(403, "forbidden");
         let a_slow = alice
             .start_task_with(json!({"server": "demo", "tool": "slow_compute",
-                "arguments": {"seconds": 120}, "principal": "bob", "conversation": "chat-a"}))
+                "arguments": {"seconds": 120}, "principal": "alice", "conversation": "chat-a"}))
             .await;
         assert_eq!(a_slow["principal"], "alice", "{a_slow:#}");
         assert!(
@@ -419,8 +440,11 @@ async fn principal_tokens_only_see_their_own_tasks_and_lists_filter_and_paginate
         let mine = alice.list_all("limit=500").await;
         assert_eq!(ids(&mine), vec![a_id.clone()], "alice sees only hers");
         assert!(mine[0].get("remoteTaskId").is_none());
-        let spoofed = alice.list_all("principal=bob").await;
-        assert_eq!(ids(&spoofed), vec![a_id.clone()], "principal= is for operators");
+        alice
+            .get("/api/v1/tasks?principal=bob")
+            .await
+            .assert_error(403, "forbidden");
+        assert_eq!(ids(&alice.list_all("principal=alice").await), vec![a_id.clone()]);
         assert_eq!(
             ids(&op.list_all("principal=bob").await),
             vec![b_id.clone()]

@@ -163,31 +163,47 @@ fn at(
 }
 
 impl Config {
-    /// Read and validate a file, then apply environment overrides.
+    /// Read a file, apply environment overrides, then validate the result
+    /// (so an override can supply what the file leaves out, and an override
+    /// is checked like the file is).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        Self::load_with_env(path, |k| std::env::var(k).ok())
+    }
+
+    /// [`Config::load`] with the environment given as a lookup function.
+    pub fn load_with_env(
+        path: &Path,
+        get: impl Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| {
             ConfigError(format!(
                 "{}: cannot read the configuration: {e}\n  fix: create it (see `mcptask serve --help` and the README) or pass --config PATH",
                 path.display()
             ))
         })?;
-        let mut config = Config::parse(&path.display().to_string(), &text)?;
-        config.apply_env(|k| std::env::var(k).ok())?;
+        let path = path.display().to_string();
+        let mut config = Config::parse_unvalidated(&path, &text)?;
+        config.apply_env(get)?;
+        config.validate(&path, &text)?;
         Ok(config)
     }
 
     /// Parse and validate TOML text (`path` is used in messages).
     pub fn parse(path: &str, text: &str) -> Result<Config, ConfigError> {
-        let config: Config = toml::from_str(text).map_err(|e| {
+        let config = Self::parse_unvalidated(path, text)?;
+        config.validate(path, text)?;
+        Ok(config)
+    }
+
+    fn parse_unvalidated(path: &str, text: &str) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|e| {
             let span = e.span().unwrap_or(0..0);
             let (line, col) = line_of(text, span.start);
             ConfigError(format!(
                 "{path}:{line}:{col}: {}\n  fix: correct this entry; every key is documented in the README (Configuration)",
                 e.message().trim()
             ))
-        })?;
-        config.validate(path, text)?;
-        Ok(config)
+        })
     }
 
     fn validate(&self, path: &str, text: &str) -> Result<(), ConfigError> {
@@ -272,10 +288,21 @@ impl Config {
                 text,
                 span,
                 "the API requires a token but none is configured",
-                "add [[api.tokens]] with token = \"…\" (or set MCPTASK_API_TOKEN), or set auth = \"none\" under [api] for local development",
+                "add [[api.tokens]] with token = \"…\" (or set MCPTASK_OPERATOR_TOKEN; MCPTASK_API_TOKEN is the CLI's credential and `serve` never reads it), or set auth = \"none\" under [api] for local development",
             ));
         }
+        let mut seen_tokens = std::collections::HashSet::new();
         for t in &self.api.tokens {
+            if !seen_tokens.insert(t.token.get_ref()) {
+                // Which principal would it act for? Refuse rather than pick one.
+                return Err(at(
+                    path,
+                    text,
+                    t.token.span(),
+                    "this API token is listed twice",
+                    "give every principal (and the operator) a token of its own",
+                ));
+            }
             if t.token.get_ref().len() < 8 {
                 return Err(at(
                     path,
@@ -313,7 +340,10 @@ impl Config {
     }
 
     /// Environment overrides: `MCPTASK_DATABASE_URL`, `MCPTASK_LISTEN`,
-    /// `MCPTASK_AUTH` (`token`|`none`), `MCPTASK_API_TOKEN` (an operator token).
+    /// `MCPTASK_AUTH` (`token`|`none`), `MCPTASK_OPERATOR_TOKEN` (an operator
+    /// token). `MCPTASK_API_TOKEN` is deliberately not read: it is the CLI's
+    /// credential, often a principal's token, and a `serve` started in a
+    /// shell that exports it must not turn that token into an operator's.
     pub fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
         if let Some(url) = get("MCPTASK_DATABASE_URL") {
             self.database.url = url;
@@ -334,9 +364,12 @@ impl Config {
                 }
             };
         }
-        if let Some(token) = get("MCPTASK_API_TOKEN") {
+        if let Some(token) = get("MCPTASK_OPERATOR_TOKEN") {
             if token.len() < 8 {
-                return Err(ConfigError("MCPTASK_API_TOKEN must be at least 8 characters\n  fix: use a long random value".into()));
+                return Err(ConfigError("MCPTASK_OPERATOR_TOKEN must be at least 8 characters\n  fix: use a long random value, e.g. from `openssl rand -hex 24`".into()));
+            }
+            if self.api.tokens.iter().any(|t| t.token.get_ref() == &token) {
+                return Err(ConfigError("MCPTASK_OPERATOR_TOKEN is also a token in [[api.tokens]]\n  fix: give the operator a token of its own".into()));
             }
             self.api.tokens.push(TokenSection {
                 token: Spanned::new(0..0, token),
@@ -453,13 +486,16 @@ secret = "s3cret"
     }
 
     #[test]
-    fn environment_overrides_apply() {
-        let mut c = Config::parse("m.toml", "[api]\nauth = \"none\"\n").unwrap();
-        c.apply_env(|k| match k {
+    fn environment_overrides_apply_before_validation() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.toml");
+        // No token in the file: the operator token from the environment
+        // makes it valid (overrides are validated with the file).
+        std::fs::write(&path, "[api]\nauth = \"token\"\n").unwrap();
+        let c = Config::load_with_env(&path, |k| match k {
             "MCPTASK_DATABASE_URL" => Some("postgres://u@h/db".into()),
             "MCPTASK_LISTEN" => Some("0.0.0.0:9000".into()),
-            "MCPTASK_AUTH" => Some("token".into()),
-            "MCPTASK_API_TOKEN" => Some("abcdefghijkl".into()),
+            "MCPTASK_OPERATOR_TOKEN" => Some("abcdefghijkl".into()),
             _ => None,
         })
         .unwrap();
@@ -467,9 +503,58 @@ secret = "s3cret"
         assert_eq!(c.api.listen.port(), 9000);
         assert_eq!(c.api.auth, AuthMode::Token);
         assert_eq!(c.api.tokens.len(), 1);
+        assert_eq!(c.api.tokens[0].principal, None);
+        let e = Config::load_with_env(&path, |k| (k == "MCPTASK_LISTEN").then(|| "nope".into()))
+            .unwrap_err()
+            .0;
+        assert!(e.contains("MCPTASK_LISTEN"), "{e}");
+        // MCPTASK_AUTH=none from the environment relaxes a file that asks for tokens.
+        Config::load_with_env(&path, |k| (k == "MCPTASK_AUTH").then(|| "none".into())).unwrap();
+    }
+
+    /// The token trap: `serve` started in a shell that exports a
+    /// principal's CLI credential must not make it an operator token.
+    #[test]
+    fn the_cli_credential_never_becomes_an_operator_token() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.toml");
+        let alice = "[api]\nauth = \"token\"\n[[api.tokens]]\ntoken = \"alice-token-123\"\nprincipal = \"alice\"\n";
+        std::fs::write(&path, alice).unwrap();
+        let c = Config::load_with_env(&path, |k| {
+            (k == "MCPTASK_API_TOKEN").then(|| "alice-token-123".into())
+        })
+        .unwrap();
+        assert_eq!(
+            c.api.tokens.len(),
+            1,
+            "MCPTASK_API_TOKEN is not read by serve"
+        );
+        assert_eq!(c.api.tokens[0].principal.as_deref(), Some("alice"));
+        // Without any token, the error says which variable serve does read.
+        std::fs::write(&path, "[api]\nauth = \"token\"\n").unwrap();
+        let e = Config::load_with_env(&path, |k| {
+            (k == "MCPTASK_API_TOKEN").then(|| "alice-token-123".into())
+        })
+        .unwrap_err()
+        .0;
         assert!(
-            c.apply_env(|k| (k == "MCPTASK_LISTEN").then(|| "nope".into()))
-                .is_err()
+            e.contains("MCPTASK_OPERATOR_TOKEN") && e.contains("never reads"),
+            "{e}"
+        );
+        // The operator variable may not reuse a principal's token.
+        std::fs::write(&path, alice).unwrap();
+        let e = Config::load_with_env(&path, |k| {
+            (k == "MCPTASK_OPERATOR_TOKEN").then(|| "alice-token-123".into())
+        })
+        .unwrap_err()
+        .0;
+        assert!(e.contains("also a token"), "{e}");
+        // Nor may the file list one token twice.
+        let twice = format!("{alice}[[api.tokens]]\ntoken = \"alice-token-123\"\n");
+        let e = Config::parse("m.toml", &twice).unwrap_err().0;
+        assert!(
+            e.contains("listed twice") && e.starts_with("m.toml:7:"),
+            "{e}"
         );
     }
 }

@@ -43,7 +43,8 @@ pub fn serve_command(config: &std::path::Path) -> Command {
         .env_remove("MCPTASK_DATABASE_URL")
         .env_remove("MCPTASK_LISTEN")
         .env_remove("MCPTASK_AUTH")
-        .env_remove("MCPTASK_API_TOKEN");
+        .env_remove("MCPTASK_API_TOKEN")
+        .env_remove("MCPTASK_OPERATOR_TOKEN");
     command
 }
 
@@ -174,11 +175,16 @@ impl Gateway {
     /// Write `spec` to `mcptask.toml` in a fresh directory, start `mcptask
     /// serve --config` there and wait until it listens.
     pub async fn start(name: &str, spec: &GatewaySpec) -> Gateway {
+        Self::start_with_env(name, spec, &[]).await
+    }
+
+    /// [`Gateway::start`] with extra environment variables for `serve`.
+    pub async fn start_with_env(name: &str, spec: &GatewaySpec, env: &[(&str, &str)]) -> Gateway {
         let dir = tempfile::tempdir().expect("temp dir");
         let config = dir.path().join("mcptask.toml");
         std::fs::write(&config, spec.toml()).expect("write mcptask.toml");
         let mut command = serve_command(&config);
-        command.current_dir(dir.path());
+        command.current_dir(dir.path()).envs(env.iter().copied());
         let (process, url) =
             LoggedChild::spawn(name, command, GATEWAY_LISTENING, Duration::from_secs(60))
                 .await

@@ -46,11 +46,7 @@ pub async fn list_tasks(
                 .ok_or_else(|| ApiError::bad_request(format!("unknown status {s:?}")))
         })
         .transpose()?;
-    let principal = if caller.operator {
-        q.principal
-    } else {
-        caller.principal.clone()
-    };
+    let principal = caller.acting_for(q.principal)?;
     let filter = ListFilter {
         status,
         server: q.server,
@@ -168,11 +164,7 @@ pub async fn call_tool(
     Extension(caller): Extension<Caller>,
     JsonBody(body): JsonBody<CallBody>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let principal = if caller.operator {
-        body.principal
-    } else {
-        caller.principal.clone()
-    };
+    let principal = caller.acting_for(body.principal)?;
     let options = CallOptions {
         principal,
         conversation: body.conversation,

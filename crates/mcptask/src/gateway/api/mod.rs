@@ -33,6 +33,25 @@ impl Caller {
     pub fn may_see(&self, principal: Option<&str>) -> bool {
         self.operator || self.principal.as_deref() == principal
     }
+
+    /// The principal a request acts for. An operator may name any principal
+    /// (or none); a principal token acts for itself, and naming anyone else
+    /// is refused rather than silently ignored, so a caller never mistakes
+    /// its own tasks for someone else's.
+    pub fn acting_for(&self, requested: Option<String>) -> Result<Option<String>, ApiError> {
+        if self.operator {
+            return Ok(requested);
+        }
+        match requested {
+            Some(other) if Some(&other) != self.principal.as_ref() => {
+                Err(ApiError::forbidden(format!(
+                    "this token acts for principal {:?} only; {other:?} needs an operator token",
+                    self.principal.as_deref().unwrap_or_default()
+                )))
+            }
+            _ => Ok(self.principal.clone()),
+        }
+    }
 }
 
 /// Shared state of the API handlers.

@@ -70,7 +70,7 @@ pub fn spec() -> Value {
                 "Call": {"type": "object", "required": ["server", "tool"], "additionalProperties": false, "properties": {
                     "server": {"type": "string"}, "tool": {"type": "string"}, "arguments": {"type": "object"},
                     "conversation": {"type": "string"}, "callId": {"type": "string"}, "correlation": {},
-                    "principal": {"type": "string", "description": "Operators only"}, "waitMs": {"type": "integer", "minimum": 0, "maximum": 300000}
+                    "principal": {"type": "string", "description": "Operators may name any principal; a principal token may only name its own (403 otherwise)"}, "waitMs": {"type": "integer", "minimum": 0, "maximum": 300000}
                 }},
                 "CallOutcome": {"type": "object", "properties": {"outcome": {"type": "string", "enum": ["completed", "task"]}, "result": {}, "task": {"$ref": "#/components/schemas/TaskDetail"}}},
                 "Servers": {"type": "object", "properties": {"servers": {"type": "array", "items": {"type": "object"}}}}
@@ -83,13 +83,13 @@ pub fn spec() -> Value {
                 "parameters": [
                     {"name": "status", "in": "query", "schema": {"$ref": "#/components/schemas/Status"}},
                     {"name": "server", "in": "query", "schema": {"type": "string"}},
-                    {"name": "principal", "in": "query", "schema": {"type": "string"}, "description": "Operators only; principal tokens always see their own"},
+                    {"name": "principal", "in": "query", "schema": {"type": "string"}, "description": "Operators may filter by any principal; a principal token may only name its own (403 otherwise)"},
                     {"name": "conversation", "in": "query", "schema": {"type": "string"}},
                     {"name": "active", "in": "query", "schema": {"type": "boolean"}},
                     {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}},
                     {"name": "cursor", "in": "query", "schema": {"type": "string"}, "description": "nextCursor of the previous page"}
                 ],
-                "responses": with(json!({"200": ok("A page of tasks", "TaskList")}))
+                "responses": with(json!({"200": ok("A page of tasks", "TaskList"), "403": error_response("A principal token named another principal")}))
             }},
             "/api/v1/tasks/{id}": {"get": {
                 "summary": "One task: snapshot, result, error, input requests, timeline",
@@ -113,6 +113,7 @@ pub fn spec() -> Value {
                 "responses": with(json!({
                     "200": ok("Completed synchronously", "CallOutcome"),
                     "202": ok("A task is tracked", "CallOutcome"),
+                    "403": error_response("A principal token named another principal"),
                     "404": error_response("Unknown server"),
                     "409": error_response("The tool needs input before it starts"),
                     "413": error_response("Body too large"),
