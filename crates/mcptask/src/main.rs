@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
+use cli::output::outln;
 
 #[derive(Parser)]
 #[command(
@@ -157,10 +158,36 @@ fn init_logging() {
         .init();
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     init_logging();
     let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => return report(anyhow::Error::new(e).context("cannot start the async runtime")),
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => report(e),
+    }
+}
+
+/// Print an error the way a user reads it: the message, then each cause on
+/// its own line. Never a stack trace, whatever `RUST_BACKTRACE` says: these
+/// are errors of input and environment (a typo, an unreachable gateway), not
+/// bugs, and a backtrace only buries the one line that names the fix.
+fn report(e: anyhow::Error) -> std::process::ExitCode {
+    let mut text = format!("error: {e}");
+    for cause in e.chain().skip(1) {
+        text.push_str(&format!("\n  caused by: {cause}"));
+    }
+    eprintln!("{text}");
+    std::process::ExitCode::FAILURE
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::DemoServer(args) => demo_server(args).await,
         Command::Serve { config } => gateway::run(&config).await,
@@ -223,7 +250,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Migrate { database_url } => {
             let store = mcptask_sql::open_without_migrating(&database_url).await?;
             let applied = mcptask_sql::migrate(&store, &database_url).await?;
-            println!(
+            outln!(
                 "{}: {applied} migration(s) applied; schema is up to date",
                 mcptask_sql::redact(&database_url)
             );

@@ -7,6 +7,7 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
 use super::client::Gateway;
+use super::output::outln;
 
 const SPINNER: [&str; 8] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧"];
 
@@ -50,18 +51,18 @@ fn print_result(result: &Value) {
     let mut printed = false;
     for block in result["content"].as_array().into_iter().flatten() {
         if let Some(text) = block["text"].as_str() {
-            println!("{text}");
+            outln!("{text}");
         } else {
-            println!("{block}");
+            outln!("{block}");
         }
         printed = true;
     }
     if let Some(s) = result.get("structuredContent").filter(|s| !s.is_null()) {
-        println!("{}", serde_json::to_string_pretty(s).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(s).unwrap_or_default());
         printed = true;
     }
     if !printed {
-        println!("{result}");
+        outln!("{result}");
     }
 }
 
@@ -97,7 +98,7 @@ pub async fn call(
         .context("the gateway returned a task without an id")?
         .to_string();
     if !wait {
-        println!("{id}");
+        outln!("{id}");
         eprintln!("task {id} is tracked; follow it with `mcptask tasks show {id}`");
         return Ok(0);
     }
@@ -173,7 +174,7 @@ pub async fn list(
     }
     let page = gw.get(&format!("/api/v1/tasks?{}", q.join("&"))).await?;
     if json_out {
-        println!("{}", serde_json::to_string_pretty(&page)?);
+        outln!("{}", serde_json::to_string_pretty(&page)?);
         return Ok(0);
     }
     let tasks = page["tasks"].as_array().cloned().unwrap_or_default();
@@ -181,12 +182,14 @@ pub async fn list(
         eprintln!("no tasks");
         return Ok(0);
     }
-    println!(
+    outln!(
         "{:<36}  {:<15}  {:<28}  MESSAGE",
-        "ID", "STATUS", "TOOL@SERVER"
+        "ID",
+        "STATUS",
+        "TOOL@SERVER"
     );
     for t in tasks {
-        println!(
+        outln!(
             "{:<36}  {:<15}  {:<28}  {}",
             t["id"].as_str().unwrap_or(""),
             t["status"].as_str().unwrap_or(""),
@@ -204,10 +207,10 @@ pub async fn list(
 pub async fn show(gw: &Gateway, id: &str, json_out: bool) -> anyhow::Result<i32> {
     let t = gw.get(&format!("/api/v1/tasks/{id}")).await?;
     if json_out {
-        println!("{}", serde_json::to_string_pretty(&t)?);
+        outln!("{}", serde_json::to_string_pretty(&t)?);
         return Ok(0);
     }
-    println!(
+    outln!(
         "{}  {}  {}@{}",
         t["id"].as_str().unwrap_or(""),
         t["status"].as_str().unwrap_or(""),
@@ -215,7 +218,7 @@ pub async fn show(gw: &Gateway, id: &str, json_out: bool) -> anyhow::Result<i32>
         t["server"].as_str().unwrap_or("")
     );
     if let Some(m) = t["statusMessage"].as_str() {
-        println!("message: {m}");
+        outln!("message: {m}");
     }
     for i in t["inputs"].as_array().into_iter().flatten() {
         let state = if i["answered"] == true {
@@ -223,15 +226,15 @@ pub async fn show(gw: &Gateway, id: &str, json_out: bool) -> anyhow::Result<i32>
         } else {
             "waiting"
         };
-        println!(
+        outln!(
             "input {} ({state}): {}",
             i["key"].as_str().unwrap_or(""),
             i["request"]["params"]["message"].as_str().unwrap_or("")
         );
     }
-    println!("timeline:");
+    outln!("timeline:");
     for e in t["timeline"].as_array().into_iter().flatten() {
-        println!(
+        outln!(
             "  v{} {} {} {}",
             e["version"],
             e["occurredAt"].as_str().unwrap_or(""),

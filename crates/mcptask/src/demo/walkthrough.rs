@@ -6,6 +6,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+
+use crate::cli::output::outln;
 use mcptask_client::{CallOptions, CallOutcome, RemoteTaskRecord, ServerDef, TaskStatus, Tracker};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -20,7 +22,7 @@ pub struct DemoArgs {
 }
 
 fn step(n: usize, text: &str) {
-    println!("[{n}/3] {text}");
+    outln!("[{n}/3] {text}");
 }
 
 async fn settle(tracker: &Tracker, id: &str) -> anyhow::Result<RemoteTaskRecord> {
@@ -124,13 +126,13 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         }
     });
     let dashboard = format!("http://{api_addr}/#token={token}");
-    println!(
+    outln!(
         "mcptask demo — durable MCP tasks on {}",
         mcptask_sql::redact(&args.database_url)
     );
-    println!("  demo MCP server: {mcp_url}");
-    println!("  dashboard:       {dashboard}");
-    println!();
+    outln!("  demo MCP server: {mcp_url}");
+    outln!("  dashboard:       {dashboard}");
+    outln!();
 
     let tracker = &gw.tracker;
     let outcome = async {
@@ -222,14 +224,14 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
 
     match &outcome {
         Ok(()) => {
-            println!();
-            println!("All three tasks settled. Every step is in the timeline of each task:");
-            println!("  {dashboard}");
+            outln!();
+            outln!("All three tasks settled. Every step is in the timeline of each task:");
+            outln!("  {dashboard}");
         }
         Err(e) => eprintln!("demo failed: {e:#}"),
     }
     if !args.once && outcome.is_ok() {
-        println!(
+        outln!(
             "Serving until Ctrl-C (try: mcptask call demo countdown --args '{{\"seconds\": 20}}' --wait --token {token} --gateway http://{api_addr})"
         );
         super::server::shutdown_signal().await;
