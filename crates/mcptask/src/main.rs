@@ -184,7 +184,7 @@ fn report(e: anyhow::Error) -> std::process::ExitCode {
         text.push_str(&format!("\n  caused by: {cause}"));
     }
     eprintln!("{text}");
-    std::process::ExitCode::FAILURE
+    std::process::ExitCode::from(cli::exit::ERROR as u8)
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {

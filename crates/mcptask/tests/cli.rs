@@ -1,9 +1,24 @@
 //! The command line as a user meets it: the binary run the way a shell runs
 //! it, with what a user's environment commonly holds.
 
-use std::process::{Command, Stdio};
+mod support;
 
-const BIN: &str = env!("CARGO_BIN_EXE_mcptask");
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::json;
+use support::*;
+
+/// `mcptask ARGS…` against a gateway as a user's shell would run it.
+fn mcptask(gateway: &str, token: &str, args: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .args(args)
+        .env("MCPTASK_GATEWAY", gateway)
+        .env("MCPTASK_API_TOKEN", token)
+        .env("MCPTASK_LOG", "warn")
+        .output()
+        .expect("run mcptask")
+}
 
 /// `mcptask … | head -1` where `head` has already exited: the pipe's reader
 /// is gone before the first write. `println!` would panic (exit 101); the
@@ -52,4 +67,88 @@ fn errors_print_their_cause_and_no_backtrace_even_with_rust_backtrace() {
         !stderr.to_lowercase().contains("backtrace") && stderr.lines().count() < 8,
         "no stack trace: {stderr}"
     );
+}
+
+/// Exit codes, as the README documents them: 0 done / completed, 1 the
+/// command failed, 3 the waited-for task failed, 4 it was cancelled;
+/// inspecting (`tasks show` without `--follow`) exits 0 whatever the status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_codes_tell_a_failed_task_from_a_cancelled_one_and_inspecting_exits_zero() {
+    with_deadline(Duration::from_secs(240), async {
+        let (server_db, gateway_db) = (Database::sqlite(), Database::sqlite());
+        let server = DemoServer::start(&server_db.url, &[]).await;
+        let gateway = Gateway::start(
+            "gateway",
+            &GatewaySpec::with_tokens(&gateway_db.url, &[("demo", &server.url)]),
+        )
+        .await;
+        let api = gateway.client(Some(OPERATOR));
+        let base = gateway.base.clone();
+        let run = move |args: Vec<String>| {
+            let base = base.clone();
+            async move {
+                tokio::task::spawn_blocking(move || {
+                    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                    mcptask(&base, OPERATOR, &args)
+                })
+                .await
+                .unwrap()
+            }
+        };
+        let code = |o: &std::process::Output| o.status.code();
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+
+        let ok = run(args(&[
+            "call",
+            "demo",
+            "slow_compute",
+            "--args",
+            r#"{"seconds": 0}"#,
+            "--wait",
+        ]))
+        .await;
+        assert_eq!(code(&ok), Some(0), "{ok:?}");
+
+        let failed = run(args(&[
+            "call",
+            "demo",
+            "failing_job",
+            "--args",
+            "{}",
+            "--wait",
+        ]))
+        .await;
+        assert_eq!(code(&failed), Some(3), "a failed task exits 3: {failed:?}");
+
+        let slow = api
+            .start_task("slow_compute", json!({"seconds": 120}))
+            .await;
+        let id = slow["id"].as_str().unwrap().to_string();
+        let cancel = run(args(&["tasks", "cancel", &id])).await;
+        assert_eq!(code(&cancel), Some(0), "{cancel:?}");
+        api.wait_task(&id, "cancelled", |t| t["status"] == "cancelled")
+            .await;
+        let follow = run(args(&["tasks", "show", &id, "--follow"])).await;
+        assert_eq!(
+            code(&follow),
+            Some(4),
+            "a cancelled task exits 4: {follow:?}"
+        );
+        let show = run(args(&["tasks", "show", &id])).await;
+        assert_eq!(code(&show), Some(0), "inspecting exits 0: {show:?}");
+        let again = run(args(&["tasks", "cancel", &id])).await;
+        assert_eq!(code(&again), Some(0), "{again:?}");
+        let said = String::from_utf8_lossy(&again.stderr);
+        assert!(said.contains("already cancelled"), "{said}");
+
+        let unknown = run(args(&["tasks", "show", "rt_nope"])).await;
+        assert_eq!(
+            code(&unknown),
+            Some(1),
+            "a command that fails exits 1: {unknown:?}"
+        );
+        let usage = run(args(&["tasks", "show"])).await;
+        assert_eq!(code(&usage), Some(2), "usage errors exit 2: {usage:?}");
+    })
+    .await;
 }

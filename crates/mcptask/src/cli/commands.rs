@@ -7,6 +7,7 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
 use super::client::Gateway;
+use super::exit;
 use super::output::outln;
 
 const SPINNER: [&str; 8] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧"];
@@ -21,18 +22,14 @@ pub fn print_outcome(task: &Value) -> i32 {
     match status {
         "completed" => {
             print_result(&task["result"]);
-            if task["result"]["isError"] == true {
-                1
-            } else {
-                0
-            }
+            result_code(&task["result"])
         }
         "failed" => {
             eprintln!(
                 "failed: {}",
                 task["error"]["message"].as_str().unwrap_or("(no message)")
             );
-            1
+            exit::TASK_FAILED
         }
         other => {
             eprintln!(
@@ -42,8 +39,21 @@ pub fn print_outcome(task: &Value) -> i32 {
                     .map(|m| format!(": {m}"))
                     .unwrap_or_default()
             );
-            1
+            if other == "cancelled" {
+                exit::TASK_CANCELLED
+            } else {
+                exit::OK
+            }
         }
+    }
+}
+
+/// A tool result that reports an error (`isError`) is a failed call.
+fn result_code(result: &Value) -> i32 {
+    if result["isError"] == true {
+        exit::TASK_FAILED
+    } else {
+        exit::OK
     }
 }
 
@@ -87,11 +97,7 @@ pub async fn call(
         .await?;
     if out["outcome"] == "completed" {
         print_result(&out["result"]);
-        return Ok(if out["result"]["isError"] == true {
-            1
-        } else {
-            0
-        });
+        return Ok(result_code(&out["result"]));
     }
     let id = out["task"]["id"]
         .as_str()
@@ -243,20 +249,24 @@ pub async fn show(gw: &Gateway, id: &str, json_out: bool) -> anyhow::Result<i32>
         );
     }
     if terminal(t["status"].as_str().unwrap_or("")) {
-        return Ok(print_outcome(&t));
+        // Inspecting is not waiting: the outcome is shown, and the command
+        // itself succeeded whatever the task's status.
+        print_outcome(&t);
     }
-    Ok(0)
+    Ok(exit::OK)
 }
 
 pub async fn cancel(gw: &Gateway, id: &str) -> anyhow::Result<i32> {
     let t = gw
         .post(&format!("/api/v1/tasks/{id}/cancel"), &json!({}))
         .await?;
-    eprintln!(
-        "cancellation requested; the task is {} until the server confirms",
-        t["status"].as_str().unwrap_or("?")
-    );
-    Ok(0)
+    let status = t["status"].as_str().unwrap_or("?");
+    if terminal(status) {
+        eprintln!("the task is already {status}; there is nothing to cancel");
+    } else {
+        eprintln!("cancellation requested; the task is {status} until the server confirms");
+    }
+    Ok(exit::OK)
 }
 
 /// `answer ID KEY JSON`: a bare object is taken as the accepted content.
@@ -281,6 +291,6 @@ pub async fn answer(gw: &Gateway, id: &str, key: &str, response: &str) -> anyhow
         eprintln!(
             "nothing stored: {key:?} is not an outstanding question of this task (or was already answered)"
         );
-        Ok(1)
+        Ok(exit::ERROR)
     }
 }

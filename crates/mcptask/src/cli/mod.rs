@@ -2,4 +2,5 @@
 
 pub mod client;
 pub mod commands;
+pub mod exit;
 pub mod output;
