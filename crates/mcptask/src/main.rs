@@ -16,7 +16,8 @@ use cli::output::outln;
 #[command(
     name = "mcptask",
     version,
-    about = "Durable runtime for MCP Tasks (SEP-2663)"
+    about = "Durable runtime for MCP Tasks (SEP-2663)",
+    after_help = "Logs go to standard error; MCPTASK_LOG sets the filter (tracing EnvFilter syntax, default \"info,sqlx=warn,rmcp=warn\"; e.g. MCPTASK_LOG=debug)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -155,6 +156,8 @@ fn init_logging() {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colour codes only for a terminal: in a log file or journal they are noise.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
 }
 

@@ -77,9 +77,11 @@ async fn exit_codes_tell_a_failed_task_from_a_cancelled_one_and_inspecting_exits
     with_deadline(Duration::from_secs(240), async {
         let (server_db, gateway_db) = (Database::sqlite(), Database::sqlite());
         let server = DemoServer::start(&server_db.url, &[]).await;
-        let gateway = Gateway::start(
+        // (sqlx's query lines: something is sure to be logged at start.)
+        let gateway = Gateway::start_with_env(
             "gateway",
             &GatewaySpec::with_tokens(&gateway_db.url, &[("demo", &server.url)]),
+            &[("MCPTASK_LOG", "warn,sqlx::query=debug")],
         )
         .await;
         let api = gateway.client(Some(OPERATOR));
@@ -149,6 +151,18 @@ async fn exit_codes_tell_a_failed_task_from_a_cancelled_one_and_inspecting_exits
         );
         let usage = run(args(&["tasks", "show"])).await;
         assert_eq!(code(&usage), Some(2), "usage errors exit 2: {usage:?}");
+
+        // A log that is not a terminal carries no colour codes.
+        let log = gateway.log();
+        assert!(
+            log.contains("sqlx::query") && !log.contains('\u{1b}'),
+            "{log}"
+        );
+        let help = run(args(&["--help"])).await;
+        assert!(
+            String::from_utf8_lossy(&help.stdout).contains("MCPTASK_LOG"),
+            "{help:?}"
+        );
     })
     .await;
 }
