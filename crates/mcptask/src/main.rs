@@ -81,8 +81,10 @@ enum Command {
 enum TasksCommand {
     /// List tasks, newest first.
     List {
-        #[arg(long)]
+        /// Only tasks in this status.
+        #[arg(long, value_parser = ["working", "input_required", "completed", "failed", "cancelled"])]
         status: Option<String>,
+        /// Only tasks of this server (its name in mcptask.toml).
         #[arg(long)]
         server: Option<String>,
         /// Only working / input_required tasks.

@@ -151,6 +151,21 @@ async fn exit_codes_tell_a_failed_task_from_a_cancelled_one_and_inspecting_exits
         );
         let usage = run(args(&["tasks", "show"])).await;
         assert_eq!(code(&usage), Some(2), "usage errors exit 2: {usage:?}");
+        let bogus = run(args(&["tasks", "list", "--status", "bogus"])).await;
+        assert_eq!(code(&bogus), Some(2), "{bogus:?}");
+        let said = String::from_utf8_lossy(&bogus.stderr);
+        assert!(
+            said.contains("input_required") && said.contains("cancelled"),
+            "the valid statuses are listed: {said}"
+        );
+        let port = gateway.base.trim_start_matches("http://").to_string();
+        let schemeless = run(args(&["tasks", "list", "--gateway", &port])).await;
+        assert_eq!(code(&schemeless), Some(1), "{schemeless:?}");
+        let said = String::from_utf8_lossy(&schemeless.stderr);
+        assert!(
+            said.contains("not an http(s) URL") && said.contains(&format!("http://{port}")),
+            "{said}"
+        );
 
         // A log that is not a terminal carries no colour codes.
         let log = gateway.log();

@@ -33,8 +33,18 @@ impl Gateway {
             .timeout(Duration::from_secs(330))
             .build()
             .context("building the HTTP client")?;
+        let base = args.gateway.trim_end_matches('/');
+        // Without a scheme the request would fail as "cannot reach the
+        // gateway", blaming a gateway that may well be running.
+        match reqwest::Url::parse(base) {
+            Ok(url) if matches!(url.scheme(), "http" | "https") && url.has_host() => {}
+            _ => bail!(
+                "--gateway {base:?} is not an http(s) URL\n  fix: include the scheme, e.g. http://{}",
+                base.split("://").last().unwrap_or(base)
+            ),
+        }
         Ok(Self {
-            base: args.gateway.trim_end_matches('/').to_string(),
+            base: base.to_string(),
             token: args.token.clone(),
             http,
         })
