@@ -69,11 +69,41 @@ enum Command {
         #[arg(long, short, env = "MCPTASK_CONFIG", default_value = "mcptask.toml")]
         config: std::path::PathBuf,
     },
+    /// Write a starter mcptask.toml, or check one before `serve` runs it.
+    Config {
+        #[command(subcommand)]
+        action: ConfigCommand,
+    },
+    /// Print a shell completion script: `mcptask completions bash > /etc/bash_completion.d/mcptask`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
     /// Apply pending database migrations and exit.
     Migrate {
         /// sqlite:PATH or postgres://USER@HOST/DB
         #[arg(long, env = "MCPTASK_DATABASE_URL", default_value = mcptask_sql::DEFAULT_DATABASE_URL)]
         database_url: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Write a commented configuration with a fresh operator token.
+    Init {
+        /// Write here instead of printing (never over an existing file without --force).
+        #[arg(long, short)]
+        output: Option<std::path::PathBuf>,
+        /// Replace an existing --output file.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Validate a configuration (with the environment overrides `serve`
+    /// applies) and summarise what `serve` would run.
+    Check {
+        /// Configuration file.
+        #[arg(long, short, env = "MCPTASK_CONFIG", default_value = "mcptask.toml")]
+        config: std::path::PathBuf,
     },
 }
 
@@ -251,6 +281,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
             };
             exit_with(code)
+        }
+        Command::Config { action } => match action {
+            ConfigCommand::Init { output, force } => cli::setup::init(output.as_deref(), force),
+            ConfigCommand::Check { config } => cli::setup::check(&config),
+        },
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(
+                shell,
+                &mut <Cli as clap::CommandFactory>::command(),
+                "mcptask",
+                &mut script,
+            );
+            cli::output::write(format_args!("{}", String::from_utf8_lossy(&script)));
+            Ok(())
         }
         Command::Migrate { database_url } => {
             let store = mcptask_sql::open_without_migrating(&database_url).await?;

@@ -181,3 +181,57 @@ async fn exit_codes_tell_a_failed_task_from_a_cancelled_one_and_inspecting_exits
     })
     .await;
 }
+
+/// The first run: `config init` writes a configuration `config check`
+/// accepts (and `serve` runs), never over an existing file; completion
+/// scripts come out for the common shells.
+#[test]
+fn config_init_writes_a_valid_file_once_and_completions_generate() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mcptask.toml");
+    let run = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .current_dir(dir.path())
+            .env("MCPTASK_LOG", "warn")
+            .env_remove("MCPTASK_CONFIG")
+            .env_remove("MCPTASK_OPERATOR_TOKEN")
+            .output()
+            .unwrap()
+    };
+    let init = run(&["config", "init", "--output", "mcptask.toml"]);
+    assert_eq!(init.status.code(), Some(0), "{init:?}");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("[[api.tokens]]"), "{text}");
+    let check = run(&["config", "check"]);
+    assert_eq!(check.status.code(), Some(0), "{check:?}");
+    let summary = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        summary.contains("valid") && summary.contains("1 operator token"),
+        "{summary}"
+    );
+
+    let again = run(&["config", "init", "--output", "mcptask.toml"]);
+    assert_eq!(again.status.code(), Some(1), "{again:?}");
+    assert!(String::from_utf8_lossy(&again.stderr).contains("--force"));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "untouched");
+
+    std::fs::write(&path, text.replace("auth = \"token\"", "auth = \"tokens\"")).unwrap();
+    let bad = run(&["config", "check"]);
+    assert_eq!(bad.status.code(), Some(1), "{bad:?}");
+    let said = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        said.contains("mcptask.toml:") && said.contains("fix:"),
+        "{said}"
+    );
+
+    for shell in ["bash", "zsh", "fish"] {
+        let script = run(&["completions", shell]);
+        assert_eq!(script.status.code(), Some(0), "{shell}: {script:?}");
+        let text = String::from_utf8_lossy(&script.stdout);
+        assert!(
+            text.contains("mcptask") && text.contains("completions") && text.len() > 1000,
+            "{shell}: {text}"
+        );
+    }
+}

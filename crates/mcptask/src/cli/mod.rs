@@ -4,3 +4,4 @@ pub mod client;
 pub mod commands;
 pub mod exit;
 pub mod output;
+pub mod setup;
