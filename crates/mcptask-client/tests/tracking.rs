@@ -187,9 +187,9 @@ async fn answers_reach_the_server_once(backend: TrackerBackend) {
         }
     }
     let versions: Vec<i64> = seen.iter().map(|s| s.0).collect();
-    let mut sorted = versions.clone();
-    sorted.dedup();
-    assert_eq!(versions, sorted, "delivered in version order");
+    if let Err(e) = in_version_order(&versions) {
+        panic!("delivered in version order: {e}");
+    }
     let kinds: Vec<EventKind> = seen.iter().map(|s| s.1).collect();
     for k in [EventKind::Created, EventKind::Answered] {
         assert!(kinds.contains(&k), "{kinds:?}");
@@ -198,6 +198,41 @@ async fn answers_reach_the_server_once(backend: TrackerBackend) {
     let timeline = tracker.events(&ask.id, 0, 100).await.unwrap();
     assert_eq!(timeline.len() as i64, done.event_version);
     tracker.shutdown(Duration::from_secs(2)).await;
+}
+
+/// Events of one task as a subscriber from before its creation receives
+/// them: every version once, in order, from the first (`1, 2, 3, …`).
+fn in_version_order(versions: &[i64]) -> Result<(), String> {
+    match versions
+        .iter()
+        .enumerate()
+        .find(|&(i, &v)| v != i as i64 + 1)
+    {
+        None => Ok(()),
+        Some((i, v)) => Err(format!(
+            "event #{} has version {v}, expected {}: {versions:?}",
+            i + 1,
+            i + 1
+        )),
+    }
+}
+
+#[test]
+fn version_order_check_rejects_wrong_orders() {
+    assert!(in_version_order(&[1, 2, 3, 4]).is_ok());
+    for wrong in [
+        &[1, 3, 2][..],
+        &[2, 1],
+        &[1, 2, 2, 3],
+        &[1, 3],
+        &[2, 3],
+        &[3, 2, 1],
+    ] {
+        assert!(
+            in_version_order(wrong).is_err(),
+            "{wrong:?} must be rejected"
+        );
+    }
 }
 
 struct Approver;
