@@ -2,7 +2,8 @@
 //! stays locked, and comes back.
 //!
 //! - `pg_restart_mid_run_settles_every_task_once`: PostgreSQL restarted with
-//!   `pg_ctl restart -m immediate` (every connection cut, crash recovery)
+//!   `pg_ctl restart -m immediate` (every connection cut, crash recovery),
+//!   then stopped for 3 s and started again (connections refused meanwhile),
 //!   while two `mcptask serve` gateways and two `mcptask demo-server`
 //!   replicas on the same database are busy. Every task settles with the
 //!   outcome the server reports, no result is applied twice, no event is lost.
@@ -32,6 +33,8 @@ use serde_json::{Value, json};
 use crate::support::*;
 
 const SECRET: &str = "store-faults-webhook-secret";
+/// How long PostgreSQL stays down in the second fault of the run.
+const OUTAGE: Duration = Duration::from_secs(3);
 
 /// `[tracker]` of the gateways: brisk polls, calls and leases short enough
 /// that a claim cut short by the restart lapses within seconds.
@@ -307,6 +310,17 @@ async fn pg_restart_mid_run(pg: PrivateCluster) {
     // backstop).
     let listeners_back = first_success(|| listeners(&url, 2)).await;
     let back_within = after_restart.elapsed();
+    // A longer outage: stopped for 3 s (connections refused meanwhile),
+    // while the gateways poll and the replicas heartbeat.
+    let down_at = Instant::now();
+    pg.stop_immediate().await;
+    tokio::time::sleep(OUTAGE).await;
+    pg.start_again().await;
+    let outage = down_at.elapsed();
+    let after_outage = Instant::now();
+    let app_back_outage = first_success(|| tracker.counts()).await;
+    first_success(|| listeners(&url, 2)).await;
+    let listeners_back_outage = after_outage.elapsed();
     // A cancel sent to replica B reaches the work running on replica A.
     let (on_a, on_b) = (replicas[0].client().await, replicas[1].client().await);
     let long = on_a
@@ -411,7 +425,9 @@ async fn pg_restart_mid_run(pg: PrivateCluster) {
         "store::pg_restart: {} tasks ({live_before} live at the restart, {answered} answered); 1 \
          restart (pg_ctl restart -m immediate) took {restart:.1?}; back after it: application \
          {app_back:.1?}, gateway APIs {api_back:.1?}, replicas {server_back:.1?}, both replicas' \
-         LISTEN {listeners_back:.1?} (all within {back_within:.1?}); {} create retries; {events} events, {} webhook posts, {} duplicate \
+         LISTEN {listeners_back:.1?} (all within {back_within:.1?}); then stopped for {OUTAGE:?} \
+         ({outage:.1?} in all): application back {app_back_outage:.1?}, both LISTEN \
+         {listeners_back_outage:.1?} after the start; {} create retries; {events} events, {} webhook posts, {} duplicate \
          deliveries, 0 lost; {stale} stale results dropped by fencing; {store_errors} gateway \
          warnings/errors logged",
         records.len(),
