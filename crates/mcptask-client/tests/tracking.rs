@@ -187,9 +187,9 @@ async fn answers_reach_the_server_once(backend: TrackerBackend) {
         }
     }
     let versions: Vec<i64> = seen.iter().map(|s| s.0).collect();
-    let mut sorted = versions.clone();
-    sorted.dedup();
-    assert_eq!(versions, sorted, "delivered in version order");
+    if let Err(e) = in_version_order(&versions) {
+        panic!("delivered in version order: {e}");
+    }
     let kinds: Vec<EventKind> = seen.iter().map(|s| s.1).collect();
     for k in [EventKind::Created, EventKind::Answered] {
         assert!(kinds.contains(&k), "{kinds:?}");
@@ -198,6 +198,41 @@ async fn answers_reach_the_server_once(backend: TrackerBackend) {
     let timeline = tracker.events(&ask.id, 0, 100).await.unwrap();
     assert_eq!(timeline.len() as i64, done.event_version);
     tracker.shutdown(Duration::from_secs(2)).await;
+}
+
+/// Events of one task as a subscriber from before its creation receives
+/// them: every version once, in order, from the first (`1, 2, 3, …`).
+fn in_version_order(versions: &[i64]) -> Result<(), String> {
+    match versions
+        .iter()
+        .enumerate()
+        .find(|&(i, &v)| v != i as i64 + 1)
+    {
+        None => Ok(()),
+        Some((i, v)) => Err(format!(
+            "event #{} has version {v}, expected {}: {versions:?}",
+            i + 1,
+            i + 1
+        )),
+    }
+}
+
+#[test]
+fn version_order_check_rejects_wrong_orders() {
+    assert!(in_version_order(&[1, 2, 3, 4]).is_ok());
+    for wrong in [
+        &[1, 3, 2][..],
+        &[2, 1],
+        &[1, 2, 2, 3],
+        &[1, 3],
+        &[2, 3],
+        &[3, 2, 1],
+    ] {
+        assert!(
+            in_version_order(wrong).is_err(),
+            "{wrong:?} must be rejected"
+        );
+    }
 }
 
 struct Approver;
@@ -333,12 +368,17 @@ async fn garbage_from_the_remote_fails_only_that_task(backend: TrackerBackend) {
             json!({"resultType": "complete", "taskId": "x", "status": "completed", "createdAt": "2026-01-01T00:00:00Z", "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttlMs": null}),
             "wrong shape",
         ),
+        (
+            "no-input-requests",
+            json!({"resultType": "complete", "taskId": "x", "status": "input_required", "createdAt": "2026-01-01T00:00:00Z", "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttlMs": null}),
+            "",
+        ),
     ];
     let mut ids = Vec::new();
     for (name, result, expect) in cases {
         let t = start_task(&tracker, "hold").await;
         let mut result = result;
-        if name == "no-result" {
+        if name == "no-result" || name == "no-input-requests" {
             result["taskId"] = json!(t.remote_task_id);
         }
         server
@@ -378,6 +418,121 @@ async fn garbage_from_the_remote_fails_only_that_task(backend: TrackerBackend) {
     })
     .await;
     assert_eq!(r.consecutive_errors, 0);
+    tracker.shutdown(Duration::from_secs(2)).await;
+}
+
+/// A server that accepts connections and never answers: setting up the
+/// session is bounded by `connect_timeout` (the call fails as unavailable,
+/// it does not hang), and the request carried the configured header.
+async fn session_setup_is_bounded_and_carries_configured_headers(backend: TrackerBackend) {
+    use tokio::io::AsyncReadExt as _;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let heads = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let silent = tokio::spawn({
+        let heads = heads.clone();
+        async move {
+            let mut held = Vec::new();
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut buf = vec![0u8; 16 * 1024];
+                let read =
+                    tokio::time::timeout(Duration::from_secs(5), socket.read(&mut buf)).await;
+                let n = read.ok().and_then(Result::ok).unwrap_or(0);
+                heads
+                    .lock()
+                    .unwrap()
+                    .push(String::from_utf8_lossy(&buf[..n]).into_owned());
+                // Never answered, never closed.
+                held.push(socket);
+            }
+        }
+    });
+    let mut config = fast_config();
+    config.connect_timeout = Duration::from_millis(500);
+    config.call_timeout = Duration::from_millis(500);
+    let tracker = Tracker::builder(backend.remote_tasks().await)
+        .server(
+            ServerDef::http("silent", format!("http://{addr}/mcp"))
+                .with_header("X-Api-Key", "k-123"),
+        )
+        .config(config)
+        .start()
+        .await
+        .unwrap();
+    let began = std::time::Instant::now();
+    let e = tracker
+        .call_tool("silent", "hold", json!({}), CallOptions::default())
+        .await
+        .expect_err("nothing answers");
+    // Generous: a hang would never end; the bound itself is 0.5 s.
+    assert!(
+        began.elapsed() < Duration::from_secs(20),
+        "the call hung: {e}"
+    );
+    assert!(
+        matches!(e, mcptask_client::TrackerError::Unavailable(_)),
+        "{e:?}"
+    );
+    let heads = heads.lock().unwrap().clone();
+    assert!(
+        heads
+            .iter()
+            .any(|h| h.to_ascii_lowercase().contains("x-api-key: k-123")),
+        "the configured header was sent: {heads:?}"
+    );
+    silent.abort();
+    tracker.shutdown(Duration::from_secs(2)).await;
+}
+
+/// A webhook counts as delivered only on a 2xx: a 503 is retried (nothing
+/// delivered, nothing dead-lettered) until the endpoint answers 200; a 404 is
+/// permanent and dead-letters.
+async fn webhooks_deliver_only_on_2xx(backend: TrackerBackend) {
+    use std::sync::atomic::{AtomicU16, Ordering};
+    let server = RemoteServer::start(Some(60_000)).await;
+    let answer = Arc::new(AtomicU16::new(503));
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post({
+            let answer = answer.clone();
+            move || async move {
+                axum::http::StatusCode::from_u16(answer.load(Ordering::SeqCst)).unwrap()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let endpoint = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let notifier =
+        mcptask_client::notify::WebhookNotifier::new(url, b"s".to_vec(), Duration::from_secs(2))
+            .unwrap();
+    let tracker = Tracker::builder(backend.remote_tasks().await)
+        .server(ServerDef::http("remote", server.url()))
+        .config(fast_config())
+        .notifier(Arc::new(notifier))
+        .start()
+        .await
+        .unwrap();
+    let t = start_task(&tracker, "hold").await;
+    let r = until(&tracker, &t.id, "a failed delivery", |r| {
+        r.last_notify_error
+            .as_deref()
+            .is_some_and(|e| e.contains("503"))
+    })
+    .await;
+    assert_eq!(r.delivered_version, 0, "a 503 delivers nothing: {r:#?}");
+    assert_eq!(r.dead_letters, 0, "and is retried, not dead-lettered");
+    answer.store(200, Ordering::SeqCst);
+    until(&tracker, &t.id, "delivered after the 200", |r| {
+        r.event_version > 0 && r.delivered_version == r.event_version
+    })
+    .await;
+    answer.store(404, Ordering::SeqCst);
+    let gone = start_task(&tracker, "hold").await;
+    until(&tracker, &gone.id, "dead-lettered", |r| r.dead_letters > 0).await;
+    endpoint.abort();
     tracker.shutdown(Duration::from_secs(2)).await;
 }
 
@@ -562,6 +717,8 @@ mcptask_sql::on_both_backends! {
     outcomes_are_recorded_as_the_server_reports_them => super::outcomes_are_recorded_as_the_server_reports_them;
     cancel_settles_with_what_the_server_reports => super::cancel_settles_with_what_the_server_reports;
     answers_reach_the_server_once => super::answers_reach_the_server_once;
+    session_setup_is_bounded_and_carries_configured_headers => super::session_setup_is_bounded_and_carries_configured_headers;
+    webhooks_deliver_only_on_2xx => super::webhooks_deliver_only_on_2xx;
     a_resolver_answers_without_the_app => super::a_resolver_answers_without_the_app;
     a_removed_or_edited_server_fails_its_tasks => super::a_removed_or_edited_server_fails_its_tasks;
     server_outage_backs_off_then_recovers => super::server_outage_backs_off_then_recovers;

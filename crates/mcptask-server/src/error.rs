@@ -51,6 +51,12 @@ impl From<TaskError> for ErrorData {
                     .enable_tasks()
                     .build(),
             ),
+            // The driver's text names tables, statements and paths: it goes
+            // to the log, the client learns only that the store failed.
+            TaskError::Store(e) => {
+                tracing::warn!(error = %e, "task request failed in the store");
+                ErrorData::internal_error("task store unavailable; retry later", None)
+            }
             other => ErrorData::internal_error(other.to_string(), None),
         }
     }

@@ -14,6 +14,12 @@
 //! lease, then thawed: the others take its claims over, and its late results
 //! must be dropped by fencing.
 //!
+//! Halfway through creation, PostgreSQL itself is restarted once (`pg_ctl
+//! restart -m immediate`: every connection of every process is cut, the
+//! server goes through crash recovery); the gateways, the demo servers'
+//! clients and the application carry on once it is back. The run uses a
+//! PostgreSQL cluster of its own for that (never the shared test cluster).
+//!
 //! Then:
 //! - every task is terminal, with the outcome its plan predicts and the one
 //!   the server itself reports (`tasks/get` on the server, result included);
@@ -50,6 +56,8 @@ use serde_json::{Value, json};
 use support::*;
 
 const SECRET: &str = "tracker-chaos-webhook-secret";
+/// Tasks of a run unless `MCPTASK_CHAOS_TASKS` says otherwise.
+const DEFAULT_TASKS: usize = 2_000;
 const GATEWAYS: usize = 4;
 const SERVERS: [&str; 2] = ["demo-a", "demo-b"];
 /// Everything must be terminal this long after the first task was created.
@@ -331,7 +339,7 @@ async fn create(
         {
             Ok(CallOutcome::Task(t)) => return *t,
             Ok(CallOutcome::Completed(r)) => panic!("{tool} completed synchronously: {r:?}"),
-            Err(TrackerError::Unavailable(e)) if attempt < 5 => {
+            Err(e @ (TrackerError::Unavailable(_) | TrackerError::Store(_))) if attempt < 50 => {
                 retries.fetch_add(1, Ordering::Relaxed);
                 eprintln!("creating task {i}: {e}; retrying");
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -356,9 +364,9 @@ async fn answer_questions(
     while !stop.load(Ordering::Relaxed) {
         let mut cursor = None;
         loop {
-            let (page, next) = match tracker.list(&filter, cursor.as_ref(), 500).await {
-                Ok(p) => p,
-                Err(e) => panic!("listing tasks waiting for input: {e}"),
+            // The store may be restarting: try again on the next round.
+            let Ok((page, next)) = tracker.list(&filter, cursor.as_ref(), 500).await else {
+                break;
             };
             for r in &page {
                 let yes = pending.lock().unwrap().get(&r.id).copied();
@@ -370,10 +378,9 @@ async fn answer_questions(
                     "confirm_delete".to_string(),
                     json!({"action": "accept", "content": {"confirm": yes}}),
                 )]);
-                let result = tracker
-                    .answer(&r.id, answer)
-                    .await
-                    .expect("store an answer");
+                let Ok(result) = tracker.answer(&r.id, answer).await else {
+                    continue;
+                };
                 if !result.applied.is_empty() {
                     answered += 1;
                     pending.lock().unwrap().remove(&r.id);
@@ -391,19 +398,56 @@ async fn answer_questions(
 
 /// Tasks not yet terminal (one indexed count per status).
 async fn live_tasks(tracker: &Tracker) -> i64 {
-    tracker
-        .counts()
-        .await
-        .expect("count tasks")
+    let counts = loop {
+        match tracker.counts().await {
+            Ok(c) => break c,
+            // The store is restarting.
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    };
+    counts
         .into_iter()
         .filter(|(s, _)| !s.is_terminal())
         .map(|(_, n)| n)
         .sum()
 }
 
+/// Tasks settled so far (0 while the store does not answer).
+async fn settled(tracker: &Tracker) -> i64 {
+    tracker.counts().await.map_or(0, |counts| {
+        counts
+            .into_iter()
+            .filter(|(s, _)| s.is_terminal())
+            .map(|(_, n)| n)
+            .sum()
+    })
+}
+
+/// Request a cancel, retrying while the store is restarting.
+async fn cancel(tracker: &Tracker, id: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while let Err(e) = tracker.cancel(id).await {
+        assert!(Instant::now() < deadline, "request a cancel of {id}: {e}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The PostgreSQL restart in the middle of the run, and how long everything
+/// took to come back.
+#[derive(Debug, Default)]
+struct Restart {
+    /// `pg_ctl restart -m immediate` until the server answered again.
+    took: Duration,
+    /// From then until the application's store answered again.
+    app_back: Duration,
+    /// From then until a task settled once the store answered again (the
+    /// gateways track again).
+    tracking_back: Duration,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_trackers_on_postgres_survive_random_kills() {
-    let Some(db) = Database::postgres().await else {
+    let Some(pg) = mcptask_sql::testkit::pg::PrivateCluster::start().await else {
         eprintln!(
             "four_trackers_on_postgres_survive_random_kills: SKIPPED (no PostgreSQL, see above)"
         );
@@ -412,11 +456,12 @@ async fn four_trackers_on_postgres_survive_random_kills() {
     let total: usize = std::env::var("MCPTASK_CHAOS_TASKS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(2_000);
-    with_deadline(Duration::from_secs(600), chaos(db, total)).await;
+        .unwrap_or(DEFAULT_TASKS);
+    with_deadline(Duration::from_secs(600), chaos(Arc::new(pg), total)).await;
 }
 
-async fn chaos(db: Database, total: usize) {
+async fn chaos(pg: Arc<mcptask_sql::testkit::pg::PrivateCluster>, total: usize) {
+    let url = pg.fresh_database().await;
     let began = Instant::now();
     let seed = std::env::var("MCPTASK_CHAOS_SEED")
         .ok()
@@ -446,7 +491,10 @@ async fn chaos(db: Database, total: usize) {
     let hook = WebhookReceiver::start_with_delay(SECRET, WEBHOOK_DELAY, rng.next_u64()).await;
 
     // The application's tracker: migrates the store first, then only records.
-    let store = db.remote_tasks().await;
+    let store = mcptask_sql::open(&url)
+        .await
+        .expect("open the store")
+        .remote_tasks();
     let mut builder = Tracker::builder(store).config(TrackerConfig {
         background: false,
         call_timeout: Duration::from_secs(10),
@@ -467,7 +515,7 @@ async fn chaos(db: Database, total: usize) {
         .collect();
     std::fs::write(
         &config,
-        gateway_config(&db.url, &server_list, &hook.url, SECRET, CHAOS_TRACKER),
+        gateway_config(&url, &server_list, &hook.url, SECRET, CHAOS_TRACKER),
     )
     .unwrap();
     let mut fleet = Fleet::start(config, Rng(rng.next_u64()), tracker.clone()).await;
@@ -488,6 +536,28 @@ async fn chaos(db: Database, total: usize) {
             }
             fleet.calm();
             fleet
+        }
+    });
+    // One PostgreSQL restart, halfway through creation.
+    let restart = tokio::spawn({
+        let (pg, tracker) = (pg.clone(), tracker.clone());
+        async move {
+            tokio::time::sleep(CREATE_OVER / 2).await;
+            let took = pg.restart_immediate().await;
+            let back = Instant::now();
+            while tracker.counts().await.is_err() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            let app_back = back.elapsed();
+            let settled_before = settled(&tracker).await;
+            while settled(&tracker).await <= settled_before {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Restart {
+                took,
+                app_back,
+                tracking_back: back.elapsed(),
+            }
         }
     });
     let pending = Arc::new(Mutex::new(HashMap::new()));
@@ -512,9 +582,7 @@ async fn chaos(db: Database, total: usize) {
                 tokio::time::sleep_until((created_at + pace * i as u32).into()).await;
                 let r = create(tracker, i, plan, retries).await;
                 match plan {
-                    Plan::CancelLong => {
-                        tracker.cancel(&r.id).await.expect("request a cancel");
-                    }
+                    Plan::CancelLong => cancel(tracker, &r.id).await,
                     Plan::Confirm { yes, .. } => {
                         pending.lock().unwrap().insert(r.id.clone(), *yes);
                     }
@@ -530,7 +598,7 @@ async fn chaos(db: Database, total: usize) {
                 let (id, after) = (r.id.clone(), *after);
                 late_cancels.push(tokio::spawn(async move {
                     tokio::time::sleep(after).await;
-                    tracker.cancel(&id).await.expect("request a late cancel");
+                    cancel(&tracker, &id).await;
                 }));
             }
         })
@@ -570,6 +638,7 @@ async fn chaos(db: Database, total: usize) {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     let all_terminal = created_at.elapsed();
+    let restart = restart.await.expect("the PostgreSQL restart");
     stop.store(true, Ordering::Relaxed);
     let mut fleet = chaos.await.expect("chaos loop");
     let answered = answerer.await.expect("answerer");
@@ -700,7 +769,9 @@ async fn chaos(db: Database, total: usize) {
          cancels requested ({acks_lost} settled cancelled without a recorded ack: the sender \
          died first), {answered} questions answered, {} create retries; outcomes {by_status:?}; \
          {events} events, {terminal_events} terminal; {} webhook posts, {} duplicate deliveries, \
-         0 lost, 0 dead-lettered; {} stale results dropped by fencing; seed {seed}; setup \
+         0 lost, 0 dead-lettered; {} stale results dropped by fencing; 1 PostgreSQL restart \
+         (pg_ctl restart -m immediate, {:.1?}; the application's store back {:.1?} later, the \
+         first task settled by the gateways {:.1?} later); seed {seed}; setup \
          {setup:.1?}, creation {creation:.1?}, all terminal after {all_terminal:.1?}, \
          verification {verification:.1?}",
         fleet.kills,
@@ -711,6 +782,9 @@ async fn chaos(db: Database, total: usize) {
         hook.posts(),
         hook.duplicates(),
         fleet.stale_results(),
+        restart.took,
+        restart.app_back,
+        restart.tracking_back,
     );
     eprintln!("tracker chaos steps: {}", fleet.events.join(", "));
     fleet.keep_logs();

@@ -198,6 +198,7 @@ impl ServerHandler for DurableTaskServer {
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
         self.tasks_gate(&context)?;
+        super::validate::task_id(&request.task_id)?;
         let principal = (self.principal)(&context);
         let task = self
             .runtime
@@ -212,6 +213,8 @@ impl ServerHandler for DurableTaskServer {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         self.tasks_gate(&context)?;
+        super::validate::task_id(&request.task_id)?;
+        super::validate::input_keys(&request.input_responses)?;
         let principal = (self.principal)(&context);
         Ok(self
             .runtime
@@ -265,6 +268,7 @@ impl ServerHandler for DurableTaskServer {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         self.tasks_gate(&context)?;
+        super::validate::task_id(&request.task_id)?;
         let principal = (self.principal)(&context);
         Ok(self
             .runtime

@@ -8,6 +8,7 @@
 
 mod handler;
 pub mod principal;
+mod validate;
 pub mod wire;
 
 pub use handler::{DurableTaskServer, declares_tasks, is_modern};

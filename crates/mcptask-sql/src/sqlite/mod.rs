@@ -23,13 +23,15 @@ impl SqlStore<Sqlite> {
     /// Connect to `sqlite:PATH` (created if missing). Does not migrate.
     ///
     /// The URL may carry `?synchronous=normal` to trade power-loss durability
-    /// for commit latency; the default is `full`.
+    /// for commit latency (the default is `full`), and `?busy_timeout_ms=N`:
+    /// how long a write waits for another process's write lock before it
+    /// fails with `SQLITE_BUSY` (default 30 000).
     pub async fn connect(url: &str) -> Result<Self, OpenError> {
         let connect_err = |source| OpenError::Connect {
             url: url.to_string(),
             source,
         };
-        let (base, synchronous) = split_synchronous(url);
+        let (base, synchronous, busy_timeout) = split_params(url);
         if base.contains(":memory:") || base.contains("mode=memory") {
             return Err(OpenError::UnsupportedUrl(format!(
                 "{url} (in-memory SQLite is not durable; use a file)"
@@ -41,7 +43,7 @@ impl SqlStore<Sqlite> {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(synchronous)
             .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(30));
+            .busy_timeout(busy_timeout);
         let acquire = Duration::from_secs(60);
         let writer = connect_pool::<Sqlite>(options.clone(), 1, acquire)
             .await
@@ -58,12 +60,21 @@ impl SqlStore<Sqlite> {
     }
 }
 
-/// Pull our own `synchronous=` parameter out of the URL (sqlx does not parse it).
-fn split_synchronous(url: &str) -> (String, SqliteSynchronous) {
+/// How long a write waits for another process's write lock by default.
+const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Pull our own `synchronous=` and `busy_timeout_ms=` parameters out of the
+/// URL (sqlx does not parse them).
+fn split_params(url: &str) -> (String, SqliteSynchronous, Duration) {
     let Some((path, query)) = url.split_once('?') else {
-        return (url.to_string(), SqliteSynchronous::Full);
+        return (
+            url.to_string(),
+            SqliteSynchronous::Full,
+            DEFAULT_BUSY_TIMEOUT,
+        );
     };
     let mut synchronous = SqliteSynchronous::Full;
+    let mut busy_timeout = DEFAULT_BUSY_TIMEOUT;
     let kept: Vec<&str> = query
         .split('&')
         .filter(|kv| match kv.split_once('=') {
@@ -71,14 +82,21 @@ fn split_synchronous(url: &str) -> (String, SqliteSynchronous) {
                 synchronous = SqliteSynchronous::from_str(v).unwrap_or(SqliteSynchronous::Full);
                 false
             }
+            Some(("busy_timeout_ms", v)) => {
+                if let Ok(ms) = v.parse() {
+                    busy_timeout = Duration::from_millis(ms);
+                }
+                false
+            }
             _ => true,
         })
         .collect();
-    if kept.is_empty() {
-        (path.to_string(), synchronous)
+    let base = if kept.is_empty() {
+        path.to_string()
     } else {
-        (format!("{path}?{}", kept.join("&")), synchronous)
-    }
+        format!("{path}?{}", kept.join("&"))
+    };
+    (base, synchronous, busy_timeout)
 }
 
 #[cfg(test)]
@@ -87,11 +105,16 @@ mod tests {
 
     #[test]
     fn synchronous_parameter_is_ours() {
-        let (u, s) = split_synchronous("sqlite:a.db?synchronous=normal&mode=rwc");
+        let (u, s, b) = split_params("sqlite:a.db?synchronous=normal&mode=rwc");
         assert_eq!(u, "sqlite:a.db?mode=rwc");
         assert!(matches!(s, SqliteSynchronous::Normal));
-        let (u, s) = split_synchronous("sqlite:a.db");
+        assert_eq!(b, DEFAULT_BUSY_TIMEOUT);
+        let (u, s, b) = split_params("sqlite:a.db");
         assert_eq!(u, "sqlite:a.db");
         assert!(matches!(s, SqliteSynchronous::Full));
+        assert_eq!(b, DEFAULT_BUSY_TIMEOUT);
+        let (u, _, b) = split_params("sqlite:a.db?busy_timeout_ms=250");
+        assert_eq!(u, "sqlite:a.db");
+        assert_eq!(b, Duration::from_millis(250));
     }
 }

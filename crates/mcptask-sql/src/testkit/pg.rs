@@ -107,6 +107,169 @@ pub fn stop_shared_cluster() {
     let _ = fs::remove_file(cluster.port_file());
 }
 
+/// A PostgreSQL cluster of one test alone, in a temporary directory: for
+/// tests that restart or stop PostgreSQL, which must never happen to the
+/// shared cluster other tests are using. Stopped (immediately) and removed on
+/// drop.
+///
+/// Needs `initdb`/`pg_ctl` (an external `MCPTASK_TEST_DATABASE_URL` cannot be
+/// restarted by a test); without them [`PrivateCluster::start`] skips loudly,
+/// or panics under CI.
+pub struct PrivateCluster {
+    cluster: Cluster,
+    port: u16,
+    /// Removes the directory after the cluster has been stopped.
+    _dir: tempfile::TempDir,
+}
+
+impl PrivateCluster {
+    /// `initdb` and start a cluster of our own, or `None` (after a loud
+    /// SKIPPED line) when PostgreSQL's tools are missing outside CI.
+    pub async fn start() -> Option<PrivateCluster> {
+        let started = blocking(|| {
+            let dir = tempfile::Builder::new()
+                .prefix("mcptask-private-pg-")
+                .tempdir()
+                .map_err(|e| format!("cannot create a temporary directory: {e}"))?;
+            let cluster = Cluster {
+                dir: dir.path().to_path_buf(),
+                as_postgres: running_as_root(),
+            };
+            let port = cluster.start_fresh()?;
+            Ok(PrivateCluster {
+                cluster,
+                port,
+                _dir: dir,
+            })
+        })
+        .await;
+        match started {
+            Ok(private) => match private.cluster.probe(private.port).await {
+                Probe::Ours => Some(private),
+                _ => private.unavailable(format!(
+                    "started a private PostgreSQL on port {} but cannot query it",
+                    private.port
+                )),
+            },
+            Err(reason) if in_ci() => {
+                panic!(
+                    "a private PostgreSQL is required under CI but could not be started: {reason}"
+                )
+            }
+            Err(reason) => {
+                let _ = writeln!(
+                    io::stderr(),
+                    "SKIPPED (no private PostgreSQL): {reason} — install initdb/pg_ctl"
+                );
+                None
+            }
+        }
+    }
+
+    fn unavailable(&self, reason: String) -> Option<PrivateCluster> {
+        let log = log_tail(&self.cluster.log_file(), 40).unwrap_or_default();
+        if in_ci() {
+            panic!("{reason}\n--- tail of PostgreSQL log ---\n{log}");
+        }
+        let _ = writeln!(
+            io::stderr(),
+            "SKIPPED (no private PostgreSQL): {reason}\n{log}"
+        );
+        None
+    }
+
+    /// The port it listens on (127.0.0.1); kept across restarts.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// URL of a fresh, empty database on this cluster.
+    pub async fn fresh_database(&self) -> String {
+        create_database(&admin_url(self.port))
+            .await
+            .unwrap_or_else(|e| panic!("private PostgreSQL: {e}"))
+    }
+
+    /// `pg_ctl restart -m immediate`: every backend is killed without a
+    /// checkpoint (every client connection breaks), then the server goes
+    /// through crash recovery and listens again on the same port. Returns
+    /// how long it took until the server accepted queries again.
+    pub async fn restart_immediate(&self) -> Duration {
+        let began = std::time::Instant::now();
+        self.stop_immediate().await;
+        self.start_again().await;
+        began.elapsed()
+    }
+
+    /// `pg_ctl stop -m immediate`: the server is down (connections refused)
+    /// until [`PrivateCluster::start_again`].
+    pub async fn stop_immediate(&self) {
+        let cluster = self.cluster.clone();
+        blocking(move || {
+            let bins = PgBinaries::find()?;
+            run_checked(
+                cluster
+                    .tool(&bins.pg_ctl)
+                    .arg("-D")
+                    .arg(cluster.data_dir())
+                    .args(["-m", "immediate", "-w", "stop"]),
+            )
+        })
+        .await
+        .unwrap_or_else(|e| panic!("private PostgreSQL: stop: {e}"));
+    }
+
+    /// Start the stopped cluster again on its port and wait until it answers
+    /// queries.
+    pub async fn start_again(&self) {
+        let (cluster, port) = (self.cluster.clone(), self.port);
+        blocking(move || {
+            let bins = PgBinaries::find()?;
+            let mut start = cluster.tool(&bins.pg_ctl);
+            start
+                .arg("-D")
+                .arg(cluster.data_dir())
+                .arg("-l")
+                .arg(cluster.log_file())
+                .arg("-o")
+                .arg(cluster.server_options(port))
+                .args(["-w", "start"]);
+            run_checked(&mut start)
+        })
+        .await
+        .unwrap_or_else(|e| panic!("private PostgreSQL: start: {e}"));
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !matches!(self.cluster.probe(self.port).await, Probe::Ours) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "private PostgreSQL did not answer after its restart; log:\n{}",
+                log_tail(&self.cluster.log_file(), 40).unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The end of the server's log (for failure messages).
+    pub fn log_tail(&self, lines: usize) -> String {
+        log_tail(&self.cluster.log_file(), lines).unwrap_or_default()
+    }
+}
+
+impl Drop for PrivateCluster {
+    fn drop(&mut self) {
+        if self.cluster.postmaster_running()
+            && let Ok(bins) = PgBinaries::find()
+        {
+            let mut stop = self.cluster.tool(&bins.pg_ctl);
+            let _ = run_checked(stop.arg("-D").arg(self.cluster.data_dir()).args([
+                "-m",
+                "immediate",
+                "stop",
+            ]));
+        }
+    }
+}
+
 /// Create `mcptask_t_<random>` through `admin_url` and return the URL of it.
 async fn create_database(admin_url: &str) -> Result<String> {
     // 12 hex digits of a v4 UUID: collisions between concurrent tests are

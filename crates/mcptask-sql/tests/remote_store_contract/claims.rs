@@ -195,6 +195,32 @@ mcptask_sql::on_both_backends! {
         );
     }
 
+    // The fence is the claim's owner and token, not its lease expiry: a
+    // lapsed claim that nobody reclaimed still applies its late result (no
+    // newer observation exists; rejecting it would only repeat the remote
+    // call). Once anyone reclaims, the old claim is fenced out (the test
+    // above). docs/DEERFLOW-PARITY.md rows 25–26 rely on exactly this.
+    async fn a_lapsed_claim_nobody_reclaimed_still_applies(store: Arc<dyn RemoteTaskStore>) {
+        insert(&*store, &new_task("t1", "r-1")).await;
+        let a = claim_one(&*store, Phase::Poll, "A", T0 + 1_000).await;
+        let late = T0 + 1_000 + 10 * LEASE;
+        let obs = Observation::Snapshot(completed_snapshot());
+        assert!(
+            apply_one(&*store, applied(&a, Phase::Poll, obs.clone()), late).await,
+            "an unreclaimed claim applies after its lease lapsed"
+        );
+        let r = get(&*store, "t1").await;
+        assert_eq!(r.status, TaskStatus::Completed);
+        assert_eq!(
+            (r.claim_owner, r.claim_token, r.claim_expires_at),
+            (None, None, None)
+        );
+        assert!(
+            !apply_one(&*store, applied(&a, Phase::Poll, obs), late + 1).await,
+            "and is spent by it"
+        );
+    }
+
     async fn terminal_snapshot_settles_the_task(store: Arc<dyn RemoteTaskStore>) {
         insert(&*store, &new_task("t1", "r-1")).await;
         let c = claim_one(&*store, Phase::Poll, "w", T0 + 1_000).await;

@@ -93,11 +93,16 @@ impl From<TrackerError> for ApiError {
             TrackerError::ShuttingDown => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", message)
             }
-            TrackerError::Store(_) => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "store_unavailable",
-                message,
-            ),
+            // The driver's text names tables, constraints and file paths:
+            // it goes to the log, never to the client.
+            TrackerError::Store(e) => {
+                tracing::warn!(error = %e, "API request failed in the task store");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "store_unavailable",
+                    "the task store is unavailable or busy; retry later",
+                )
+            }
             // `TrackerError` is non-exhaustive: a kind added later is an
             // internal error until it is given its own code here.
             _ => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message),

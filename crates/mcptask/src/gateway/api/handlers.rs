@@ -38,6 +38,15 @@ pub async fn list_tasks(
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    for (name, value) in [
+        ("status", &q.status),
+        ("server", &q.server),
+        ("principal", &q.principal),
+        ("conversation", &q.conversation),
+        ("cursor", &q.cursor),
+    ] {
+        plain_text(name, value.as_deref())?;
+    }
     let status = q
         .status
         .as_deref()
@@ -76,6 +85,7 @@ async fn visible(
     caller: &Caller,
     id: &str,
 ) -> Result<RemoteTaskRecord, ApiError> {
+    plain_text("the task id", Some(id))?;
     if id.is_empty() || id.len() > 128 {
         return Err(ApiError::not_found("task"));
     }
@@ -137,6 +147,10 @@ pub async fn answer_task(
             "answers must name at least one input key",
         ));
     }
+    for (key, value) in &body.answers {
+        plain_text("an input key", Some(key))?;
+        no_nul("answers", value)?;
+    }
     let result = state.tracker.answer(&id, body.answers).await?;
     Ok(Json(
         json!({"stored": result.applied, "ignored": result.ignored}),
@@ -164,6 +178,23 @@ pub async fn call_tool(
     Extension(caller): Extension<Caller>,
     JsonBody(body): JsonBody<CallBody>,
 ) -> Result<impl IntoResponse, ApiError> {
+    for (name, value) in [
+        ("server", Some(&body.server)),
+        ("tool", Some(&body.tool)),
+        ("conversation", body.conversation.as_ref()),
+        ("callId", body.call_id.as_ref()),
+        ("principal", body.principal.as_ref()),
+    ] {
+        plain_text(name, value.map(String::as_str))?;
+    }
+    for (name, value) in [
+        ("arguments", body.arguments.as_ref()),
+        ("correlation", body.correlation.as_ref()),
+    ] {
+        if let Some(value) = value {
+            no_nul(name, value)?;
+        }
+    }
     let principal = caller.acting_for(body.principal)?;
     let options = CallOptions {
         principal,
@@ -239,4 +270,35 @@ pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse,
         )],
         handle.render(),
     ))
+}
+
+/// Ids, keys and names are plain text: a control character is a client
+/// error (400), and must not reach the store (PostgreSQL refuses NUL in text
+/// with an error of its own).
+fn plain_text(what: &str, value: Option<&str>) -> Result<(), ApiError> {
+    if value.is_some_and(|v| v.chars().any(char::is_control)) {
+        return Err(ApiError::bad_request(format!(
+            "{what} must not contain control characters"
+        )));
+    }
+    Ok(())
+}
+
+/// JSON the store keeps: no NUL in any string or key (PostgreSQL's `jsonb`
+/// cannot hold one), so refuse it up front with a 400.
+fn no_nul(what: &str, value: &Value) -> Result<(), ApiError> {
+    fn has_nul(v: &Value) -> bool {
+        match v {
+            Value::String(s) => s.contains('\0'),
+            Value::Array(a) => a.iter().any(has_nul),
+            Value::Object(m) => m.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
+            _ => false,
+        }
+    }
+    if has_nul(value) {
+        return Err(ApiError::bad_request(format!(
+            "{what} must not contain NUL characters (\\u0000)"
+        )));
+    }
+    Ok(())
 }
