@@ -8,3 +8,5 @@
 
 #[path = "../support/mod.rs"]
 mod support;
+
+mod upstream;
