@@ -340,16 +340,19 @@ async fn proxy_errors_and_html_pages_transient_then_complete() {
             up.front.set(fault.clone());
             // At least a few polls of every task meet the fault.
             let deadline = tokio::time::Instant::now() + WAIT;
-            while up.front.times("tasks/get", since).len() < 2 * tasks.len() {
+            loop {
+                for t in &tasks {
+                    let r = tracker.get(&t.id).await.unwrap();
+                    assert!(
+                        !r.is_terminal(),
+                        "{fault:?} settled the task instead of being retried: {r:#?}"
+                    );
+                }
+                if up.front.times("tasks/get", since).len() >= 2 * tasks.len() {
+                    break;
+                }
                 assert!(tokio::time::Instant::now() < deadline, "no polls during {fault:?}");
                 tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            for t in &tasks {
-                let r = tracker.get(&t.id).await.unwrap();
-                assert!(
-                    !r.is_terminal(),
-                    "{fault:?} settled the task instead of being retried: {r:#?}"
-                );
             }
         }
         let errors: Vec<String> = {
