@@ -48,7 +48,9 @@ pub(super) async fn pipeline(inner: Arc<Inner>, phase: Phase) {
     // After a result, claim again only once this many slots are free (or at
     // the next wake-up or idle tick), so a trickle of results does not turn
     // into a claim statement per result.
-    let refill = (inner.config.batch_size.max(1) as usize).min(slots).div_ceil(4);
+    let refill = (inner.config.batch_size.max(1) as usize)
+        .min(slots)
+        .div_ceil(4);
     let mut calls: JoinSet<Done> = JoinSet::new();
     let mut claim_now = true;
     loop {

@@ -622,11 +622,33 @@ mod tests {
         let mut r = fresh();
         r.last_polled_at = Some(50_000);
         let obs = Observation::Transient("down".into());
-        let c = observe(&r, Phase::Poll, &obs, 50_000 + p.error_budget_ms, &p, 0.5, 0);
+        let c = observe(
+            &r,
+            Phase::Poll,
+            &obs,
+            50_000 + p.error_budget_ms,
+            &p,
+            0.5,
+            0,
+        );
         assert_eq!(c.record.status, TaskStatus::Working);
-        let c = observe(&r, Phase::Poll, &obs, 50_001 + p.error_budget_ms, &p, 0.5, 0);
+        let c = observe(
+            &r,
+            Phase::Poll,
+            &obs,
+            50_001 + p.error_budget_ms,
+            &p,
+            0.5,
+            0,
+        );
         assert_eq!(c.record.status, TaskStatus::Failed);
-        assert!(!abandons_remote(&r, Phase::Cancel, &obs, 50_001 + p.error_budget_ms, &p));
+        assert!(!abandons_remote(
+            &r,
+            Phase::Cancel,
+            &obs,
+            50_001 + p.error_budget_ms,
+            &p
+        ));
         let gone = Observation::Permanent {
             kind: FailureKind::NotFound,
             message: "gone".into(),

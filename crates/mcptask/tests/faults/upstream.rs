@@ -11,7 +11,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use mcptask_client::testkit::fast_config;
-use mcptask_client::{CallOptions, CallOutcome, RemoteTaskRecord, ServerDef, Tracker, TrackerConfig};
+use mcptask_client::{
+    CallOptions, CallOutcome, RemoteTaskRecord, ServerDef, Tracker, TrackerConfig,
+};
 use mcptask_core::TaskStatus;
 use mcptask_core::client::TrackerPolicy;
 use mcptask_core::policy::{Backoff, PollPolicy};
@@ -74,7 +76,7 @@ impl Upstream {
     }
 
     fn def(&self) -> ServerDef {
-        ServerDef::http(&self.name, &self.front.url())
+        ServerDef::http(&self.name, self.front.url())
     }
 }
 
@@ -205,7 +207,8 @@ async fn hung_server_others_keep_their_cadence() {
         let mut healthy = Vec::new();
         for up in [&calm1, &calm2] {
             for _ in 0..3 {
-                healthy.push(start(&tracker, &up.name, "slow_compute", json!({"seconds": 60})).await);
+                healthy
+                    .push(start(&tracker, &up.name, "slow_compute", json!({"seconds": 60})).await);
             }
         }
         // They finish on the server while it is hung (after the baseline).
@@ -351,7 +354,10 @@ async fn proxy_errors_and_html_pages_transient_then_complete() {
                 if up.front.times("tasks/get", since).len() >= 2 * tasks.len() {
                     break;
                 }
-                assert!(tokio::time::Instant::now() < deadline, "no polls during {fault:?}");
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "no polls during {fault:?}"
+                );
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }

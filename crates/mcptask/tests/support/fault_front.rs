@@ -194,11 +194,7 @@ async fn handle(
         .map(str::to_string);
     let rule = shared.rule.borrow().clone();
     let connection_level = matches!(rule.fault, Fault::Blackhole | Fault::Refuse);
-    let applies = connection_level
-        || rule
-            .methods
-            .as_ref()
-            .is_none_or(|m| m.iter().any(|x| *x == method));
+    let applies = connection_level || rule.methods.as_ref().is_none_or(|m| m.contains(&method));
     let fault = if applies { rule.fault } else { Fault::Forward };
     shared.seen.lock().unwrap().push(Seen {
         at: Instant::now(),
