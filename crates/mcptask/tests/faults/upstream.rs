@@ -502,8 +502,12 @@ async fn wedged_stdio_child_is_recycled_tasks_continue() {
         freeze(wedged);
         let started = Instant::now();
         let deadline = tokio::time::Instant::now() + WAIT;
+        let mut respawned = None;
         let fresh = loop {
             let now = children_with(&marker);
+            if respawned.is_none() && now.iter().any(|p| *p != wedged) {
+                respawned = Some(started.elapsed());
+            }
             if !now.contains(&wedged)
                 && let Some(fresh) = now.first()
             {
@@ -516,7 +520,9 @@ async fn wedged_stdio_child_is_recycled_tasks_continue() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
         eprintln!(
-            "[upstream::wedged_stdio] child {wedged} replaced by {fresh} after {} ms (call timeout {} ms)",
+            "[upstream::wedged_stdio] wedged child {wedged}: fresh child {fresh} spawned after {} ms, \
+             wedged one gone after {} ms (call timeout {} ms)",
+            respawned.unwrap_or_default().as_millis(),
             started.elapsed().as_millis(),
             CALL_TIMEOUT.as_millis()
         );
