@@ -484,7 +484,7 @@ fn policy() -> TrackerPolicy {
             base_ms: 1,
             max_ms: 10,
         },
-        error_budget: 1_000_000,
+        error_budget_ms: i64::MAX / 2,
         ..TrackerConfig::default().policy
     }
 }

@@ -39,7 +39,7 @@ pub fn fast_config() -> TrackerConfig {
                 base_ms: 50,
                 max_ms: 400,
             },
-            error_budget: 1_000,
+            error_budget_ms: 3_600_000,
             ..Default::default()
         },
         lease_ms: 5_000,

@@ -85,7 +85,7 @@ poll_max_ms = 1000
 input_required_poll_ms = 300
 backoff_base_ms = 100
 backoff_max_ms = 1000
-error_budget = 1000
+error_budget_ms = 3600000
 ";
 
 /// What the test does with a task, and so how it must end.

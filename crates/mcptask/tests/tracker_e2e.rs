@@ -533,7 +533,7 @@ poll_max_ms = 250
 input_required_poll_ms = 100
 backoff_base_ms = 50
 backoff_max_ms = 500
-error_budget = 1000
+error_budget_ms = 3600000
 ";
 
 /// What a task of the tracker-kill scenario must end as.

@@ -78,8 +78,9 @@ settings! {
     backoff_base_ms: i64 => policy.backoff.base_ms, positive;
     /// Backoff cap.
     backoff_max_ms: i64 => policy.backoff.max_ms, positive;
-    /// Consecutive transient errors before a task is failed.
-    error_budget: i64 => policy.error_budget, positive;
+    /// How long a task may fail transiently (no good answer since the last
+    /// one) before it is failed locally, with a best-effort `tasks/cancel`.
+    error_budget_ms: i64 => policy.error_budget_ms, positive;
     /// `tasks/cancel` attempts before a task is settled locally.
     max_cancel_attempts: i64 => policy.max_cancel_attempts, positive;
     /// Delivery attempts per event before it is dead-lettered.

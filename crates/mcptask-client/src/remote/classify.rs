@@ -124,11 +124,43 @@ fn transport_error(operation: &str, e: &ServiceError) -> RemoteError {
         text.push_str(&s.to_string());
         source = s.source();
     }
-    if PROTOCOL_SIGNS.iter().any(|sign| text.contains(sign)) {
+    if let Some(why) = transient_http(&text) {
+        RemoteError::Transient(format!("{operation}: {why}: {text}"))
+    } else if PROTOCOL_SIGNS.iter().any(|sign| text.contains(sign)) {
         RemoteError::Protocol(format!("{operation}: {text}"))
     } else {
         RemoteError::Transient(format!("{operation}: {text}"))
     }
+}
+
+/// HTTP answers that say "not now" rather than "not MCP": a request timeout
+/// (408), a rate limit (429), a server error or a proxy or load balancer that
+/// could not reach the server (5xx), and an HTML page where an MCP answer was
+/// expected (a proxy's error or maintenance page). They come from the way to
+/// the server or from a server that is temporarily unable to serve, so the
+/// task is retried within its time budget instead of failed as a protocol
+/// violation.
+fn transient_http(text: &str) -> Option<&'static str> {
+    let statuses = text.match_indices("HTTP ").filter_map(|(at, _)| {
+        let digits = text.get(at + 5..at + 8)?;
+        let after = text[at + 8..].chars().next();
+        (digits.bytes().all(|b| b.is_ascii_digit()) && !after.is_some_and(|c| c.is_ascii_digit()))
+            .then(|| digits.parse::<u16>().ok())
+            .flatten()
+    });
+    for status in statuses {
+        match status {
+            408 => return Some("the request timed out on the way (HTTP 408)"),
+            429 => return Some("rate limited (HTTP 429)"),
+            500..=599 => return Some("the server or a proxy in front of it is unavailable"),
+            _ => {}
+        }
+    }
+    let lower = text.to_ascii_lowercase();
+    if lower.contains("text/html") || lower.contains("<html") || lower.contains("<!doctype html") {
+        return Some("an HTML page came back instead of an MCP answer (a proxy's error page?)");
+    }
+    None
 }
 
 #[cfg(test)]
@@ -164,6 +196,27 @@ mod tests {
             task_error("tasks/get", &timeout),
             RemoteError::Transient(_)
         ));
+    }
+
+    #[test]
+    fn http_answers_of_the_way_are_transient() {
+        for text in [
+            "Transport send error: HTTP 503",
+            "Transport send error: HTTP 429",
+            "unexpected server response: HTTP 408 Request Timeout: upstream unavailable (408)",
+            "unexpected server response: HTTP 502 Bad Gateway: <html><body>502</body></html>",
+            "Unexpected content type: Some(\"text/html; charset=utf-8\")",
+        ] {
+            assert!(transient_http(text).is_some(), "{text}");
+        }
+        for text in [
+            "unexpected server response: HTTP 404 Not Found: no such session",
+            "Unexpected content type: Some(\"application/xml\")",
+            "HTTP 5031",
+            "Deserialize error: expected value at line 1 column 1",
+        ] {
+            assert!(transient_http(text).is_none(), "{text}");
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService, ServiceError};
@@ -16,8 +16,22 @@ use super::server_def::{ServerDef, Transport};
 
 pub(super) type Session = RunningService<RoleClient, ClientConfig>;
 
-/// The pool slot of one server: its open session, if any.
-pub(super) type Slot = Arc<Mutex<Option<Arc<Session>>>>;
+/// The pool slot of one server: its open session, if any, and how the last
+/// attempt to open one ended. Callers that queued behind a failing connect
+/// share its failure instead of trying again one after another, so an
+/// unreachable host costs one connect timeout per wave of calls, not one per
+/// call.
+#[derive(Default)]
+pub(super) struct SlotState {
+    pub(super) session: Option<Arc<Session>>,
+    /// When the last connect attempt failed, and why.
+    pub(super) failed: Option<(Instant, RemoteError)>,
+}
+
+pub(super) type Slot = Arc<Mutex<SlotState>>;
+
+/// When the server last answered anything (a wedged stdio child answers nothing).
+pub(super) type Heard = Arc<std::sync::Mutex<Option<Instant>>>;
 
 /// Time bounds the tracker applies when a [`ServerDef`] sets none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,15 +51,57 @@ pub struct Connection {
     pub call_timeout: Duration,
     pub(super) session: Arc<Session>,
     pub(super) slot: Slot,
+    pub(super) stdio: bool,
+    pub(super) heard: Heard,
 }
 
 impl Connection {
     /// Forget this connection if it is still the pooled one (after a real disconnect).
     pub async fn discard(&self) {
         let mut slot = self.slot.lock().await;
-        if slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, &self.session)) {
-            *slot = None;
+        if slot
+            .session
+            .as_ref()
+            .is_some_and(|s| Arc::ptr_eq(s, &self.session))
+        {
+            slot.session = None;
         }
+    }
+
+    /// After a call that started at `started` timed out: if this is a stdio
+    /// child that has answered nothing since, it is wedged (alive but not
+    /// reading or answering, which no retry on the same pipe can cure), so
+    /// it is recycled: dropped from the pool, its session closed (the child
+    /// is killed) and the next call spawns a fresh one. An HTTP session is
+    /// kept: a new one would reach the same hung server. Returns whether the
+    /// child was recycled.
+    pub async fn recycle_if_wedged(&self, started: Instant) -> bool {
+        if !self.stdio {
+            return false;
+        }
+        let heard = *self.heard.lock().expect("heard lock");
+        if heard.is_some_and(|at| at >= started) {
+            return false;
+        }
+        let mut slot = self.slot.lock().await;
+        if !slot
+            .session
+            .as_ref()
+            .is_some_and(|s| Arc::ptr_eq(s, &self.session))
+        {
+            // Someone else recycled it already.
+            return false;
+        }
+        slot.session = None;
+        drop(slot);
+        // Closing the transport kills the child (after a bounded grace).
+        self.session.cancellation_token().cancel();
+        true
+    }
+
+    /// Note that the server answered (see [`Connection::recycle_if_wedged`]).
+    pub fn heard(&self) {
+        *self.heard.lock().expect("heard lock") = Some(Instant::now());
     }
 }
 

@@ -8,13 +8,14 @@ use serde::Serialize;
 use tokio::sync::Mutex;
 
 use super::RemoteError;
-use super::connection::{Connection, Slot, Timeouts, open};
-use super::server_def::ServerDef;
+use super::connection::{Connection, Heard, Slot, Timeouts, open};
+use super::server_def::{ServerDef, Transport};
 
 struct Entry {
     def: ServerDef,
     hash: String,
     session: Slot,
+    heard: Heard,
     health: std::sync::Mutex<Health>,
 }
 
@@ -53,7 +54,8 @@ impl ServerRegistry {
         let entry = Arc::new(Entry {
             def: def.clone(),
             hash,
-            session: Arc::new(Mutex::new(None)),
+            session: Arc::new(Mutex::new(Default::default())),
+            heard: Default::default(),
             health: std::sync::Mutex::new(Health {
                 state: "unknown",
                 ..Default::default()
@@ -146,16 +148,28 @@ impl ServerRegistry {
             )));
         }
         let call_timeout = entry.def.call_timeout.unwrap_or(defaults.call);
+        let connection = |session: Arc<super::connection::Session>| Connection {
+            peer: session.peer().clone(),
+            call_timeout,
+            session,
+            slot: entry.session.clone(),
+            stdio: matches!(entry.def.transport, Transport::Stdio { .. }),
+            heard: entry.heard.clone(),
+        };
+        let arrived = std::time::Instant::now();
+        // Per server: only this server's callers wait here, and while one of
+        // them connects the others wait for its outcome rather than each
+        // starting a connect of their own.
         let mut slot = entry.session.lock().await;
-        if let Some(session) = slot.as_ref()
+        if let Some(session) = slot.session.as_ref()
             && !session.peer().is_transport_closed()
         {
-            return Ok(Connection {
-                peer: session.peer().clone(),
-                call_timeout,
-                session: session.clone(),
-                slot: entry.session.clone(),
-            });
+            return Ok(connection(session.clone()));
+        }
+        if let Some((at, e)) = &slot.failed
+            && *at >= arrived
+        {
+            return Err(e.clone());
         }
         let connect_timeout = entry.def.connect_timeout.unwrap_or(defaults.connect);
         let opened = match tokio::time::timeout(connect_timeout, open(&entry.def)).await {
@@ -171,16 +185,14 @@ impl ServerRegistry {
             }
             Err(e) => {
                 self.report(name, Err(&e.to_string()));
+                slot.failed = Some((std::time::Instant::now(), e.clone()));
                 return Err(e);
             }
         };
-        *slot = Some(session.clone());
-        Ok(Connection {
-            peer: session.peer().clone(),
-            call_timeout,
-            session,
-            slot: entry.session.clone(),
-        })
+        slot.session = Some(session.clone());
+        slot.failed = None;
+        *entry.heard.lock().expect("heard lock") = Some(std::time::Instant::now());
+        Ok(connection(session))
     }
 }
 

@@ -1,73 +1,216 @@
-//! One batch of a claim phase: claim due tasks in one statement, make their
-//! remote calls concurrently (at most `max_in_flight` at once), then apply the
+//! The claim phases' work: claim due tasks in one statement, make their
+//! remote calls concurrently (at most `max_in_flight` at once), and apply the
 //! results in fenced transactions of at most `apply_batch` entries.
+//!
+//! The background loop ([`pipeline`]) applies each result as soon as its
+//! call ends and claims more work as soon as call slots free up, so one slow
+//! or hung server costs its own tasks a call timeout but never holds back
+//! the results, or the next polls, of tasks on other servers. [`run`] is the
+//! one-batch step of the manual [`Workers`](super::Workers).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use mcptask_core::client::{
-    Applied, ClaimedTask, Observation, Phase, RemoteSnapshot, RemoteTaskRecord,
+    Applied, ClaimedTask, Observation, Phase, RemoteTaskRecord, transition,
 };
 use mcptask_core::{StoreError, TaskStatus, ids};
+use tokio::task::JoinSet;
 
 use super::{calls, resolve};
 use crate::tracker::Inner;
 
+/// A claimed task and what its call observed.
+type Done = (ClaimedTask, Observation);
+
 /// Claim, call and apply one batch of `phase`. Returns how many tasks were claimed.
 pub(super) async fn run(inner: &Arc<Inner>, phase: Phase) -> Result<usize, StoreError> {
-    let now = inner.clock.now_ms();
+    let claimed = claim(inner, phase, inner.config.batch_size).await?;
+    if claimed.is_empty() {
+        return Ok(0);
+    }
+    let n = claimed.len();
+    let done: Vec<Done> = futures::stream::iter(claimed)
+        .map(|c| call(inner.clone(), phase, c))
+        .buffer_unordered(inner.config.max_in_flight.max(1))
+        .collect()
+        .await;
+    finish(inner, phase, done, false).await?;
+    Ok(n)
+}
+
+/// Run `phase` until shutdown: keep up to `max_in_flight` calls going,
+/// apply results as they come in, claim due work whenever slots are free.
+pub(super) async fn pipeline(inner: Arc<Inner>, phase: Phase) {
+    let wake = inner.wakers.phase(phase);
+    let slots = inner.config.max_in_flight.max(1);
+    // After a result, claim again only once this many slots are free (or at
+    // the next wake-up or idle tick), so a trickle of results does not turn
+    // into a claim statement per result.
+    let refill = (inner.config.batch_size.max(1) as usize)
+        .min(slots)
+        .div_ceil(4);
+    let mut calls: JoinSet<Done> = JoinSet::new();
+    let mut claim_now = true;
+    loop {
+        let stopping = inner.shutdown.is_cancelled();
+        if stopping && calls.is_empty() {
+            return;
+        }
+        let mut more_due = false;
+        if claim_now && !stopping && calls.len() < slots {
+            let want = (slots - calls.len()).min(inner.config.batch_size.max(1) as usize);
+            match claim(&inner, phase, want as i64).await {
+                Ok(claimed) => {
+                    more_due = claimed.len() == want;
+                    for c in claimed {
+                        calls.spawn(call(inner.clone(), phase, c));
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(phase = phase.as_str(), error = %e, "claim failed; retrying after a pause");
+                }
+            }
+        }
+        claim_now = false;
+        if more_due && calls.len() < slots {
+            claim_now = true;
+            continue;
+        }
+        tokio::select! {
+            joined = calls.join_next(), if !calls.is_empty() => {
+                let mut done = Vec::new();
+                let mut next = joined;
+                while let Some(result) = next {
+                    match result {
+                        Ok(d) => done.push(d),
+                        // The claim lapses and the task is claimed again.
+                        Err(e) => tracing::error!(phase = phase.as_str(), error = %e, "a remote call panicked"),
+                    }
+                    next = calls.try_join_next();
+                }
+                if let Err(e) = finish(&inner, phase, done, true).await {
+                    tracing::warn!(phase = phase.as_str(), error = %e, "applying results failed; the claims lapse and are retried");
+                }
+                claim_now = slots - calls.len() >= refill || calls.is_empty();
+            }
+            _ = wake.notified(), if !stopping && calls.len() < slots => claim_now = true,
+            _ = tokio::time::sleep(inner.config.idle_tick), if !stopping && calls.len() < slots => claim_now = true,
+            _ = inner.shutdown.cancelled(), if !stopping => {}
+        }
+    }
+}
+
+async fn claim(
+    inner: &Arc<Inner>,
+    phase: Phase,
+    limit: i64,
+) -> Result<Vec<ClaimedTask>, StoreError> {
     let claimed = inner
         .store
         .claim_remote(
             phase,
             &inner.owner,
-            now,
+            inner.clock.now_ms(),
             inner.config.lease_ms,
-            inner.config.batch_size,
+            limit,
         )
         .await?;
-    if claimed.is_empty() {
-        return Ok(0);
+    if !claimed.is_empty() {
+        metrics::counter!("mcptask_claims_total", "phase" => phase.as_str())
+            .increment(claimed.len() as u64);
     }
-    let n = claimed.len();
-    metrics::counter!("mcptask_claims_total", "phase" => phase.as_str()).increment(n as u64);
-    // At most `max_in_flight` remote calls at once; a task whose call never
-    // started by the shutdown deadline is released like one cut short.
-    let mut results = futures::stream::iter(claimed.iter().cloned())
-        .map(|c| {
-            let inner = inner.clone();
-            async move {
-                let fence = c.fence.clone();
-                let observation = tokio::select! {
-                    o = calls::observe(&inner, phase, &c) => o,
-                    _ = inner.abort.cancelled() => Observation::Released,
-                };
-                (fence, c, observation)
-            }
+    Ok(claimed)
+}
+
+/// The call for one claimed task. Bounded by the claim's lease as a whole
+/// (connect plus call) so a result always comes back while the claim holds;
+/// cut short at the shutdown deadline (the claim is then released).
+async fn call(inner: Arc<Inner>, phase: Phase, claimed: ClaimedTask) -> Done {
+    let bound = Duration::from_millis((inner.config.lease_ms.max(1) as u64) * 9 / 10);
+    let observation = tokio::select! {
+        o = tokio::time::timeout(bound, calls::observe(&inner, phase, &claimed)) => o.unwrap_or_else(|_| {
+            Observation::Transient(format!("no answer within {bound:?} (the claim's lease)"))
+        }),
+        _ = inner.abort.cancelled() => Observation::Released,
+    };
+    (claimed, observation)
+}
+
+/// Apply what the calls observed, then act on it: ask the input resolver,
+/// and send a best-effort `tasks/cancel` for tasks given up locally.
+/// `detach` runs the resolver off the caller (the pipeline must not wait for
+/// application code).
+async fn finish(
+    inner: &Arc<Inner>,
+    phase: Phase,
+    done: Vec<Done>,
+    detach: bool,
+) -> Result<(), StoreError> {
+    if done.is_empty() {
+        return Ok(());
+    }
+    let now = inner.clock.now_ms();
+    let applied: Vec<Applied> = done
+        .iter()
+        .map(|(c, observation)| Applied {
+            fence: c.fence.clone(),
+            phase,
+            observation: observation.clone(),
+            jitter: ids::random_unit(),
         })
-        .buffer_unordered(inner.config.max_in_flight.max(1));
-    let mut applied = Vec::with_capacity(n);
-    let mut asking: Vec<(ClaimedTask, RemoteSnapshot)> = Vec::new();
-    while let Some((fence, claimed, observation)) = results.next().await {
-        if let Observation::Snapshot(s) = &observation
+        .collect();
+    let ok = apply(inner, &applied, &done).await?;
+    for ((claimed, observation), ok) in done.into_iter().zip(ok) {
+        if !ok {
+            continue;
+        }
+        if transition::abandons_remote(
+            &claimed.record,
+            phase,
+            &observation,
+            now,
+            &inner.config.policy,
+        ) {
+            cancel_abandoned(inner, &claimed.record);
+        }
+        if inner.resolver.is_some()
+            && let Observation::Snapshot(s) = observation
             && s.status == Some(TaskStatus::InputRequired)
         {
-            asking.push((claimed, s.clone()));
-        }
-        applied.push(Applied {
-            fence,
-            phase,
-            observation,
-            jitter: ids::random_unit(),
-        });
-    }
-    apply(inner, &applied, &claimed).await?;
-    if inner.resolver.is_some() {
-        for (claimed, s) in asking {
-            resolve::ask_resolver(inner, &claimed, &s).await;
+            if detach {
+                let inner2 = inner.clone();
+                inner.loops.spawn(async move {
+                    resolve::ask_resolver(&inner2, &claimed, &s).await;
+                });
+            } else {
+                resolve::ask_resolver(inner, &claimed, &s).await;
+            }
         }
     }
-    Ok(n)
+    Ok(())
+}
+
+/// The tracker stopped tracking a task whose work may still run on its
+/// server: ask the server once to cancel it, off the worker, bounded by the
+/// connect and call timeouts. Best effort: the server may well be the reason
+/// the task was given up.
+fn cancel_abandoned(inner: &Arc<Inner>, record: &RemoteTaskRecord) {
+    let inner2 = inner.clone();
+    let record = record.clone();
+    inner.loops.spawn(async move {
+        let outcome = tokio::select! {
+            o = calls::cancel_best_effort(&inner2, &record) => o,
+            _ = inner2.abort.cancelled() => Err("shutting down".to_string()),
+        };
+        let label = if outcome.is_ok() { "sent" } else { "failed" };
+        metrics::counter!("mcptask_abandon_cancels_total", "outcome" => label).increment(1);
+        match outcome {
+            Ok(()) => tracing::info!(task_id = %record.id, server = %record.server, "task given up locally; tasks/cancel sent to its server"),
+            Err(e) => tracing::info!(task_id = %record.id, server = %record.server, error = %e, "task given up locally; best-effort tasks/cancel failed"),
+        }
+    });
 }
 
 /// Whether applying `observation` to the claimed `record` can change what an
@@ -87,25 +230,26 @@ fn visible_change(record: &RemoteTaskRecord, observation: &Observation) -> bool 
     }
 }
 
-/// Apply results in transactions of at most `apply_batch` entries.
+/// Apply results in transactions of at most `apply_batch` entries; says
+/// which were applied (a lost claim's result is dropped).
 async fn apply(
     inner: &Arc<Inner>,
     applied: &[Applied],
-    claimed: &[ClaimedTask],
-) -> Result<(), StoreError> {
+    done: &[Done],
+) -> Result<Vec<bool>, StoreError> {
     let policy = &inner.config.policy;
-    for chunk in applied.chunks(inner.config.apply_batch.max(1)) {
+    let mut all = Vec::with_capacity(applied.len());
+    for (chunk, claimed) in applied
+        .chunks(inner.config.apply_batch.max(1))
+        .zip(done.chunks(inner.config.apply_batch.max(1)))
+    {
         let results = inner
             .store
             .apply_remote(chunk, policy, inner.clock.now_ms())
             .await?;
-        for (entry, ok) in chunk.iter().zip(results) {
-            if ok {
-                let record = claimed
-                    .iter()
-                    .find(|c| c.fence == entry.fence)
-                    .map(|c| &c.record);
-                if record.is_none_or(|r| visible_change(r, &entry.observation)) {
+        for ((entry, (c, _)), ok) in chunk.iter().zip(claimed).zip(&results) {
+            if *ok {
+                if visible_change(&c.record, &entry.observation) {
                     inner.changed(&entry.fence.task_id);
                 }
             } else {
@@ -113,7 +257,8 @@ async fn apply(
                 tracing::info!(task_id = %entry.fence.task_id, "claim lost before its result was applied; result dropped");
             }
         }
+        all.extend(results);
     }
     inner.wakers.notify.notify_one();
-    Ok(())
+    Ok(all)
 }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use mcptask_core::client::{ClaimedTask, Observation, Phase};
+use mcptask_core::client::{ClaimedTask, Observation, Phase, RemoteTaskRecord};
 use rmcp::model::{CancelTaskParams, GetTaskParams, InputResponses, UpdateTaskParams};
 use rmcp::service::ServiceError;
 
@@ -14,8 +14,19 @@ use crate::remote::snapshot;
 use crate::remote::{Connection, RemoteError, bounded, classify};
 use crate::tracker::Inner;
 
-/// A failed call: how it is classified, and whether the transport dropped.
-type Failure = (RemoteError, bool);
+/// How a failed call ended, besides its classification.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    /// The server answered (an error) or the answer was unusable.
+    Answered,
+    /// The transport dropped: the pooled connection leaves the pool.
+    Disconnected,
+    /// No answer within the call timeout.
+    TimedOut,
+}
+
+/// A failed call: how it is classified, and how it ended.
+type Failure = (RemoteError, Cut);
 
 /// Make `phase`'s call for `claimed` and say what was learned.
 pub(super) async fn observe(
@@ -40,21 +51,53 @@ pub(super) async fn observe(
     };
     metrics::histogram!("mcptask_remote_call_seconds", "phase" => phase.as_str())
         .record(started.elapsed().as_secs_f64());
+    if !matches!(outcome, Err((_, Cut::TimedOut | Cut::Disconnected))) {
+        conn.heard();
+    }
     match outcome {
         Ok(o) => {
             inner.servers.report(&r.server, Ok(()));
             o
         }
-        Err((e, disconnected)) => {
+        Err((e, cut)) => {
             if matches!(e, RemoteError::Transient(_)) {
                 inner.servers.report(&r.server, Err(&e.to_string()));
             }
-            if disconnected {
-                conn.discard().await;
+            match cut {
+                Cut::Disconnected => conn.discard().await,
+                Cut::TimedOut => {
+                    if conn.recycle_if_wedged(started).await {
+                        metrics::counter!("mcptask_stdio_recycled_total").increment(1);
+                        tracing::warn!(server = %r.server, "stdio server answered nothing within the call timeout; child recycled");
+                    }
+                }
+                Cut::Answered => {}
             }
             counted(e).observation()
         }
     }
+}
+
+/// One `tasks/cancel` for a task given up locally (see
+/// `transition::abandons_remote`), bounded by the connect and call timeouts.
+pub(super) async fn cancel_best_effort(
+    inner: &Arc<Inner>,
+    record: &RemoteTaskRecord,
+) -> Result<(), String> {
+    let conn = inner
+        .servers
+        .connect(&record.server, Some(&record.server_hash), inner.timeouts())
+        .await
+        .map_err(|e| e.to_string())?;
+    bounded(
+        "tasks/cancel",
+        conn.call_timeout,
+        conn.peer
+            .cancel_task(CancelTaskParams::new(record.remote_task_id.clone())),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|e| e.to_string())
 }
 
 /// `tasks/get`, validated and bounded into a snapshot.
@@ -73,7 +116,7 @@ async fn poll(
     .map_err(|e| failure("tasks/get", &e))?;
     snapshot::from_detailed(remote_id, &got.task, &inner.config.policy.limits)
         .map(Observation::Snapshot)
-        .map_err(|e| (e, false))
+        .map_err(|e| (e, Cut::Answered))
 }
 
 /// `tasks/cancel` for a durable cancel intent.
@@ -109,10 +152,14 @@ async fn update(conn: &Connection, claimed: &ClaimedTask) -> Result<Observation,
 }
 
 fn failure(operation: &str, e: &ServiceError) -> Failure {
-    (
-        classify::task_error(operation, e),
-        classify::is_disconnect(e),
-    )
+    let cut = if classify::is_disconnect(e) {
+        Cut::Disconnected
+    } else if matches!(e, ServiceError::Timeout { .. }) {
+        Cut::TimedOut
+    } else {
+        Cut::Answered
+    };
+    (classify::task_error(operation, e), cut)
 }
 
 /// Count a failure by class (`mcptask_remote_errors_total`) and pass it on.

@@ -1,4 +1,6 @@
 //! The background loops: one per claim phase and one for notifications. A
+//! claim phase is a pipeline (`batch::pipeline`: calls in flight, results
+//! applied as they end, due work claimed as slots free up); the notification
 //! loop runs batches back to back while they come back full, and otherwise
 //! idles until its wake-up, the idle tick, or shutdown.
 
@@ -31,18 +33,7 @@ async fn idle(inner: &Inner, wake: &Notify) {
 }
 
 async fn phase_loop(inner: Arc<Inner>, phase: Phase) {
-    let wake = inner.wakers.phase(phase);
-    while !inner.shutdown.is_cancelled() {
-        match batch::run(&inner, phase).await {
-            Ok(0) => idle(&inner, wake).await,
-            Ok(n) if (n as i64) < inner.config.batch_size => idle(&inner, wake).await,
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!(phase = phase.as_str(), error = %e, "claim failed; retrying after a pause");
-                idle(&inner, wake).await;
-            }
-        }
-    }
+    batch::pipeline(inner, phase).await;
 }
 
 async fn notify_loop(inner: Arc<Inner>) {

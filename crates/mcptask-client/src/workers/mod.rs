@@ -3,9 +3,11 @@
 //! Three claim phases share one work claim per task: **poll** (`tasks/get`),
 //! **cancel** (`tasks/cancel` for a durable cancel intent) and **update**
 //! (`tasks/update` with stored answers); **notify** has a claim of its own and
-//! delivers the outbox. Each phase runs single-flight per process: claim a
-//! batch in one statement, make the remote calls concurrently, apply every
-//! result in one fenced transaction (`batch`, `calls`, `notify`). What each
+//! delivers the outbox. Each claim phase runs as one pipeline per process:
+//! claim due tasks in one statement, make the remote calls concurrently,
+//! apply each result in a fenced transaction as soon as its call ends, and
+//! claim more as call slots free up, so a slow server never holds back the
+//! others (`batch`, `calls`); notify runs in batches (`notify`). What each
 //! result does to the task is decided by `mcptask_core::client::transition`;
 //! the workers only observe and classify.
 

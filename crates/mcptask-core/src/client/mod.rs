@@ -216,7 +216,7 @@ pub enum FailureKind {
     ProtocolViolation,
     /// The server definition was removed or changed since the task started.
     ConnectionUnavailable,
-    /// Too many consecutive transient errors.
+    /// Transient errors for longer than the error budget.
     ErrorBudget,
     /// `createdAt + ttlMs` passed without a terminal status.
     TtlElapsed,
@@ -337,8 +337,11 @@ pub struct TrackerPolicy {
     pub poll: PollPolicy,
     /// Backoff after transient errors (poll, cancel, update, notify).
     pub backoff: Backoff,
-    /// Consecutive transient errors tolerated before the task is failed.
-    pub error_budget: i64,
+    /// How long a task may keep failing transiently (no good answer from its
+    /// server since the last one) before it is failed locally (ms). Time, not a
+    /// count: an outage costs the same whatever the backoff, and the task's own
+    /// TTL (its server's promise) still bounds it when shorter.
+    pub error_budget_ms: i64,
     /// `tasks/cancel` attempts before the task is settled locally.
     pub max_cancel_attempts: i64,
     /// Consecutive errors after which a `degraded` event is emitted.
@@ -360,7 +363,7 @@ impl Default for TrackerPolicy {
                 base_ms: 1_000,
                 max_ms: 60_000,
             },
-            error_budget: 30,
+            error_budget_ms: 24 * 3_600_000,
             max_cancel_attempts: 10,
             degraded_after: 3,
             ttl_grace_ms: 30_000,

@@ -132,6 +132,43 @@ fn ttl_elapsed(r: &RemoteTaskRecord, now: i64, policy: &TrackerPolicy) -> bool {
         .is_some_and(|e| e.saturating_add(policy.ttl_grace_ms) <= now)
 }
 
+/// Since when the server has given no good answer for this task: its last
+/// snapshot, its last acknowledged cancel, or its creation.
+fn error_streak_start(r: &RemoteTaskRecord) -> i64 {
+    [r.last_polled_at, r.cancel_sent_at]
+        .into_iter()
+        .flatten()
+        .fold(r.created_at, i64::max)
+}
+
+/// Whether applying `observation` to `current` makes mcptask stop tracking a
+/// task whose work may still be running on its server (the error budget ran
+/// out, its TTL passed without a terminal status, or the server broke the
+/// protocol). The worker then sends the server a best-effort `tasks/cancel`,
+/// so that giving up locally does not leave the remote work running unseen.
+pub fn abandons_remote(
+    current: &RemoteTaskRecord,
+    phase: Phase,
+    observation: &Observation,
+    now: i64,
+    policy: &TrackerPolicy,
+) -> bool {
+    if current.is_terminal() || phase == Phase::Cancel {
+        return false;
+    }
+    let after = observe(current, phase, observation, now, policy, 0.5, 0).record;
+    let reason = after
+        .error
+        .as_ref()
+        .filter(|e| e["data"]["source"] == "mcptask")
+        .and_then(|e| e["data"]["reason"].as_str());
+    after.status == TaskStatus::Failed
+        && matches!(
+            reason,
+            Some("error_budget" | "ttl_elapsed" | "protocol_violation")
+        )
+}
+
 fn schedule_poll(r: &RemoteTaskRecord, now: i64, policy: &TrackerPolicy, jitter: f64) -> i64 {
     now + policy.poll.interval_ms(
         r.poll_interval_ms,
@@ -319,10 +356,14 @@ pub fn observe(
                 change.emit(EventKind::Status, now);
                 return change;
             }
-            if r.consecutive_errors > policy.error_budget {
+            let failing_for = now - error_streak_start(r);
+            if failing_for > policy.error_budget_ms {
                 let msg = format!(
-                    "gave up after {} consecutive errors: {error}",
-                    r.consecutive_errors
+                    "gave up after {} consecutive errors over {}s (error budget {}s); \
+                     a best-effort tasks/cancel is sent: {error}",
+                    r.consecutive_errors,
+                    failing_for / 1000,
+                    policy.error_budget_ms / 1000
                 );
                 fail_locally(&mut change, FailureKind::ErrorBudget, &msg, now, policy);
                 return change;
@@ -417,7 +458,7 @@ mod tests {
                 jitter_permille: 0,
                 ..Default::default()
             },
-            error_budget: 3,
+            error_budget_ms: 30_000,
             max_cancel_attempts: 2,
             degraded_after: 2,
             ..Default::default()
@@ -546,6 +587,73 @@ mod tests {
         assert_eq!(r.status, TaskStatus::Failed);
         assert_eq!(r.error.as_ref().unwrap()["data"]["reason"], "error_budget");
         assert_eq!(r.next_poll_at, None);
+    }
+
+    #[test]
+    fn a_long_outage_within_the_budget_is_retried_however_many_errors() {
+        let p = TrackerPolicy {
+            poll: policy().poll,
+            backoff: crate::policy::Backoff {
+                base_ms: 100,
+                max_ms: 100,
+            },
+            ..Default::default()
+        };
+        let mut r = fresh();
+        r.ttl_ms = None;
+        for _ in 0..1_000 {
+            let now = r.next_poll_at.unwrap();
+            let obs = Observation::Transient("HTTP 503".into());
+            assert!(!abandons_remote(&r, Phase::Poll, &obs, now, &p));
+            r = observe(&r, Phase::Poll, &obs, now, &p, 0.5, 0).record;
+            assert_eq!(r.status, TaskStatus::Working, "failed at {now}: {r:#?}");
+        }
+        assert_eq!(r.consecutive_errors, 1_000);
+        let late = 1_000 + p.error_budget_ms + 1;
+        let obs = Observation::Transient("HTTP 503".into());
+        assert!(abandons_remote(&r, Phase::Poll, &obs, late, &p));
+        let c = observe(&r, Phase::Poll, &obs, late, &p, 0.5, 0);
+        assert_eq!(c.record.error.unwrap()["data"]["reason"], "error_budget");
+    }
+
+    #[test]
+    fn the_budget_counts_from_the_last_good_answer() {
+        let p = policy();
+        let mut r = fresh();
+        r.last_polled_at = Some(50_000);
+        let obs = Observation::Transient("down".into());
+        let c = observe(
+            &r,
+            Phase::Poll,
+            &obs,
+            50_000 + p.error_budget_ms,
+            &p,
+            0.5,
+            0,
+        );
+        assert_eq!(c.record.status, TaskStatus::Working);
+        let c = observe(
+            &r,
+            Phase::Poll,
+            &obs,
+            50_001 + p.error_budget_ms,
+            &p,
+            0.5,
+            0,
+        );
+        assert_eq!(c.record.status, TaskStatus::Failed);
+        assert!(!abandons_remote(
+            &r,
+            Phase::Cancel,
+            &obs,
+            50_001 + p.error_budget_ms,
+            &p
+        ));
+        let gone = Observation::Permanent {
+            kind: FailureKind::NotFound,
+            message: "gone".into(),
+        };
+        assert!(!abandons_remote(&r, Phase::Poll, &gone, 60_000, &p));
     }
 
     #[test]

@@ -10,3 +10,5 @@ mod bad_input;
 mod store;
 #[path = "../support/mod.rs"]
 mod support;
+
+mod upstream;
