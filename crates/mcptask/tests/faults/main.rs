@@ -6,5 +6,7 @@
 //! One module per fault family; run one family with e.g.
 //! `cargo test -p mcptask --test faults upstream::`.
 
+mod config_changes;
+mod protocol;
 #[path = "../support/mod.rs"]
 mod support;
