@@ -9,6 +9,9 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
+/// A broken `tasks/get` answer, made for a remote task id.
+type Case = (&'static str, Box<dyn Fn(&str) -> Scripted>);
+
 struct Rig {
     _demo: DemoServer,
     proxy: ScriptedServer,
@@ -197,14 +200,18 @@ async fn malformed_and_oversized_payloads_fail_or_bound_only_their_task() {
         };
         let healthy = start(1).await;
         let mut broken = Vec::new();
-        let cases: Vec<(&str, Box<dyn Fn(&str) -> Scripted>)> = vec![
+        let cases: Vec<Case> = vec![
             (
                 "not json",
                 Box::new(|_| Scripted::Raw(200, "application/json".into(), b"{not json".to_vec())),
             ),
             (
                 "wrong types",
-                Box::new(|_| Scripted::Result(json!({"resultType": "complete", "taskId": 42, "status": ["working"]}))),
+                Box::new(|_| {
+                    Scripted::Result(json!({
+                        "resultType": "complete", "taskId": 42, "status": ["working"]
+                    }))
+                }),
             ),
             (
                 "completed without a result",
@@ -217,10 +224,17 @@ async fn malformed_and_oversized_payloads_fail_or_bound_only_their_task() {
         ];
         for (name, answer) in &cases {
             let t = start(60).await;
-            let remote = t["remoteTaskId"].as_str().expect("operator view").to_string();
+            let remote = t["remoteTaskId"]
+                .as_str()
+                .expect("operator view")
+                .to_string();
             rig.proxy
                 .script(Rule::new("tasks/get", usize::MAX, answer(&remote)).for_task(&remote));
-            broken.push((name.to_string(), t["id"].as_str().unwrap().to_string(), remote));
+            broken.push((
+                name.to_string(),
+                t["id"].as_str().unwrap().to_string(),
+                remote,
+            ));
         }
         let chatty = start(60).await;
         let chatty_remote = chatty["remoteTaskId"].as_str().unwrap().to_string();
@@ -236,6 +250,7 @@ async fn malformed_and_oversized_payloads_fail_or_bound_only_their_task() {
             )
             .for_task(&chatty_remote),
         );
+        let big = "r".repeat(5 * 1024 * 1024);
         let huge = start(60).await;
         let huge_remote = huge["remoteTaskId"].as_str().unwrap().to_string();
         rig.proxy.script(
@@ -245,33 +260,58 @@ async fn malformed_and_oversized_payloads_fail_or_bound_only_their_task() {
                 Scripted::Result(task_result(
                     &huge_remote,
                     "completed",
-                    json!({"result": {"content": [{"type": "text", "text": "r".repeat(5 * 1024 * 1024)}]}}),
+                    json!({"result": {"content": [{"type": "text", "text": big}]}}),
                 )),
             )
             .for_task(&huge_remote),
         );
 
         for (name, id, _) in &broken {
-            let t = rig.api.wait_task(id, "settled", |t| t["completedAt"].is_string()).await;
+            let t = rig
+                .api
+                .wait_task(id, "settled", |t| t["completedAt"].is_string())
+                .await;
             assert_eq!(t["status"], "failed", "{name}: {t:#}");
-            assert_eq!(t["error"]["data"]["reason"], "protocol_violation", "{name}: {t:#}");
+            assert_eq!(
+                t["error"]["data"]["reason"], "protocol_violation",
+                "{name}: {t:#}"
+            );
             println!("{name}: {}", t["statusMessage"]);
         }
-        let h = rig.api.wait_task(&huge["id"].as_str().unwrap(), "completed", |t| t["status"] == "completed").await;
+        let h = rig
+            .api
+            .wait_task(huge["id"].as_str().unwrap(), "completed", |t| {
+                t["status"] == "completed"
+            })
+            .await;
         assert_eq!(h["resultTruncated"], true, "{}", h["statusMessage"]);
         let stored = h["result"].to_string().len();
         println!("a 5 MiB result is stored as {stored} bytes");
-        assert!(stored <= 4 * 1024 * 1024 + 64 * 1024, "the stored result is bounded: {stored}");
+        assert!(
+            stored <= 4 * 1024 * 1024 + 64 * 1024,
+            "the stored result is bounded: {stored}"
+        );
         let chatty_id = chatty["id"].as_str().unwrap();
         let c = rig
             .api
             .wait_task(chatty_id, "polled", |t| t["pollCount"].as_i64() > Some(2))
             .await;
-        assert_eq!(c["status"], "working", "a long status message is not a fault");
+        assert_eq!(
+            c["status"], "working",
+            "a long status message is not a fault"
+        );
         assert_eq!(c["consecutiveErrors"], 0);
         let message = c["statusMessage"].as_str().unwrap_or_default().len();
-        assert!(message < 16 * 1024, "status message stored bounded: {message} bytes");
-        let ok = rig.api.wait_task(healthy["id"].as_str().unwrap(), "completed", |t| t["completedAt"].is_string()).await;
+        assert!(
+            message < 16 * 1024,
+            "status message stored bounded: {message} bytes"
+        );
+        let ok = rig
+            .api
+            .wait_task(healthy["id"].as_str().unwrap(), "completed", |t| {
+                t["completedAt"].is_string()
+            })
+            .await;
         assert_eq!(ok["status"], "completed", "{ok:#}");
 
         // Settled tasks are not polled again.
