@@ -272,10 +272,20 @@ async fn a_removed_or_edited_server_fails_its_tasks(backend: TrackerBackend) {
     let a = start_task(&tracker, "hold").await;
     let b = start_task(&tracker, "hold").await;
     until(&tracker, &a.id, "polled", |r| r.poll_count > 0).await;
-    // Edited: same name, another definition.
+    // Credentials and timeouts edited: the same endpoint, the same server.
+    let mut rotated = ServerDef::http("remote", server.url()).with_header("X-Edited", "1");
+    rotated.call_timeout = Some(Duration::from_secs(7));
+    tracker.servers().upsert(rotated);
+    let polls = tracker.get(&a.id).await.unwrap().poll_count;
+    let ra = until(&tracker, &a.id, "polled again", |r| {
+        r.poll_count > polls + 2
+    })
+    .await;
+    assert_eq!(ra.status, TaskStatus::Working, "{ra:#?}");
+    // Edited: same name, another endpoint.
     tracker
         .servers()
-        .upsert(ServerDef::http("remote", server.url()).with_header("X-Edited", "1"));
+        .upsert(ServerDef::http("remote", format!("{}?moved", server.url())));
     let ra = until(&tracker, &a.id, "failed", |r| r.is_terminal()).await;
     assert_eq!(ra.status, TaskStatus::Failed);
     assert_eq!(

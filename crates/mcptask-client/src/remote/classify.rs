@@ -105,6 +105,19 @@ pub(crate) fn task_error(operation: &str, e: &ServiceError) -> RemoteError {
     }
 }
 
+/// A `tasks/update` the server refused with `-32602` (invalid params): the
+/// answers were not taken. Not "task not found" (which would settle the task):
+/// the same code also means a bad answer, and the poll that follows tells the
+/// two apart (`tasks/get` must answer `-32602` for a task it does not know).
+pub(crate) fn update_refusal(e: &ServiceError) -> Option<String> {
+    match e {
+        ServiceError::McpError(data) if data.code.0 == -32602 => {
+            Some(format!("tasks/update: invalid params: {}", data.message))
+        }
+        _ => None,
+    }
+}
+
 /// Classify an rmcp error for `tools/call`: JSON-RPC errors are the call's own outcome.
 pub(crate) fn call_error(e: &ServiceError) -> RemoteError {
     match e {
@@ -217,6 +230,19 @@ mod tests {
         ] {
             assert!(transient_http(text).is_none(), "{text}");
         }
+    }
+
+    #[test]
+    fn only_invalid_params_refuse_an_update() {
+        let e = ServiceError::McpError(ErrorData::invalid_params("answer must be a number", None));
+        assert!(
+            update_refusal(&e)
+                .unwrap()
+                .contains("answer must be a number")
+        );
+        let e = ServiceError::McpError(ErrorData::internal_error("db down", None));
+        assert_eq!(update_refusal(&e), None, "a server fault is retried");
+        assert_eq!(update_refusal(&ServiceError::TransportClosed), None);
     }
 
     #[test]

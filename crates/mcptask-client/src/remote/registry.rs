@@ -35,8 +35,9 @@ pub struct Health {
 
 /// The servers a tracker knows, each with one pooled connection.
 ///
-/// Definitions can be replaced or removed at run time; tasks created against
-/// an older definition then fail with a "connection unavailable" reason.
+/// Definitions can be replaced or removed at run time; tasks created on
+/// another endpoint, or on a removed server, then fail with a "connection
+/// unavailable" reason.
 #[derive(Clone, Default)]
 pub struct ServerRegistry {
     entries: Arc<RwLock<HashMap<String, Arc<Entry>>>>,
@@ -48,7 +49,9 @@ impl ServerRegistry {
         Self::default()
     }
 
-    /// Add or replace a definition. Replacing drops the pooled connection.
+    /// Add or replace a definition. Replacing drops the pooled connection; the
+    /// live tasks of the server stay reachable unless its endpoint changed
+    /// (see [`ServerDef::hash`]).
     pub fn upsert(&self, def: ServerDef) {
         let hash = def.hash();
         let entry = Arc::new(Entry {
@@ -62,7 +65,9 @@ impl ServerRegistry {
             }),
         });
         let mut map = self.entries.write().expect("server registry lock");
-        if map.get(&def.name).is_some_and(|e| e.hash == entry.hash) {
+        // Only an identical definition keeps the pooled connection: a rotated
+        // token must reach the server on a fresh one.
+        if map.get(&def.name).is_some_and(|e| e.def == entry.def) {
             return;
         }
         map.insert(def.name.clone(), entry);
@@ -137,14 +142,14 @@ impl ServerRegistry {
         };
         let Some(entry) = entry else {
             return Err(RemoteError::ConnectionUnavailable(format!(
-                "server {name:?} is no longer configured"
+                "server {name:?} is no longer configured; the task cannot be reached"
             )));
         };
         if let Some(hash) = expected_hash
-            && hash != entry.hash
+            && !entry.def.pins(hash)
         {
             return Err(RemoteError::ConnectionUnavailable(format!(
-                "server {name:?} was redefined since this task started; the task cannot be reached as created"
+                "server {name:?} was redefined with another endpoint (URL, or command/args/cwd) since this task started; the task cannot be reached there"
             )));
         }
         let call_timeout = entry.def.call_timeout.unwrap_or(defaults.call);

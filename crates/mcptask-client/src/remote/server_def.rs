@@ -1,5 +1,5 @@
 //! How a named server is reached, and the hash that pins a task to the
-//! definition it was created with.
+//! endpoint it was created on.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -41,8 +41,10 @@ pub enum Transport {
 /// use mcptask_client::ServerDef;
 /// let a = ServerDef::http("reports", "http://127.0.0.1:8080/mcp");
 /// let b = ServerDef::http("reports", "http://127.0.0.1:9090/mcp");
-/// assert_ne!(a.hash(), b.hash(), "editing a definition changes its hash");
-/// assert_eq!(a.hash(), a.clone().hash());
+/// assert_ne!(a.hash(), b.hash(), "another endpoint is another server");
+/// let rotated = a.clone().with_header("Authorization", "Bearer new-token");
+/// assert_eq!(a.hash(), rotated.hash(), "credentials do not change the server");
+/// assert!(rotated.pins(&a.hash()));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServerDef {
@@ -116,12 +118,76 @@ impl ServerDef {
         self
     }
 
-    /// SHA-256 (hex) of the canonical definition. A task remembers the hash it
-    /// started with; if the definition changes, that task can no longer be
-    /// reached the way it was created and is failed instead of retried forever.
+    /// SHA-256 (hex) of the endpoint identity: the URL of an HTTP server; the
+    /// command, arguments and working directory of a stdio server. A task
+    /// remembers the hash it started with and is only polled where that hash
+    /// still resolves: credentials, headers, environment and timeouts can be
+    /// edited (a token rotated) without losing a server's live tasks, while
+    /// pointing the name at another endpoint fails them with a clear reason
+    /// instead of asking a server that never heard of them.
     pub fn hash(&self) -> String {
-        let canonical = serde_json::to_vec(self).unwrap_or_default();
-        let digest = Sha256::digest(&canonical);
-        digest.iter().map(|b| format!("{b:02x}")).collect()
+        let identity = match &self.transport {
+            Transport::Http { url, .. } => serde_json::json!({"type": "http", "url": url}),
+            Transport::Stdio {
+                command, args, cwd, ..
+            } => serde_json::json!({"type": "stdio", "command": command, "args": args, "cwd": cwd}),
+        };
+        sha256_hex(&serde_json::to_vec(&identity).unwrap_or_default())
+    }
+
+    /// Whether a task that recorded `task_hash` is on this definition's
+    /// endpoint. Hashes recorded before the hash covered only the endpoint
+    /// (the whole definition was hashed) still match an unchanged definition.
+    pub fn pins(&self, task_hash: &str) -> bool {
+        task_hash == self.hash() || task_hash == self.whole_definition_hash()
+    }
+
+    /// The hash of releases up to 0.1: the whole canonical definition.
+    fn whole_definition_hash(&self) -> String {
+        sha256_hex(&serde_json::to_vec(self).unwrap_or_default())
+    }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_endpoint_decides_the_server() {
+        let http = ServerDef::http("s", "http://h/mcp");
+        let mut edited = http.clone().with_header("Authorization", "Bearer b");
+        edited.call_timeout = Some(Duration::from_secs(3));
+        edited.connect_timeout = Some(Duration::from_secs(4));
+        assert_eq!(http.hash(), edited.hash());
+        assert_ne!(http.hash(), ServerDef::http("s", "http://h/other").hash());
+
+        let stdio = ServerDef::stdio("s", "srv", vec!["--a".into()]);
+        assert_eq!(stdio.hash(), stdio.clone().with_env("TOKEN", "x").hash());
+        assert_ne!(stdio.hash(), ServerDef::stdio("s", "srv", vec![]).hash());
+        assert_ne!(
+            stdio.hash(),
+            ServerDef::stdio("s", "other", vec!["--a".into()]).hash()
+        );
+        let mut moved = stdio.clone();
+        if let Transport::Stdio { cwd, .. } = &mut moved.transport {
+            *cwd = Some("/elsewhere".into());
+        }
+        assert_ne!(stdio.hash(), moved.hash());
+    }
+
+    #[test]
+    fn hashes_of_whole_definitions_still_pin_an_unchanged_server() {
+        let def = ServerDef::http("s", "http://h/mcp").with_header("A", "1");
+        let legacy = def.whole_definition_hash();
+        assert!(def.pins(&legacy));
+        assert!(!def.clone().with_header("A", "2").pins(&legacy));
+        assert!(!def.pins("0000"));
     }
 }

@@ -67,6 +67,9 @@ impl Tracker {
                 inner.config.policy.limits.max_arguments_bytes
             )));
         }
+        // Before the call: refused after the server created the task, it would
+        // leave that task running on the server untracked.
+        super::record::bound_correlation(options.correlation.clone(), &inner.config.policy.limits)?;
         let (_, hash) = inner
             .servers
             .get(server)

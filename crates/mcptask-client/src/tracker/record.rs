@@ -107,6 +107,8 @@ impl Tracker {
                 "remote task id must be 1..=512 characters".into(),
             ));
         }
+        let limits = inner.config.policy.limits;
+        let correlation = bound_correlation(options.correlation, &limits)?;
         let conn = inner
             .servers
             .connect(server, Some(&hash), inner.timeouts())
@@ -118,7 +120,6 @@ impl Tracker {
         )
         .await
         .map_err(|e| classify::task_error("tasks/get", &e))?;
-        let limits = inner.config.policy.limits;
         let mut snapshot = snapshot::from_detailed(remote_task_id, &got.task, &limits)?;
         // Start from "working" so the first poll records the real state as an event.
         snapshot.status = Some(TaskStatus::Working);
@@ -131,7 +132,7 @@ impl Tracker {
             principal: options.principal,
             conversation: options.conversation,
             call_id: options.call_id,
-            correlation: bound_correlation(options.correlation, &limits)?,
+            correlation,
             tool: tool.to_string(),
             arguments: None,
             snapshot,
@@ -149,7 +150,8 @@ impl Tracker {
     }
 }
 
-fn bound_correlation(
+/// Refuse correlation data over its bound (four status messages' worth).
+pub(super) fn bound_correlation(
     value: Option<Value>,
     limits: &payload::PayloadLimits,
 ) -> Result<Option<Value>, TrackerError> {

@@ -147,8 +147,11 @@ async fn update(conn: &Connection, claimed: &ClaimedTask) -> Result<Observation,
             .update_task(UpdateTaskParams::new(remote_id, responses)),
     )
     .await
-    .map(|_| Observation::UpdateAcked { keys })
-    .map_err(|e| failure("tasks/update", &e))
+    .map(|_| Observation::UpdateAcked { keys: keys.clone() })
+    .or_else(|e| match classify::update_refusal(&e) {
+        Some(message) => Ok(Observation::UpdateRejected { keys, message }),
+        None => Err(failure("tasks/update", &e)),
+    })
 }
 
 fn failure(operation: &str, e: &ServiceError) -> Failure {

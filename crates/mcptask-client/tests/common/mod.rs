@@ -91,13 +91,16 @@ pub enum Mangle {
     Result(Value),
     /// Delay the real answer.
     Delay(Duration),
+    /// Answer with this JSON-RPC error (code, message).
+    Error(i64, String),
 }
 
 /// A real task server on an HTTP port, restartable on the same port and store.
 pub struct RemoteServer {
     pub addr: SocketAddr,
     pub store_url: String,
-    /// Rules keyed by remote task id (for `tasks/get`) or `tools/call:<tool>`.
+    /// Rules keyed by remote task id (for `tasks/get`), `tools/call:<tool>`
+    /// or `tasks/update` (every update).
     pub mangle: Arc<Mutex<HashMap<String, Mangle>>>,
     /// `(method, taskId)` of every tasks/* request received.
     pub seen: Arc<Mutex<Vec<(String, String)>>>,
@@ -233,6 +236,7 @@ async fn mangle_layer(
     let key = match (method.as_str(), task_id, parsed["params"]["name"].as_str()) {
         ("tasks/get", Some(id), _) => Some(id),
         ("tools/call", _, Some(tool)) => Some(format!("tools/call:{tool}")),
+        ("tasks/update", Some(_), _) => Some("tasks/update".into()),
         _ => None,
     };
     let counting = method == "tasks/get";
@@ -263,6 +267,14 @@ async fn answer(
         match rule {
             Some(Mangle::Result(result)) => {
                 let body = json!({"jsonrpc": "2.0", "id": parsed["id"], "result": result});
+                return (
+                    [(axum::http::header::CONTENT_TYPE, "application/json")],
+                    body.to_string(),
+                )
+                    .into_response();
+            }
+            Some(Mangle::Error(code, message)) => {
+                let body = json!({"jsonrpc": "2.0", "id": parsed["id"], "error": {"code": code, "message": message}});
                 return (
                     [(axum::http::header::CONTENT_TYPE, "application/json")],
                     body.to_string(),

@@ -256,6 +256,16 @@ pub enum Observation {
         /// The keys whose answers the server accepted.
         keys: Vec<String>,
     },
+    /// `tasks/update` was refused (`-32602`, invalid params): the server did
+    /// not take these answers. They are cleared so the keys can be answered
+    /// again, and the next poll says whether the server still asks (or
+    /// whether the task is gone).
+    UpdateRejected {
+        /// The keys whose answers were sent and refused.
+        keys: Vec<String>,
+        /// The server's reason, in words.
+        message: String,
+    },
     /// Give the claim back untouched (shutdown): not an error.
     Released,
 }

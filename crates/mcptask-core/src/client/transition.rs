@@ -26,6 +26,10 @@ pub struct Change {
     pub new_inputs: Vec<(String, Value)>,
     /// Keys whose answers the server acknowledged.
     pub sent_keys: Vec<String>,
+    /// Keys asked again (an answer refused, or re-asked after it was
+    /// accepted): the stored answer is cleared so the key can be answered
+    /// anew, and the request replaced by this one.
+    pub reopened: Vec<(String, Value)>,
 }
 
 impl Change {
@@ -35,6 +39,7 @@ impl Change {
             events: Vec::new(),
             new_inputs: Vec::new(),
             sent_keys: Vec::new(),
+            reopened: Vec::new(),
         }
     }
 
@@ -388,6 +393,16 @@ pub fn observe(
             // Keep observing: the server decides how the task ends.
             r.next_poll_at = Some(now);
         }
+        Observation::UpdateRejected { keys, message } => {
+            let r = &mut change.record;
+            r.next_update_at = (unsent_answers > 0).then_some(now);
+            r.consecutive_errors = 0;
+            r.last_error = None;
+            // The next poll says whether the server still asks, and how.
+            r.next_poll_at = Some(now);
+            let reason = format!("the server refused the answer: {message}");
+            reopen(&mut change, keys, &reason, now, policy);
+        }
         Observation::UpdateAcked { keys } => {
             let r = &mut change.record;
             r.next_update_at = (unsent_answers > 0).then_some(now);
@@ -398,6 +413,69 @@ pub fn observe(
         }
     }
     change
+}
+
+/// Clear the answers of `keys` so they can be given again, and tell the
+/// application (an `input_required` event naming the keys and why) while the
+/// task still asks for them. Keys the task no longer lists are cleared
+/// silently: nothing will resend a refused answer the server stopped asking for.
+fn reopen(change: &mut Change, keys: &[String], reason: &str, now: i64, policy: &TrackerPolicy) {
+    let r = &change.record;
+    let mut asked = Vec::new();
+    for key in keys {
+        match r.input_requests.iter().find(|(k, _)| k == key) {
+            Some((_, request)) => {
+                asked.push(key.clone());
+                change.reopened.push((key.clone(), request.clone()));
+            }
+            None => change.reopened.push((key.clone(), Value::Null)),
+        }
+    }
+    if asked.is_empty() || r.status != TaskStatus::InputRequired {
+        return;
+    }
+    change.emit(EventKind::InputRequired, now);
+    if let Some((_, _, data)) = change.events.last_mut()
+        && let Some(obj) = data.as_object_mut()
+    {
+        obj.insert("reopenedKeys".into(), json!(asked));
+        obj.insert(
+            "reopenedReason".into(),
+            json!(truncate_text(reason, policy.limits.max_message_bytes)),
+        );
+    }
+}
+
+/// After a poll: keys the server still lists although it acknowledged their
+/// answers (`acked`: key and acknowledgement time) are asked again, and the
+/// task must not wait forever on an answer the server will not use. The
+/// acknowledgement is eventually consistent (a server may list a key for a
+/// moment after accepting its answer), so a key counts as re-asked only when a
+/// poll at least one input-required poll interval after the acknowledgement
+/// still lists it.
+pub fn reopen_reasked(
+    change: &mut Change,
+    acked: &[(String, i64)],
+    now: i64,
+    policy: &TrackerPolicy,
+) {
+    let r = &change.record;
+    if r.status != TaskStatus::InputRequired {
+        return;
+    }
+    let grace = policy.poll.input_required_min_ms.max(0);
+    let keys: Vec<String> = acked
+        .iter()
+        .filter(|(key, sent_at)| {
+            sent_at.saturating_add(grace) <= now && r.input_requests.iter().any(|(k, _)| k == key)
+        })
+        .map(|(key, _)| key.clone())
+        .collect();
+    if keys.is_empty() {
+        return;
+    }
+    let reason = "the server asked again for input it had accepted an answer to";
+    reopen(change, &keys, reason, now, policy);
 }
 
 /// Record the application's intent to cancel. `None` when there is nothing to
@@ -729,6 +807,90 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_answer_reopens_the_key_and_polls_at_once() {
+        let asked = observe(
+            &fresh(),
+            Phase::Poll,
+            &Observation::Snapshot(snapshot(TaskStatus::InputRequired)),
+            5_000,
+            &policy(),
+            0.5,
+            0,
+        )
+        .record;
+        let refused = Observation::UpdateRejected {
+            keys: vec!["k".into(), "gone".into()],
+            message: "bad answer".into(),
+        };
+        let c = observe(&asked, Phase::Update, &refused, 6_000, &policy(), 0.5, 0);
+        assert_eq!(c.record.status, TaskStatus::InputRequired, "not a failure");
+        assert_eq!(
+            (c.record.next_poll_at, c.record.next_update_at),
+            (Some(6_000), None)
+        );
+        assert_eq!(c.record.consecutive_errors, 0);
+        assert_eq!(
+            c.reopened,
+            vec![
+                ("k".to_string(), json!({"method": "elicitation/create"})),
+                ("gone".to_string(), Value::Null)
+            ]
+        );
+        assert_eq!(c.events.len(), 1);
+        let (_, kind, data) = &c.events[0];
+        assert_eq!(*kind, EventKind::InputRequired);
+        assert_eq!(data["reopenedKeys"], json!(["k"]));
+        assert!(
+            data["reopenedReason"]
+                .as_str()
+                .unwrap()
+                .contains("bad answer")
+        );
+        // Other answers stored meanwhile keep the update phase due.
+        let c = observe(&asked, Phase::Update, &refused, 6_000, &policy(), 0.5, 1);
+        assert_eq!(c.record.next_update_at, Some(6_000));
+    }
+
+    #[test]
+    fn a_key_still_listed_after_its_answer_was_accepted_is_reopened_after_one_interval() {
+        let p = policy();
+        let asked = observe(
+            &fresh(),
+            Phase::Poll,
+            &Observation::Snapshot(snapshot(TaskStatus::InputRequired)),
+            5_000,
+            &p,
+            0.5,
+            0,
+        )
+        .record;
+        let again = Observation::Snapshot(snapshot(TaskStatus::InputRequired));
+        let acked = [("k".to_string(), 6_000)];
+        // Right after the acknowledgement: the server may not show it yet.
+        let mut c = observe(&asked, Phase::Poll, &again, 6_001, &p, 0.5, 0);
+        reopen_reasked(&mut c, &acked, 6_001, &p);
+        assert!(c.reopened.is_empty() && c.events.is_empty());
+        // One input-required interval later it still asks: asked again.
+        let later = 6_000 + p.poll.input_required_min_ms;
+        let mut c = observe(&asked, Phase::Poll, &again, later, &p, 0.5, 0);
+        reopen_reasked(&mut c, &acked, later, &p);
+        assert_eq!(c.reopened.len(), 1);
+        assert_eq!(c.events[0].1, EventKind::InputRequired);
+        // A task that moved on reopens nothing.
+        let mut c = observe(
+            &asked,
+            Phase::Poll,
+            &Observation::Snapshot(snapshot(TaskStatus::Working)),
+            later,
+            &p,
+            0.5,
+            0,
+        );
+        reopen_reasked(&mut c, &acked, later, &p);
+        assert!(c.reopened.is_empty());
+    }
+
+    #[test]
     fn stored_error_texts_are_bounded() {
         let p = policy();
         let huge = "e".repeat(50_000);
@@ -826,6 +988,10 @@ mod tests {
                 keys: vec!["k".into()]
             }),
             Just(Observation::Released),
+            Just(Observation::UpdateRejected {
+                keys: vec!["k".into()],
+                message: "invalid".into()
+            }),
             Just(Observation::Permanent {
                 kind: FailureKind::ProtocolViolation,
                 message: "bad".into()

@@ -122,6 +122,10 @@ impl<B: Backend> SqlStore<B> {
             )
             .await?;
         }
+        for (key, request) in &change.reopened {
+            let request = (!request.is_null()).then(|| to_json_text(request));
+            B::execute(conn, B::SQL.reopen_input, args![id, key, request]).await?;
+        }
         for (version, kind, data) in &change.events {
             B::execute(
                 conn,
@@ -140,6 +144,31 @@ impl<B: Backend> SqlStore<B> {
         Ok(())
     }
 
+    /// Answers the server acknowledged, when the observation is a poll that
+    /// still lists some of their keys (the transition decides if they are asked again).
+    async fn acked_listed(
+        conn: &mut B::Connection,
+        task_id: &str,
+        observation: &Observation,
+    ) -> Result<Vec<(String, i64)>, StoreError> {
+        let Observation::Snapshot(s) = observation else {
+            return Ok(Vec::new());
+        };
+        if s.input_requests.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = B::fetch_all(conn, B::SQL.acked_inputs, args![task_id]).await?;
+        let mut acked = Vec::new();
+        for row in &rows {
+            let key: String = B::column(row, "key")?;
+            let sent_at: i64 = B::column(row, "sent_at")?;
+            if s.input_requests.iter().any(|(k, _)| *k == key) {
+                acked.push((key, sent_at));
+            }
+        }
+        Ok(acked)
+    }
+
     /// Answers stored but not yet acknowledged once `acked` are marked sent:
     /// the transition keeps the update phase due for them.
     async fn unsent_after(
@@ -147,7 +176,9 @@ impl<B: Backend> SqlStore<B> {
         task_id: &str,
         observation: &Observation,
     ) -> Result<usize, StoreError> {
-        let Observation::UpdateAcked { keys } = observation else {
+        let (Observation::UpdateAcked { keys } | Observation::UpdateRejected { keys, .. }) =
+            observation
+        else {
             return Ok(0);
         };
         let acked: Vec<&str> = keys.iter().map(String::as_str).collect();
@@ -564,7 +595,7 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
             }
             let unsent =
                 Self::unsent_after(&mut tx, &entry.fence.task_id, &entry.observation).await?;
-            let change = transition::observe(
+            let mut change = transition::observe(
                 record,
                 entry.phase,
                 &entry.observation,
@@ -573,6 +604,9 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
                 entry.jitter,
                 unsent,
             );
+            let acked =
+                Self::acked_listed(&mut tx, &entry.fence.task_id, &entry.observation).await?;
+            transition::reopen_reasked(&mut change, &acked, now, policy);
             if !Self::write_fenced(&mut tx, &change.record, &entry.fence).await? {
                 continue;
             }

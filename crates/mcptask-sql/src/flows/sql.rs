@@ -95,6 +95,10 @@ pub struct Statements {
     pub count_unsent_except: &'static str,
     /// Mark acknowledged answers as sent.
     pub mark_sent: &'static str,
+    /// Keys whose answers the server acknowledged, with when.
+    pub acked_inputs: &'static str,
+    /// Clear a key's answer so it can be given again (request replaced when given).
+    pub reopen_input: &'static str,
     /// Claim tasks due for `tasks/get`.
     pub claim_poll: &'static str,
     /// Claim tasks due for `tasks/cancel`.
@@ -376,6 +380,11 @@ macro_rules! statements {
                  WHERE task_id = $1 AND response IS NOT NULL AND sent_at IS NULL AND key ",
                 $in, "$3", $in_end
             ),
+            acked_inputs: "SELECT key, sent_at FROM remote_task_inputs
+                 WHERE task_id = $1 AND sent_at IS NOT NULL",
+            reopen_input: "UPDATE remote_task_inputs
+                 SET request = COALESCE($3, request), response = NULL, answered_at = NULL, sent_at = NULL
+                 WHERE task_id = $1 AND key = $2",
             claim_poll: $crate::flows::sql::claim_due!(
                 "next_poll_at", ", poll_count = poll_count + 1", $claim_status, $skip_locked
             ),

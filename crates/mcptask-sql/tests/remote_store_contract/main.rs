@@ -8,6 +8,7 @@
 mod claims;
 mod inputs;
 mod notify;
+mod reasks;
 mod records;
 mod support;
 

@@ -6,9 +6,11 @@
 //! One module per fault family; run one family with e.g.
 //! `cargo test -p mcptask --test faults upstream::`.
 
-mod bad_input;
-mod store;
 #[path = "../support/mod.rs"]
 mod support;
 
+mod bad_input;
+mod config_changes;
+mod protocol;
+mod store;
 mod upstream;

@@ -448,7 +448,7 @@ async fn error_budget_spent_fails_locally_and_cancels_remotely() {
         assert!(failing_for > 1_500, "failed before its budget: {r:#?}");
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
-            let cancels: Vec<Seen> = up
+            let cancels: Vec<FrontSeen> = up
                 .front
                 .seen()
                 .into_iter()

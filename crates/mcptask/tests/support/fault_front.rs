@@ -62,7 +62,7 @@ struct Rule {
 
 /// One request the front saw.
 #[derive(Debug, Clone)]
-pub struct Seen {
+pub struct FrontSeen {
     pub at: Instant,
     /// The JSON-RPC method of a POST, else the HTTP method (`GET`, `DELETE`).
     pub method: String,
@@ -74,7 +74,7 @@ pub struct Seen {
 
 struct Shared {
     rule: watch::Sender<Rule>,
-    seen: Mutex<Vec<Seen>>,
+    seen: Mutex<Vec<FrontSeen>>,
     /// Bumped when connections must die (switching to `Refuse`).
     epoch: Arc<AtomicU64>,
 }
@@ -148,7 +148,7 @@ impl FaultFront {
     }
 
     /// Every request seen so far.
-    pub fn seen(&self) -> Vec<Seen> {
+    pub fn seen(&self) -> Vec<FrontSeen> {
         self.shared.seen.lock().unwrap().clone()
     }
 
@@ -196,7 +196,7 @@ async fn handle(
     let connection_level = matches!(rule.fault, Fault::Blackhole | Fault::Refuse);
     let applies = connection_level || rule.methods.as_ref().is_none_or(|m| m.contains(&method));
     let fault = if applies { rule.fault } else { Fault::Forward };
-    shared.seen.lock().unwrap().push(Seen {
+    shared.seen.lock().unwrap().push(FrontSeen {
         at: Instant::now(),
         method,
         task_id,

@@ -1,0 +1,8 @@
+//! Fault-matrix cells that need only the client library (a real tracker on
+//! SQLite and PostgreSQL, a real MCP server over Streamable HTTP that a test
+//! can make misbehave). The matrix is in docs/RELIABILITY.md.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod protocol;

@@ -1,0 +1,88 @@
+//! Upstream protocol faults seen by the tracker's resolver.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use mcptask_client::{CallOptions, CallOutcome, InputContext, InputResolver, ServerDef, Tracker};
+use mcptask_core::TaskStatus;
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+/// Answers `q` with `try1`, `try2`, …; on its first answer makes the server
+/// refuse every `tasks/update` with `-32602`, on its second lets them through.
+struct Retrier {
+    calls: AtomicUsize,
+    server: Arc<std::sync::Mutex<std::collections::HashMap<String, Mangle>>>,
+}
+
+#[async_trait::async_trait]
+impl InputResolver for Retrier {
+    async fn resolve(&self, input: InputContext<'_>) -> Option<Value> {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut rules = self.server.lock().unwrap();
+        if n == 1 {
+            rules.insert(
+                "tasks/update".into(),
+                Mangle::Error(-32602, "v must not be try1".into()),
+            );
+        } else {
+            rules.remove("tasks/update");
+        }
+        (input.key == "q").then(|| json!({"action": "accept", "content": {"v": format!("try{n}")}}))
+    }
+}
+
+/// A refused answer (`-32602` to `tasks/update`) reaches the resolver again
+/// and its new answer is sent; the task is neither failed nor stuck.
+async fn refused_answer_is_asked_of_the_resolver_again(backend: TrackerBackend) {
+    let server = RemoteServer::start(Some(60_000)).await;
+    let resolver = Arc::new(Retrier {
+        calls: AtomicUsize::new(0),
+        server: server.mangle.clone(),
+    });
+    let tracker = Tracker::builder(backend.remote_tasks().await)
+        .server(ServerDef::http("remote", server.url()))
+        .config(fast_config())
+        .resolver(resolver.clone())
+        .start()
+        .await
+        .unwrap();
+    let task = match tracker
+        .call_tool("remote", "ask", json!({}), CallOptions::default())
+        .await
+        .unwrap()
+    {
+        CallOutcome::Task(t) => *t,
+        CallOutcome::Completed(r) => panic!("ask completed synchronously: {r:?}"),
+    };
+    let done = tracker
+        .wait(&task.id, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(done.status, TaskStatus::Completed, "{done:#?}");
+    assert_eq!(done.result.unwrap()["content"][0]["text"], "answer try2");
+    assert_eq!(resolver.calls.load(Ordering::SeqCst), 2);
+    let updates = server
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(m, _)| m == "tasks/update")
+        .count();
+    assert_eq!(updates, 2, "one refused, one accepted");
+    let reopened = tracker
+        .events(&task.id, 0, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|e| e.data.get("reopenedKeys").is_some())
+        .expect("an input_required event naming the reopened key");
+    assert_eq!(reopened.data["reopenedKeys"], json!(["q"]));
+    tracker.shutdown(Duration::from_secs(2)).await;
+}
+
+mcptask_sql::on_both_backends! {
+    refused_answer_is_asked_of_the_resolver_again => super::refused_answer_is_asked_of_the_resolver_again;
+}
