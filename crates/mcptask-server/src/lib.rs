@@ -49,7 +49,7 @@ pub mod tool;
 
 pub use config::RuntimeConfig;
 pub use engine::{CreateRequest, Maintenance, RuntimeBuilder, TaskRuntime};
-pub use error::{TASK_NOT_FOUND, TaskError};
+pub use error::{SERVER_BUSY, TASK_NOT_FOUND, TaskError};
 pub use mcp::{DurableTaskServer, Principal};
 pub use mcptask_core::server::{InterruptPolicy, TaskSupport};
 pub use tool::input;
