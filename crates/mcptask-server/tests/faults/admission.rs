@@ -84,8 +84,9 @@ mcptask_sql::on_both_backends! {
         for create in &mut queued {
             assert!(futures::poll!(create.as_mut()).is_pending());
         }
+        let fourth = tokio::time::timeout(WAIT, rt.create_task(request("echo", json!({}))));
         assert!(
-            is_busy(rt.create_task(request("echo", json!({}))).await),
+            fourth.await.is_ok_and(is_busy),
             "a fourth create finds the queue full"
         );
         store.resume.send_replace(true);
