@@ -42,7 +42,9 @@ pub trait ServerTaskStore: Send + Sync + 'static {
     /// Fenced: register input requests (keys new to the task become outstanding;
     /// keys seen before keep their stored request) and report each key's state.
     /// The task becomes `input_required` while any key is outstanding.
-    /// `None` means the fence failed.
+    /// `None` means the fence failed. A key asked before with a different
+    /// request is refused with [`StoreError::Invalid`]
+    /// ([`crate::server::input_conflict`]) and nothing is registered.
     async fn request_inputs(
         &self,
         fence: &Fence,
@@ -71,7 +73,9 @@ pub trait ServerTaskStore: Send + Sync + 'static {
     async fn request_cancel(&self, task_id: &str, now: i64) -> Result<CancelOutcome, StoreError>;
 
     /// Fenced: settle the task. Terminal tasks stay as they are. `purge_at`
-    /// comes from [`crate::server::retention::purge_at`].
+    /// comes from [`crate::server::retention::purge_at`]. A task past its TTL
+    /// at `now` settles as expired whatever `outcome` says
+    /// ([`crate::server::reading::settles_as`]): it already reads `failed`.
     async fn finish(
         &self,
         fence: &Fence,

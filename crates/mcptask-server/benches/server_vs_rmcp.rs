@@ -183,8 +183,12 @@ impl McptaskSide {
         );
         // No maintenance loops: neither side should spend the run sweeping in the
         // background (rmcp has no background sweeper at all).
+        // No admission caps either: the run holds up to 100 000 live tasks in
+        // one process, as rmcp's in-memory manager does.
         let config = RuntimeConfig {
             background: false,
+            max_live_tasks: None,
+            max_live_tasks_per_principal: None,
             ..Default::default()
         };
         let runtime = TaskRuntime::builder(store.server_tasks(), tools)

@@ -34,6 +34,18 @@ pub struct RuntimeConfig {
     pub max_create_batch: usize,
     /// Concurrent create transactions (1 suits SQLite's single writer).
     pub create_writers: usize,
+    /// Creates waiting for their commit, at most. A create beyond it is
+    /// refused at once with a "server busy" error ([`crate::SERVER_BUSY`])
+    /// rather than queued without bound. Default 4096.
+    pub max_create_queue: usize,
+    /// Live tasks this process runs at once (created here or recovered from
+    /// a dead replica); `None` = no cap. A create beyond it is refused with
+    /// [`crate::SERVER_BUSY`]; recovery is never refused. Default 10 000.
+    pub max_live_tasks: Option<usize>,
+    /// Live tasks of one authenticated principal this process runs at once;
+    /// `None` = no cap. Anonymous callers are bound by `max_live_tasks` only.
+    /// Default 1 000.
+    pub max_live_tasks_per_principal: Option<usize>,
     /// Payload bounds.
     pub limits: PayloadLimits,
     /// Whether to run the maintenance loops (tests drive them by hand).
@@ -54,6 +66,9 @@ impl Default for RuntimeConfig {
             batch_size: 200,
             max_create_batch: 256,
             create_writers: 1,
+            max_create_queue: 4_096,
+            max_live_tasks: Some(10_000),
+            max_live_tasks_per_principal: Some(1_000),
             limits: PayloadLimits::default(),
             background: true,
         }

@@ -11,6 +11,12 @@ use rmcp::ErrorData;
 /// purged and foreign ids are indistinguishable.
 pub const TASK_NOT_FOUND: &str = "Failed to retrieve task: Task not found";
 
+/// The JSON-RPC error code of a create refused by admission control (the
+/// create queue is full, or a live-task cap is reached). Nothing was stored;
+/// the caller may retry later. The error's `data` carries
+/// `{"reason": "server_busy"}`.
+pub const SERVER_BUSY: i32 = -32000;
+
 /// Why a task operation was refused.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -27,6 +33,10 @@ pub enum TaskError {
     /// A task-only tool was called without declaring the tasks extension (`-32021`).
     #[error("this tool only runs as a task: declare the io.modelcontextprotocol/tasks extension")]
     MissingCapability,
+    /// Admission control refused a new task (create queue full, live-task cap
+    /// reached); nothing was stored. Answers [`SERVER_BUSY`].
+    #[error("server busy: {0}; retry later")]
+    Overloaded(String),
     /// The runtime no longer accepts new tasks.
     #[error("the server is shutting down")]
     ShuttingDown,
@@ -57,6 +67,11 @@ impl From<TaskError> for ErrorData {
                 tracing::warn!(error = %e, "task request failed in the store");
                 ErrorData::internal_error("task store unavailable; retry later", None)
             }
+            TaskError::Overloaded(why) => ErrorData::new(
+                rmcp::model::ErrorCode(SERVER_BUSY),
+                format!("server busy: {why}; retry later"),
+                Some(serde_json::json!({"reason": "server_busy"})),
+            ),
             other => ErrorData::internal_error(other.to_string(), None),
         }
     }

@@ -36,6 +36,25 @@
 //!
 //! Every decision the engine carries out is a pure function in
 //! [`mcptask_core::server`].
+//!
+//! What the runtime does under faults (each behaviour is a cell of the
+//! `tests/faults` suite, on SQLite and PostgreSQL):
+//!
+//! - the owner heartbeat runs in its own loop: no purge or recovery backlog
+//!   delays it;
+//! - [`TaskRuntime::shutdown`] keeps the lease, the signal listener and the
+//!   backstop alive until the drain ends, so answers and cancellations sent
+//!   meanwhile reach the draining work;
+//! - a panic anywhere in a handler (its synchronous part included) or its
+//!   preflight fails that task or call with `tool panicked: …`;
+//! - a task past its TTL stays `failed` even if its work finishes late;
+//! - admission control refuses creates beyond
+//!   [`RuntimeConfig::max_live_tasks`], [`RuntimeConfig::max_live_tasks_per_principal`]
+//!   or [`RuntimeConfig::max_create_queue`] with [`SERVER_BUSY`], storing nothing;
+//! - an input key asked again with a different request is an error to the tool;
+//! - a created task's work starts from its commit, even if the caller has gone;
+//! - transient store errors are retried with capped backoff; permanent ones
+//!   ([`mcptask_core::StoreError::Rejected`]) fail the one operation at once.
 
 #![warn(missing_docs)]
 
@@ -49,7 +68,7 @@ pub mod tool;
 
 pub use config::RuntimeConfig;
 pub use engine::{CreateRequest, Maintenance, RuntimeBuilder, TaskRuntime};
-pub use error::{TASK_NOT_FOUND, TaskError};
+pub use error::{SERVER_BUSY, TASK_NOT_FOUND, TaskError};
 pub use mcp::{DurableTaskServer, Principal};
 pub use mcptask_core::server::{InterruptPolicy, TaskSupport};
 pub use tool::input;

@@ -171,6 +171,13 @@ struct DemoServerArgs {
     /// Largest accepted tool arguments, in bytes.
     #[arg(long, default_value_t = 1024 * 1024)]
     max_arguments_bytes: usize,
+    /// Live tasks this process runs at once; beyond it creates are refused
+    /// with -32000 "server busy". 0 means no cap.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    max_live_tasks: usize,
+    /// Live tasks of one authenticated principal at once. 0 means no cap.
+    #[arg(long, default_value_t = 1_000, value_name = "N")]
+    max_live_tasks_per_principal: usize,
     /// Largest accepted HTTP request body, in bytes.
     #[arg(long, default_value_t = 4 * 1024 * 1024)]
     max_body_bytes: usize,
@@ -333,6 +340,9 @@ async fn demo_server(args: DemoServerArgs) -> anyhow::Result<()> {
         recovery_every_ms: args.recovery_every_ms,
         default_ttl_ms: (args.ttl_ms > 0).then_some(args.ttl_ms),
         retention_ms: args.retention_ms,
+        max_live_tasks: (args.max_live_tasks > 0).then_some(args.max_live_tasks),
+        max_live_tasks_per_principal: (args.max_live_tasks_per_principal > 0)
+            .then_some(args.max_live_tasks_per_principal),
         limits: mcptask_core::payload::PayloadLimits {
             max_arguments_bytes: args.max_arguments_bytes,
             ..Default::default()

@@ -309,6 +309,37 @@ pub fn expired_error() -> Value {
 /// Status message stored with [`expired_error`].
 pub const EXPIRED_MESSAGE: &str = "Task expired: its TTL elapsed before it finished";
 
+/// The outcome of a task that outlived its TTL: what the sweep writes, what
+/// recovery settles, and what a late finish is turned into
+/// ([`reading::settles_as`]).
+pub fn expired_outcome() -> Outcome {
+    Outcome::Failed {
+        error: expired_error(),
+        message: EXPIRED_MESSAGE.to_string(),
+    }
+}
+
+/// Why an input key cannot be asked with `asked`: it was asked before in this
+/// task with a different request (`stored`). A key names one question for the
+/// task's whole life, so that a rerun asking it again gets the stored answer;
+/// the same key with another question would silently get the answer to the
+/// first one. `None` when the requests are the same.
+///
+/// ```
+/// use mcptask_core::server::input_conflict;
+/// use serde_json::json;
+/// assert!(input_conflict("q", &json!({"m": 1}), &json!({"m": 1})).is_none());
+/// assert!(input_conflict("q", &json!({"m": 1}), &json!({"m": 2})).unwrap().contains("\"q\""));
+/// ```
+pub fn input_conflict(key: &str, stored: &Value, asked: &Value) -> Option<String> {
+    (stored != asked).then(|| {
+        format!(
+            "input key {key:?} was already asked in this task with a different request; \
+             ask a different question under a new key"
+        )
+    })
+}
+
 /// The JSON-RPC error stored when recovery fails an interrupted task.
 pub fn interrupted_error(attempt: i64) -> Value {
     serde_json::json!({

@@ -8,7 +8,7 @@
 
 use std::borrow::Cow;
 
-use super::{EXPIRED_MESSAGE, ServerTaskRecord, expired_error};
+use super::{EXPIRED_MESSAGE, Outcome, ServerTaskRecord, expired_error, expired_outcome};
 use crate::TaskStatus;
 
 /// `record` as a reader sees it at `now`: unchanged, unless it is live and
@@ -39,6 +39,27 @@ pub fn seen_at(record: &ServerTaskRecord, now: i64) -> Cow<'_, ServerTaskRecord>
         updated_at: record.expires_at().unwrap_or(now),
         ..record.clone()
     })
+}
+
+/// What a fenced finish of a task expiring at `expires_at` stores at `now`:
+/// `outcome`, unless the task is past its TTL, in which case it already reads
+/// `failed` ([`seen_at`]) and must stay so. Terminal is absorbing as readers
+/// see it: work that finishes after the deadline but before the sweep cannot
+/// turn an expired task `completed`.
+///
+/// ```
+/// use mcptask_core::server::{Outcome, expired_outcome, reading::settles_as};
+/// let done = Outcome::Completed { result: serde_json::json!({"content": []}) };
+/// assert_eq!(settles_as(Some(1_000), done.clone(), 999), done);
+/// assert_eq!(settles_as(Some(1_000), done.clone(), 1_000), expired_outcome());
+/// assert_eq!(settles_as(None, done.clone(), i64::MAX), done);
+/// ```
+pub fn settles_as(expires_at: Option<i64>, outcome: Outcome, now: i64) -> Outcome {
+    if expires_at.is_some_and(|e| e <= now) {
+        expired_outcome()
+    } else {
+        outcome
+    }
 }
 
 #[cfg(test)]
@@ -108,7 +129,37 @@ mod tests {
         ]
     }
 
+    fn outcome() -> impl Strategy<Value = Outcome> {
+        prop_oneof![
+            Just(Outcome::Completed {
+                result: json!({"content": []})
+            }),
+            Just(Outcome::failed(-32000, "boom")),
+            Just(Outcome::Cancelled { message: None }),
+        ]
+    }
+
     proptest! {
+        /// Whatever a finish stores, the task reads the same before and after
+        /// it once past its TTL: `failed`, expired.
+        #[test]
+        fn a_finish_never_changes_how_an_expired_task_reads(
+            created in 0i64..1_000_000,
+            ttl in proptest::option::of(0i64..1_000_000),
+            now in 0i64..3_000_000,
+            outcome in outcome(),
+        ) {
+            let r = record(TaskStatus::Working, created, ttl);
+            let before = seen_at(&r, now).into_owned();
+            let stored = settles_as(r.expires_at(), outcome.clone(), now);
+            if r.is_overdue(now) {
+                prop_assert_eq!(stored.status(), before.status);
+                prop_assert_eq!(stored, expired_outcome());
+            } else {
+                prop_assert_eq!(stored, outcome);
+            }
+        }
+
         #[test]
         fn reading_is_the_stored_row_or_the_sweeps_verdict(
             status in status(),

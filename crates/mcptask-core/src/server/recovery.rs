@@ -5,7 +5,7 @@
 //! lives here, as one pure function; the runtime only carries the decision out
 //! (a fenced `finish`, or `begin_rerun` and a fresh attempt).
 
-use super::{EXPIRED_MESSAGE, InterruptPolicy, Outcome, ServerTaskRecord, expired_error};
+use super::{InterruptPolicy, Outcome, ServerTaskRecord, expired_outcome};
 
 /// Status message of a task cancelled while no process was running it.
 pub const CANCELLED_WHILE_ORPHANED: &str = "Cancelled while no server process was running it";
@@ -41,10 +41,7 @@ pub enum Recovery {
 /// ```
 pub fn decide(record: &ServerTaskRecord, policy: Option<InterruptPolicy>, now: i64) -> Recovery {
     if record.is_overdue(now) {
-        return Recovery::Settle(Outcome::Failed {
-            error: expired_error(),
-            message: EXPIRED_MESSAGE.to_string(),
-        });
+        return Recovery::Settle(expired_outcome());
     }
     if record.cancel_requested {
         return Recovery::Settle(Outcome::Cancelled {
@@ -79,6 +76,7 @@ mod tests {
     use super::*;
     use crate::TaskStatus;
     use crate::server::NewServerTask;
+    use crate::server::{EXPIRED_MESSAGE, expired_error};
     use proptest::prelude::*;
 
     fn record(ttl_ms: Option<i64>, cancel_requested: bool, attempt: i64) -> ServerTaskRecord {

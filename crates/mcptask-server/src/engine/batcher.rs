@@ -5,7 +5,11 @@
 //! a writer takes the first queued create, drains whatever else is already
 //! waiting (up to a bound) and commits them in one transaction. A lone create
 //! is committed at once, so nothing waits for a batch to fill.
+//!
+//! The queue is bounded: when `max_queue` creates already wait, another is
+//! refused at once ([`Enqueue::Full`]) instead of piling up in memory.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use mcptask_core::StoreError;
@@ -17,12 +21,32 @@ type Reply = oneshot::Sender<Result<(), StoreError>>;
 
 #[derive(Clone)]
 pub(crate) struct CreateBatcher {
-    tx: mpsc::UnboundedSender<(NewServerTask, Reply)>,
+    tx: mpsc::Sender<(NewServerTask, Reply)>,
+}
+
+/// Why a create could not be queued.
+#[derive(Debug)]
+pub(crate) enum Enqueue {
+    /// `max_queue` creates are waiting already.
+    Full,
+    /// The store failed, or the writers stopped.
+    Store(StoreError),
+}
+
+impl From<StoreError> for Enqueue {
+    fn from(e: StoreError) -> Self {
+        Enqueue::Store(e)
+    }
 }
 
 impl CreateBatcher {
-    pub(crate) fn start(store: Arc<dyn ServerTaskStore>, writers: usize, max_batch: usize) -> Self {
-        let (tx, rx) = mpsc::unbounded_channel::<(NewServerTask, Reply)>();
+    pub(crate) fn start(
+        store: Arc<dyn ServerTaskStore>,
+        writers: usize,
+        max_batch: usize,
+        max_queue: usize,
+    ) -> Self {
+        let (tx, rx) = mpsc::channel::<(NewServerTask, Reply)>(max_queue.max(1));
         let rx = Arc::new(Mutex::new(rx));
         for _ in 0..writers.max(1) {
             let rx = rx.clone();
@@ -48,14 +72,23 @@ impl CreateBatcher {
         Self { tx }
     }
 
-    /// Commit one task; returns once it is durable.
-    pub(crate) async fn create(&self, task: NewServerTask) -> Result<(), StoreError> {
+    /// Queue one task for commit, or refuse it at once if the queue is full.
+    /// The returned future resolves once the task is durable.
+    pub(crate) fn create(
+        &self,
+        task: NewServerTask,
+    ) -> Result<impl Future<Output = Result<(), StoreError>> + use<>, Enqueue> {
         let (reply, done) = oneshot::channel();
-        self.tx
-            .send((task, reply))
-            .map_err(|_| StoreError::Database("task creation is shut down".into()))?;
-        done.await
-            .map_err(|_| StoreError::Database("task creation writer stopped".into()))?
+        self.tx.try_send((task, reply)).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => Enqueue::Full,
+            mpsc::error::TrySendError::Closed(_) => {
+                Enqueue::Store(StoreError::Database("task creation is shut down".into()))
+            }
+        })?;
+        Ok(async move {
+            done.await
+                .map_err(|_| StoreError::Database("task creation writer stopped".into()))?
+        })
     }
 }
 
@@ -74,8 +107,9 @@ async fn commit(store: &dyn ServerTaskStore, batch: Vec<(NewServerTask, Reply)>)
             }
         }
         Err(e) => {
-            for reply in replies {
-                let _ = reply.send(Err(StoreError::Database(e.to_string().into())));
+            // A single create: its own error, transient or not.
+            if let Some(reply) = replies.into_iter().next() {
+                let _ = reply.send(Err(e));
             }
         }
     }

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::batcher::CreateBatcher;
+use super::quota::LiveQuota;
 use super::{RuntimeInner, TaskRuntime, maintenance, signals};
 use crate::config::RuntimeConfig;
 use crate::tool::ToolRegistry;
@@ -58,6 +59,11 @@ impl RuntimeBuilder {
             self.store.clone(),
             self.config.create_writers,
             self.config.max_create_batch,
+            self.config.max_create_queue,
+        );
+        let quota = LiveQuota::new(
+            self.config.max_live_tasks,
+            self.config.max_live_tasks_per_principal,
         );
         let inner = Arc::new(RuntimeInner {
             store: self.store,
@@ -67,7 +73,9 @@ impl RuntimeBuilder {
             owner,
             local: Default::default(),
             creator,
+            quota,
             shutdown: CancellationToken::new(),
+            stopped: CancellationToken::new(),
             accepting: AtomicBool::new(true),
             work: TaskTracker::new(),
             last_heartbeat_ok: AtomicI64::new(now),

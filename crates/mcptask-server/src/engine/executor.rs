@@ -21,14 +21,21 @@ use tokio_util::sync::CancellationToken;
 
 use super::RuntimeInner;
 use super::local::Running;
+use super::quota::Slot;
 use crate::tool::{TaskContext, TaskExit, TaskTool, ToolCall};
 
 /// What a handler's future yields when run to the end: its return value, or
 /// the payload of its panic.
 type Finished = Result<Result<CallToolResult, TaskExit>, Box<dyn Any + Send>>;
 
-/// Start a claimed task's work in this process.
-pub(crate) fn spawn_work(rt: &Arc<RuntimeInner>, tool: &TaskTool, record: ServerTaskRecord) {
+/// Start a claimed task's work in this process; `slot` is its place in the
+/// live-task counts, held until the work ends.
+pub(crate) fn spawn_work(
+    rt: &Arc<RuntimeInner>,
+    tool: &TaskTool,
+    record: ServerTaskRecord,
+    slot: Slot,
+) {
     let Some(fence) = record.fence() else { return };
     let expires_at = record.expires_at();
     let (wake, wake_rx) = watch::channel(0u64);
@@ -64,9 +71,15 @@ pub(crate) fn spawn_work(rt: &Arc<RuntimeInner>, tool: &TaskTool, record: Server
         cancel,
         wake_rx,
     );
-    let work = (tool.handler)(ToolCall { arguments, ctx });
+    // The handler is called inside the guarded future, not here: its
+    // synchronous part (before its first `.await`) runs user code too, and a
+    // panic there must end the task `failed` like any other, not unwind into
+    // whoever started the work (a create's caller, the recovery loop).
+    let handler = tool.handler.clone();
+    let work = async move { handler(ToolCall { arguments, ctx }).await };
     let rt = rt.clone();
     rt.clone().work.spawn(async move {
+        let _slot = slot;
         let finished = tokio::select! {
             _ = stop.cancelled() => None,
             r = AssertUnwindSafe(work).catch_unwind() => Some(r),
@@ -122,6 +135,24 @@ impl RuntimeInner {
             Ok(true) => {}
             Ok(false) => {
                 tracing::info!(task_id = %fence.task_id, "task settled elsewhere or claim lost; result dropped")
+            }
+            Err(_) if !self.loops_stopped() => {
+                // The store refused this outcome for good (a permanent error:
+                // it cannot hold what the work returned). The task must still
+                // end, so it fails with a reason the store can hold.
+                let fallback = Outcome::failed(
+                    -32603,
+                    "the task finished, but the task store refused its outcome (see the server log)",
+                );
+                if self
+                    .retrying("finish task", || {
+                        self.store.finish(fence, &fallback, now, purge_at)
+                    })
+                    .await
+                    .is_err()
+                {
+                    tracing::warn!(task_id = %fence.task_id, "could not record the task outcome; recovery will handle it")
+                }
             }
             Err(_) => {
                 tracing::warn!(task_id = %fence.task_id, "could not record the task outcome; recovery will handle it")

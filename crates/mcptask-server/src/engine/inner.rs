@@ -15,6 +15,7 @@ use tokio_util::task::TaskTracker;
 
 use super::batcher::CreateBatcher;
 use super::local::LocalWork;
+use super::quota::LiveQuota;
 use crate::config::RuntimeConfig;
 use crate::tool::ToolRegistry;
 
@@ -29,12 +30,24 @@ pub(crate) struct RuntimeInner {
     pub(crate) local: LocalWork,
     /// Group commit of new tasks.
     pub(crate) creator: CreateBatcher,
-    /// Cancelled when shutdown begins: loops stop, retries give up.
+    /// Live-task counts and caps (admission control).
+    pub(crate) quota: LiveQuota,
+    /// Cancelled when shutdown begins (the drain): no new tasks, no recovery.
     pub(crate) shutdown: CancellationToken,
+    /// Cancelled when the drain has ended: heartbeat, signals and backstop
+    /// stop, store retries give up.
+    pub(crate) stopped: CancellationToken,
     /// Whether new tasks are accepted (false once shutdown begins).
     pub(crate) accepting: AtomicBool,
     /// Every spawned piece of task work, so shutdown can wait for it.
     pub(crate) work: TaskTracker,
     /// When the owner lease was last extended.
     pub(crate) last_heartbeat_ok: AtomicI64,
+}
+
+impl RuntimeInner {
+    /// Whether the drain has ended and the background loops have stopped.
+    pub(crate) fn loops_stopped(&self) -> bool {
+        self.stopped.is_cancelled()
+    }
 }

@@ -1,16 +1,22 @@
 //! Background upkeep: owner heartbeat, recovery of orphaned tasks, TTL expiry,
-//! purging, and the backstop re-check for lost wake-ups. Every step is also
+//! purging, and the backstop re-check for lost wake-ups, each in its own loop. Every step is also
 //! callable by hand through [`Maintenance`], which is how tests drive them
 //! with a manual clock.
 
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use mcptask_core::StoreError;
 use mcptask_core::server::retention;
+use tokio_util::sync::CancellationToken;
 
 use super::RuntimeInner;
+use super::executor::panic_text;
 
 /// Owner rows are pruned this many lease lengths after their last heartbeat,
 /// long after recovery has claimed anything they held.
@@ -99,6 +105,9 @@ impl Maintenance {
             if (batch.len() as i64) < rt.config.batch_size {
                 break;
             }
+            // Each batch is its own statement: let the heartbeat and the
+            // requests waiting for the writer in between.
+            tokio::task::yield_now().await;
         }
         let mut purged = 0;
         loop {
@@ -110,6 +119,7 @@ impl Maintenance {
             if (n as i64) < rt.config.batch_size {
                 break;
             }
+            tokio::task::yield_now().await;
         }
         Ok((expired, purged))
     }
@@ -142,29 +152,78 @@ fn every(ms: i64) -> tokio::time::Interval {
     i
 }
 
-/// Run every maintenance step on its own cadence until shutdown.
-pub(crate) fn spawn_loops(rt: Arc<RuntimeInner>) {
-    let m = Maintenance { rt: rt.clone() };
-    let cfg = rt.config.clone();
-    let stop = rt.shutdown.clone();
+/// Run `step` every `period_ms` until `stop` fires. A step that fails or
+/// panics is logged and tried again on the next tick: upkeep never dies.
+fn spawn_loop<F, Fut>(name: &'static str, period_ms: i64, stop: CancellationToken, step: F)
+where
+    F: Fn() -> Fut + Send + 'static,
+    Fut: Future<Output = Result<(), StoreError>> + Send + 'static,
+{
     tokio::spawn(async move {
-        let mut heartbeat = every(cfg.heartbeat_every_ms());
-        let mut recovery = every(cfg.recovery_every_ms);
-        let mut sweep = every(cfg.sweep_every_ms);
-        let mut backstop = every(cfg.backstop_every_ms);
+        let mut tick = every(period_ms);
         loop {
-            let step = tokio::select! {
+            tokio::select! {
                 _ = stop.cancelled() => return,
-                _ = heartbeat.tick() => m.heartbeat_once().await.map(|_| ()),
-                _ = recovery.tick() => m.recover_once().await.map(|_| ()),
-                _ = sweep.tick() => m.sweep_once().await.map(|_| ()),
-                _ = backstop.tick() => m.backstop_once().await.map(|_| ()),
+                _ = tick.tick() => {}
+            }
+            let outcome = tokio::select! {
+                _ = stop.cancelled() => return,
+                r = AssertUnwindSafe(step()).catch_unwind() => r,
             };
-            if let Err(e) = step {
-                tracing::warn!(error = %e, "maintenance step failed; will retry on the next tick");
+            match outcome {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(step = name, error = %e, "maintenance step failed; will retry on the next tick")
+                }
+                Err(panic) => {
+                    tracing::error!(step = name, panic = %panic_text(&panic), "maintenance step panicked; will retry on the next tick")
+                }
             }
         }
     });
+}
+
+/// Run every maintenance step, each in its own loop on its own cadence, so a
+/// long step (a purge backlog, a slow recovery) never delays another: above
+/// all, never the heartbeat that keeps this process's tasks its own.
+///
+/// Recovery stops when shutdown begins (a draining process must not take on
+/// other replicas' tasks); the heartbeat, the sweep and the backstop run until
+/// the drain ends, so the work still running keeps its lease and still hears
+/// of answers and cancellations.
+pub(crate) fn spawn_loops(rt: Arc<RuntimeInner>) {
+    let cfg = rt.config.clone();
+    let m = Maintenance { rt: rt.clone() };
+    let draining = rt.shutdown.clone();
+    let stopped = rt.stopped.clone();
+    let step = |f: fn(Maintenance) -> BoxFuture<'static, Result<(), StoreError>>| {
+        let m = m.clone();
+        move || f(m.clone())
+    };
+    spawn_loop(
+        "heartbeat",
+        cfg.heartbeat_every_ms(),
+        stopped.clone(),
+        step(|m| Box::pin(async move { m.heartbeat_once().await })),
+    );
+    spawn_loop(
+        "recovery",
+        cfg.recovery_every_ms,
+        draining,
+        step(|m| Box::pin(async move { m.recover_once().await.map(|_| ()) })),
+    );
+    spawn_loop(
+        "sweep",
+        cfg.sweep_every_ms,
+        stopped.clone(),
+        step(|m| Box::pin(async move { m.sweep_once().await.map(|_| ()) })),
+    );
+    spawn_loop(
+        "backstop",
+        cfg.backstop_every_ms,
+        stopped,
+        step(|m| Box::pin(async move { m.backstop_once().await.map(|_| ()) })),
+    );
 }
 
 /// Tasks the sweep fails are past their deadline: retained from now on.

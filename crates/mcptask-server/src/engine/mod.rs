@@ -13,6 +13,7 @@ mod executor;
 mod inner;
 mod local;
 mod maintenance;
+mod quota;
 mod recovery;
 mod retry;
 mod runtime;
@@ -20,6 +21,7 @@ mod signals;
 mod sync_call;
 
 pub use builder::RuntimeBuilder;
+pub(crate) use executor::panic_text;
 pub(crate) use inner::RuntimeInner;
 pub use maintenance::Maintenance;
 pub use runtime::{CreateRequest, TaskRuntime};

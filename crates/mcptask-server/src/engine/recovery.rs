@@ -32,7 +32,9 @@ impl RuntimeInner {
         {
             Ok(Some(attempt)) => {
                 tracing::info!(task_id = %record.id, attempt, "rerunning interrupted task");
-                spawn_work(self, &tool, ServerTaskRecord { attempt, ..record });
+                // Recovered work counts against the caps but is never refused.
+                let slot = self.quota.force(record.principal.as_deref());
+                spawn_work(self, &tool, ServerTaskRecord { attempt, ..record }, slot);
             }
             Ok(None) => {}
             Err(_) => {

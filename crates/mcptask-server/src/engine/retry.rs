@@ -1,8 +1,12 @@
 //! Store writes made on behalf of running work, retried through outages.
 //!
 //! A task's work must not fail because the database blinked: its writes are
-//! retried with capped backoff while the error is transient and the runtime
-//! is up. Anything else ends the work with an error it can return as is.
+//! retried with capped backoff while the error is transient
+//! ([`StoreError::is_transient`]) and the runtime is up. A permanent error (the
+//! database refused the write: a constraint, data it cannot store) would be
+//! refused again, so it ends the one operation at once with an error the
+//! work can return as is. The database's own text stays in the server log:
+//! the error reaches the client as the task's result.
 
 use std::future::Future;
 use std::time::Duration;
@@ -29,22 +33,40 @@ impl RuntimeInner {
         let mut delay = FIRST_RETRY_DELAY;
         loop {
             match op().await {
+                Err(e) if e.is_transient() && self.loops_stopped() => {
+                    tracing::warn!(error = %e, what, "store write failed during shutdown; giving up");
+                    return Err(TaskExit::Error(store_failure(what, &e)));
+                }
                 Ok(v) => return Ok(v),
-                Err(e) if e.is_transient() && !self.shutdown.is_cancelled() => {
+                Err(e) if e.is_transient() => {
                     tracing::warn!(error = %e, what, "store write failed; retrying");
                     tokio::select! {
                         _ = tokio::time::sleep(delay) => {}
-                        _ = self.shutdown.cancelled() => {}
+                        _ = self.stopped.cancelled() => {}
                     }
                     delay = (delay * 2).min(MAX_RETRY_DELAY);
                 }
-                Err(e) => {
-                    return Err(TaskExit::Error(ErrorData::internal_error(
-                        format!("task store unavailable ({what}): {e}"),
-                        None,
-                    )));
-                }
+                Err(e) => return Err(TaskExit::Error(store_failure(what, &e))),
             }
         }
     }
+}
+
+/// The error a store failure ends an operation with, as the tool (and, through
+/// the task's result, the client) sees it: what failed and why in general
+/// terms, never the database's text, which is logged here instead.
+pub(crate) fn store_failure(what: &str, e: &StoreError) -> ErrorData {
+    let message = match e {
+        StoreError::Invalid(why) => format!("{what}: {why}"),
+        StoreError::Database(_) => {
+            format!("{what}: the task store is unavailable (see the server log)")
+        }
+        _ => {
+            tracing::error!(error = %e, what, "the task store refused a write; not retrying");
+            format!(
+                "{what}: the task store refused the write with a permanent error (see the server log)"
+            )
+        }
+    };
+    ErrorData::internal_error(message, None)
 }

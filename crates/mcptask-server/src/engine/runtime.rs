@@ -15,8 +15,10 @@ use mcptask_core::{SystemClock, ids, lease};
 use rmcp::model::{DetailedTask, InputResponses, JsonObject, Task};
 use serde_json::Value;
 
+use super::batcher::Enqueue;
 use super::executor::spawn_work;
 use super::maintenance::Maintenance;
+use super::quota::Refusal;
 use super::{RuntimeBuilder, RuntimeInner};
 use crate::TaskError;
 use crate::config::RuntimeConfig;
@@ -121,10 +123,41 @@ impl TaskRuntime {
             owner: rt.owner.clone(),
             claim_token: lease::mint_token(),
         };
-        rt.creator.create(new.clone()).await?;
+        let slot = rt
+            .quota
+            .admit(new.principal.as_deref())
+            .map_err(|refusal| {
+                TaskError::Overloaded(match refusal {
+                    Refusal::Total(max) => format!("this server runs {max} live tasks already"),
+                    Refusal::Principal(max) => {
+                        format!("you have {max} live tasks on this server already")
+                    }
+                })
+            })?;
+        let committed = rt.creator.create(new.clone()).map_err(|e| match e {
+            Enqueue::Full => TaskError::Overloaded(format!(
+                "{} task creations are already waiting for the store",
+                rt.config.max_create_queue
+            )),
+            Enqueue::Store(e) => TaskError::Store(e),
+        })?;
         let record = new.into_record();
         let task = wire::created_task(&record);
-        spawn_work(rt, &tool, record);
+        // The work starts from the commit, not from this future: if the
+        // caller goes away (a cancelled request, a closed connection) once the
+        // task is queued, the spawned step still waits for the commit and
+        // starts the work, so a committed row never sits with nobody running it.
+        let start = tokio::spawn({
+            let rt = rt.clone();
+            async move {
+                committed.await?;
+                spawn_work(&rt, &tool, record, slot);
+                Ok::<(), mcptask_core::StoreError>(())
+            }
+        });
+        start
+            .await
+            .map_err(|e| TaskError::Internal(format!("task start failed: {e}")))??;
         Ok(task)
     }
 
@@ -188,9 +221,17 @@ impl TaskRuntime {
     /// Stop accepting tasks, give running work until `deadline` to finish, then
     /// stop it and let the owner lease lapse at once so another replica
     /// recovers whatever is left (per each tool's interrupt policy). Never hangs.
+    ///
+    /// Until the drain ends the process stays a full member: its owner lease
+    /// is renewed, and answers (`tasks/update`) and cancellations reach the
+    /// draining work, whichever replica received them.
     pub async fn shutdown(&self, deadline: Duration) {
         let rt = &self.inner;
         rt.accepting.store(false, Ordering::SeqCst);
+        // Draining: no new tasks, no recovery of other replicas' tasks. The
+        // heartbeat, the signal listener and the backstop keep running, so
+        // the draining work keeps its lease and still receives the answers
+        // and cancellations sent to it meanwhile.
         rt.shutdown.cancel();
         rt.work.close();
         if tokio::time::timeout(deadline, rt.work.wait())
@@ -201,6 +242,7 @@ impl TaskRuntime {
             tracing::warn!(count, "shutdown deadline passed; leaving tasks to recovery");
         }
         let _ = tokio::time::timeout(STOPPED_WORK_GRACE, rt.work.wait()).await;
+        rt.stopped.cancel();
         if let Err(e) = rt.store.release_owner(&rt.owner, rt.clock.now_ms()).await {
             tracing::warn!(error = %e, "could not release the owner lease; it will lapse on its own");
         }

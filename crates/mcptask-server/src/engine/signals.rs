@@ -1,7 +1,8 @@
 //! Cross-process wake-ups: a `tasks/update` or `tasks/cancel` handled by one
 //! replica reaches the work running on another through the store's push
 //! channel (PostgreSQL `LISTEN/NOTIFY`). Hints only; the backstop re-check in
-//! maintenance covers anything lost.
+//! maintenance covers anything lost. The listener runs until the drain of a
+//! shutdown has ended: work still draining must hear of answers and cancels.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,7 +23,7 @@ pub(crate) async fn spawn_listener(rt: Arc<RuntimeInner>) {
             let stream = match first.take() {
                 Some(s) => s,
                 None => tokio::select! {
-                    _ = rt.shutdown.cancelled() => return,
+                    _ = rt.stopped.cancelled() => return,
                     s = rt.store.listen_signals() => s,
                 },
             };
@@ -30,7 +31,7 @@ pub(crate) async fn spawn_listener(rt: Arc<RuntimeInner>) {
                 Ok(None) => return, // Backend has no push channel.
                 Ok(Some(mut stream)) => loop {
                     tokio::select! {
-                        _ = rt.shutdown.cancelled() => return,
+                        _ = rt.stopped.cancelled() => return,
                         next = stream.next() => match next {
                             Some(task_id) => {
                                 let rt = rt.clone();
@@ -45,7 +46,7 @@ pub(crate) async fn spawn_listener(rt: Arc<RuntimeInner>) {
                 }
             }
             tokio::select! {
-                _ = rt.shutdown.cancelled() => return,
+                _ = rt.stopped.cancelled() => return,
                 _ = tokio::time::sleep(RESUBSCRIBE_DELAY) => {}
             }
         }

@@ -36,10 +36,10 @@ impl TaskRuntime {
             .check_arguments(&Value::Object(arguments.clone()))?;
         let ctx = TaskContext::synchronous(principal, call_inputs, cancel);
         let handler = tool.handler.clone();
-        match AssertUnwindSafe(handler(ToolCall { arguments, ctx }))
-            .catch_unwind()
-            .await
-        {
+        // Called inside the guarded future, so a panic in the handler's
+        // synchronous part is caught too.
+        let call = async move { handler(ToolCall { arguments, ctx }).await };
+        match AssertUnwindSafe(call).catch_unwind().await {
             Ok(Ok(result)) => Ok(result),
             Ok(Err(TaskExit::Error(e))) => Err(e),
             Ok(Err(TaskExit::Cancelled | TaskExit::Lost)) => Err(ErrorData::internal_error(

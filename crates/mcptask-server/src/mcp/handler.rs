@@ -160,9 +160,24 @@ impl ServerHandler for DurableTaskServer {
             (TaskSupport::Required, false) => return Err(TaskError::MissingCapability.into()),
             (_, true) => true,
         };
-        if let Some(check) = &tool.preflight
-            && let Preflight::NeedInput(requests) = check(&arguments, &call_inputs)
-        {
+        let preflight = match &tool.preflight {
+            // The preflight is tool code: a panic in it is the tool's error,
+            // answered like any other, never an unanswered request.
+            Some(check) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                check(&arguments, &call_inputs)
+            }))
+            .map_err(|panic| {
+                ErrorData::internal_error(
+                    format!(
+                        "tool preflight panicked: {}",
+                        crate::engine::panic_text(&panic)
+                    ),
+                    None,
+                )
+            })?,
+            None => Preflight::Proceed,
+        };
+        if let Preflight::NeedInput(requests) = preflight {
             if !is_modern(&context) {
                 return Err(ErrorData::invalid_request(
                     "this tool needs input before it starts, which requires protocol 2026-07-28 or later",

@@ -175,3 +175,12 @@ pub async fn eventually(
 pub fn status_is(s: &'static str) -> impl Fn(&Value) -> bool {
     move |v| v["status"] == s
 }
+
+/// The text of a completed task's first content block.
+pub fn wire_text(result: &rmcp::model::GetTaskResult) -> String {
+    let v = serde_json::to_value(result).expect("serialize GetTaskResult");
+    v["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}

@@ -13,7 +13,7 @@ use futures::stream::BoxStream;
 use mcptask_core::StoreError;
 use mcptask_core::server::{
     AnswerOutcome, CancelOutcome, ExpiredTask, Fence, InputState, NewServerTask, Outcome,
-    ServerTaskRecord, ServerTaskView, TaskSignal, expired_error,
+    ServerTaskRecord, ServerTaskView, TaskSignal, expired_error, input_conflict, reading,
 };
 use mcptask_core::store::ServerTaskStore;
 use serde_json::Value;
@@ -38,6 +38,17 @@ impl<B: Backend> SqlStore<B> {
         task_id: &str,
         keys: &[String],
     ) -> Result<Vec<(String, InputState)>, StoreError> {
+        let rows = Self::input_rows_on(conn, task_id, keys).await?;
+        Ok(rows.into_iter().map(|(k, _, s)| (k, s)).collect())
+    }
+
+    /// Each of `keys` that exists, with its stored request and state, in the
+    /// order asked.
+    async fn input_rows_on(
+        conn: &mut B::Connection,
+        task_id: &str,
+        keys: &[String],
+    ) -> Result<Vec<(String, Value, InputState)>, StoreError> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
@@ -51,15 +62,16 @@ impl<B: Backend> SqlStore<B> {
         let mut found = HashMap::with_capacity(rows.len());
         for row in &rows {
             let key: String = B::column(row, "key")?;
+            let request = parse_json("request", &B::column::<String>(row, "request")?)?;
             let state = match B::column::<Option<String>>(row, "response")? {
                 Some(text) => InputState::Answered(parse_json("response", &text)?),
                 None => InputState::Pending,
             };
-            found.insert(key, state);
+            found.insert(key, (request, state));
         }
         Ok(keys
             .iter()
-            .filter_map(|k| found.remove(k).map(|s| (k.clone(), s)))
+            .filter_map(|k| found.remove(k).map(|(r, s)| (k.clone(), r, s)))
             .collect())
     }
 }
@@ -157,7 +169,16 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
             .await?;
         }
         let keys: Vec<String> = requests.iter().map(|(k, _)| k.clone()).collect();
-        let states = Self::input_states_on(&mut tx, &fence.task_id, &keys).await?;
+        let rows = Self::input_rows_on(&mut tx, &fence.task_id, &keys).await?;
+        // A key asked before keeps its first request (the insert above did
+        // nothing): asking it with another one is the tool's error, and
+        // nothing of this call is kept (the transaction is dropped).
+        for ((key, asked), (_, stored, _)) in requests.iter().zip(&rows) {
+            if let Some(why) = input_conflict(key, stored, asked) {
+                return Err(StoreError::Invalid(why));
+            }
+        }
+        let states: Vec<(String, InputState)> = rows.into_iter().map(|(k, _, s)| (k, s)).collect();
         if states.iter().any(|(_, s)| *s == InputState::Pending) {
             B::execute(
                 &mut tx,
@@ -249,10 +270,22 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
         now: i64,
         purge_at: Option<i64>,
     ) -> Result<bool, StoreError> {
-        let cols = OutcomeColumns::of(outcome);
-        let mut conn = self.writer.acquire().await.map_err(db_err)?;
+        let mut tx = B::begin_write(&self.writer).await?;
+        let Some(row) = B::fetch_optional(
+            &mut tx,
+            B::SQL.lock_fenced,
+            args![&fence.task_id, &fence.owner, &fence.token],
+        )
+        .await?
+        else {
+            return Ok(false);
+        };
+        // Past its TTL the task already reads `failed`: it settles so, whatever
+        // the work came back with.
+        let outcome = reading::settles_as(B::column(&row, "expires_at")?, outcome.clone(), now);
+        let cols = OutcomeColumns::of(&outcome);
         let changed = B::execute(
-            &mut conn,
+            &mut tx,
             B::SQL.finish,
             args![
                 &fence.task_id,
@@ -267,6 +300,7 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
             ],
         )
         .await?;
+        tx.commit().await.map_err(db_err)?;
         Ok(changed == 1)
     }
 

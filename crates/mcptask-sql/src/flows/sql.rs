@@ -43,6 +43,8 @@ pub struct Statements {
     pub request_cancel: &'static str,
     /// Whether a task id exists at all.
     pub task_exists: &'static str,
+    /// Fenced: lock a claimed task's row and read its deadline.
+    pub lock_fenced: &'static str,
     /// Fenced: settle a task with its outcome and purge time.
     pub finish: &'static str,
     /// Fenced: start another attempt after an interruption.
@@ -240,7 +242,7 @@ macro_rules! statements {
             insert_input_request: "INSERT INTO server_task_inputs (task_id, key, request, requested_at)
                  VALUES ($1, $2, $3, $4) ON CONFLICT (task_id, key) DO NOTHING",
             input_states: concat!(
-                "SELECT key, response FROM server_task_inputs WHERE task_id = $1 AND key ",
+                "SELECT key, request, response FROM server_task_inputs WHERE task_id = $1 AND key ",
                 $in, "$2", $in_end
             ),
             mark_input_required:
@@ -266,6 +268,11 @@ macro_rules! statements {
                 " RETURNING owner"
             ),
             task_exists: "SELECT id FROM server_tasks WHERE id = $1",
+            lock_fenced: concat!(
+                "SELECT expires_at FROM server_tasks WHERE ",
+                $crate::flows::sql::server_fence!(),
+                $for_update
+            ),
             finish: concat!(
                 "UPDATE server_tasks SET status = $4, result = $5, error = $6,
                     status_message = $7, updated_at = $8, purge_at = $9

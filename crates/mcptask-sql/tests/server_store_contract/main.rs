@@ -6,6 +6,7 @@
 //! exact. Cases are grouped by topic, one module each.
 
 mod claims;
+mod faults;
 mod inputs;
 mod retention;
 mod support;
