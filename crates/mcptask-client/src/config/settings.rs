@@ -82,8 +82,14 @@ settings! {
     error_budget: i64 => policy.error_budget, positive;
     /// `tasks/cancel` attempts before a task is settled locally.
     max_cancel_attempts: i64 => policy.max_cancel_attempts, positive;
-    /// Delivery attempts per event before it is dead-lettered.
-    max_notify_attempts: i64 => policy.max_notify_attempts, positive;
+    /// How long each notify target retries an event before dead-lettering it.
+    notify_budget_ms: i64 => policy.notify_budget_ms, positive;
+    /// How long a settled task is kept before it is purged.
+    retention_ms: i64 => policy.retention_ms, not_negative;
+    /// Settled tasks deleted per purge statement.
+    purge_batch: i64 => purge_batch, positive;
+    /// How often the purge sweep runs (at least 1).
+    purge_interval_ms: u64 => purge_interval as millis_at_least_one, any_value;
     /// Slack past `createdAt + ttlMs` before the TTL backstop fails a task.
     ttl_grace_ms: i64 => policy.ttl_grace_ms, any_value;
     /// Default bound on each remote call.
@@ -114,6 +120,17 @@ fn positive(key: &'static str, value: &i64) -> Result<(), InvalidSetting> {
             key,
             problem: "must be positive",
             fix: "use a value greater than 0, or remove the key for the default",
+        });
+    }
+    Ok(())
+}
+
+fn not_negative(key: &'static str, value: &i64) -> Result<(), InvalidSetting> {
+    if *value < 0 {
+        return Err(InvalidSetting {
+            key,
+            problem: "must not be negative",
+            fix: "use 0 or more, or remove the key for the default",
         });
     }
     Ok(())

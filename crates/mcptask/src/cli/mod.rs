@@ -2,3 +2,4 @@
 
 pub mod client;
 pub mod commands;
+pub mod dead_letters;
