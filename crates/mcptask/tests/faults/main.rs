@@ -6,5 +6,6 @@
 //! One module per fault family; run one family with e.g.
 //! `cargo test -p mcptask --test faults upstream::`.
 
+mod notifications;
 #[path = "../support/mod.rs"]
 mod support;

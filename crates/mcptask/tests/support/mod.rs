@@ -12,6 +12,7 @@
 pub mod api;
 pub mod chaos;
 pub mod demo_server;
+pub mod flaky_webhook;
 pub mod gateway;
 pub mod process;
 pub mod prometheus;
@@ -27,6 +28,7 @@ use std::time::Duration;
 pub use api::*;
 pub use chaos::*;
 pub use demo_server::*;
+pub use flaky_webhook::*;
 pub use gateway::*;
 pub use process::*;
 pub use prometheus::*;
