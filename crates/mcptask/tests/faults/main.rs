@@ -7,5 +7,6 @@
 //! `cargo test -p mcptask --test faults upstream::`.
 
 mod notifications;
+mod retention;
 #[path = "../support/mod.rs"]
 mod support;

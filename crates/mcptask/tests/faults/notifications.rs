@@ -23,6 +23,7 @@ struct Rig {
     api: Api,
     _server: DemoServer,
     _db: Database,
+    _server_db: Database,
     _dir: tempfile::TempDir,
 }
 
@@ -30,7 +31,6 @@ async fn rig(hooks: &[(&str, u64)], tracker: &str) -> Rig {
     let db = Database::sqlite();
     let server_db = Database::sqlite();
     let server = DemoServer::start(&server_db.url, &[]).await;
-    std::mem::forget(server_db); // kept for the process's lifetime
     let dir = tempfile::tempdir().expect("temp dir");
     let config = dir.path().join("mcptask.toml");
     let text = notify_gateway_config(
@@ -54,6 +54,7 @@ async fn rig(hooks: &[(&str, u64)], tracker: &str) -> Rig {
         api,
         _server: server,
         _db: db,
+        _server_db: server_db,
         _dir: dir,
     }
 }
