@@ -197,6 +197,34 @@ mod tests {
     }
 
     #[test]
+    fn delivery_and_retention_keys_reach_their_fields() {
+        let config = read(json!({
+            "notify_budget_ms": 1_500,
+            "retention_ms": 0,
+            "purge_batch": 10,
+            "purge_interval_ms": 0,
+        }))
+        .unwrap();
+        assert_eq!(config.policy.notify_budget_ms, 1_500);
+        assert_eq!(config.policy.retention_ms, 0, "purge as soon as settled");
+        assert_eq!(config.purge_batch, 10);
+        assert_eq!(config.purge_interval, Duration::from_millis(1));
+        config.validate().unwrap();
+        let e = read(json!({"retention_ms": -1}))
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert_eq!(e.key, "retention_ms");
+        let e = read(json!({"max_notify_attempts": 8}))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown field"),
+            "replaced by notify_budget_ms: {e}"
+        );
+    }
+
+    #[test]
     fn unknown_keys_are_refused() {
         let e = read(json!({"lease": 1})).unwrap_err().to_string();
         assert!(e.contains("unknown field `lease`"), "{e}");
