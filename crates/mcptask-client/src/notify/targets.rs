@@ -9,17 +9,19 @@ use super::Notifier;
 pub(crate) struct Target {
     pub name: String,
     pub notifier: Arc<dyn Notifier>,
-    /// Until when (epoch ms) the target is known to fail: the outbox hands
-    /// its events straight to the redelivery worker instead of waiting for
-    /// another failed (possibly timing-out) attempt. 0: up.
+    /// Set (to its next retry time, epoch ms) by a failed delivery and
+    /// cleared by the next successful one: while set, the outbox hands the
+    /// target's events straight to the redelivery worker (which probes it)
+    /// instead of waiting for another failed, possibly timing-out, attempt.
+    /// 0: up.
     down_until: AtomicI64,
 }
 
 impl Target {
-    /// Whether the target failed recently and is not due for a probe at `now`.
+    /// `Some(retry time)` while the target's last delivery failed.
     pub fn down_until(&self, now: i64) -> Option<i64> {
         let until = self.down_until.load(Ordering::Relaxed);
-        (until > now).then_some(until)
+        (until != 0).then_some(until.max(now))
     }
 
     pub fn mark_down(&self, until: i64) {
