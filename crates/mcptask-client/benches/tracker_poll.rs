@@ -421,6 +421,53 @@ impl RemoteTaskStore for Metered {
     async fn notification_backlog(&self) -> Result<i64, StoreError> {
         self.inner.notification_backlog().await
     }
+
+    async fn claim_redeliveries(
+        &self,
+        owner: &str,
+        now: i64,
+        lease_ms: i64,
+        limit: i64,
+        max_events: i64,
+        targets: &[String],
+    ) -> Result<Vec<mcptask_core::client::delivery::LagClaim>, StoreError> {
+        self.inner
+            .claim_redeliveries(owner, now, lease_ms, limit, max_events, targets)
+            .await
+    }
+
+    async fn finish_redeliveries(
+        &self,
+        results: &[mcptask_core::client::delivery::LagResult],
+        now: i64,
+    ) -> Result<Vec<bool>, StoreError> {
+        self.inner.finish_redeliveries(results, now).await
+    }
+
+    async fn dead_letters(
+        &self,
+        filter: &mcptask_core::client::delivery::DeadLetterFilter,
+        limit: i64,
+    ) -> Result<Vec<mcptask_core::client::delivery::DeadLetter>, StoreError> {
+        self.inner.dead_letters(filter, limit).await
+    }
+
+    async fn dead_letter_count(&self) -> Result<i64, StoreError> {
+        self.inner.dead_letter_count().await
+    }
+
+    async fn redrive_dead_letters(
+        &self,
+        filter: &mcptask_core::client::delivery::DeadLetterFilter,
+        now: i64,
+        limit: i64,
+    ) -> Result<i64, StoreError> {
+        self.inner.redrive_dead_letters(filter, now, limit).await
+    }
+
+    async fn purge_remote(&self, settled_before: i64, limit: i64) -> Result<u64, StoreError> {
+        self.inner.purge_remote(settled_before, limit).await
+    }
 }
 
 // ---------------------------------------------------------------------------

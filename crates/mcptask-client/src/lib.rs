@@ -66,6 +66,7 @@ pub use workers::Workers;
 
 // The core types this crate's API takes and returns, so that applications
 // need not depend on `mcptask-core` themselves.
+pub use mcptask_core::client::delivery::{DeadLetter, DeadLetterFilter};
 pub use mcptask_core::client::{
     AnswerResult, Cursor, EventKind, ListFilter, Phase, RemoteInput, RemoteTaskRecord, TaskEvent,
     TrackerPolicy,

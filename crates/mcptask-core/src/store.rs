@@ -229,4 +229,50 @@ pub trait RemoteTaskStore: Send + Sync + 'static {
 
     /// Events recorded but not yet delivered (for metrics).
     async fn notification_backlog(&self) -> Result<i64, StoreError>;
+
+    /// Claim up to `limit` `(task, target)` lag rows due now for one of
+    /// `targets` (see [`crate::client::delivery`]), with at most `max_events`
+    /// pending events each.
+    async fn claim_redeliveries(
+        &self,
+        owner: &str,
+        now: i64,
+        lease_ms: i64,
+        limit: i64,
+        max_events: i64,
+        targets: &[String],
+    ) -> Result<Vec<crate::client::delivery::LagClaim>, StoreError>;
+
+    /// Record redelivery results (each fenced by its lag claim), in one
+    /// transaction; a lag row that caught up with its task is removed.
+    async fn finish_redeliveries(
+        &self,
+        results: &[crate::client::delivery::LagResult],
+        now: i64,
+    ) -> Result<Vec<bool>, StoreError>;
+
+    /// Dead letters matching `filter`, newest first, at most `limit`.
+    async fn dead_letters(
+        &self,
+        filter: &crate::client::delivery::DeadLetterFilter,
+        limit: i64,
+    ) -> Result<Vec<crate::client::delivery::DeadLetter>, StoreError>;
+
+    /// How many dead letters exist.
+    async fn dead_letter_count(&self) -> Result<i64, StoreError>;
+
+    /// Hand the dead letters matching `filter` (at most `limit` `(task,
+    /// target)` groups) back to delivery, with a fresh retry budget from
+    /// `now`. Returns how many dead letters were redriven.
+    async fn redrive_dead_letters(
+        &self,
+        filter: &crate::client::delivery::DeadLetterFilter,
+        now: i64,
+        limit: i64,
+    ) -> Result<i64, StoreError>;
+
+    /// Delete up to `limit` settled tasks that settled at or before
+    /// `settled_before`, with their events, inputs and deliveries, oldest
+    /// first. Returns how many tasks were deleted.
+    async fn purge_remote(&self, settled_before: i64, limit: i64) -> Result<u64, StoreError>;
 }

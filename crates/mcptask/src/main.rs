@@ -61,6 +61,13 @@ enum Command {
         #[command(flatten)]
         gateway: cli::client::GatewayArgs,
     },
+    /// Events a webhook gave up on: list them, or redrive them once it is fixed.
+    DeadLetters {
+        #[command(subcommand)]
+        action: DeadLettersCommand,
+        #[command(flatten)]
+        gateway: cli::client::GatewayArgs,
+    },
     /// Run the bundled demo MCP server (conformance fixtures + demo tools).
     DemoServer(DemoServerArgs),
     /// Run the gateway: tracker workers, HTTP API, dashboard and metrics.
@@ -142,6 +149,32 @@ enum TasksCommand {
         id: String,
         key: String,
         response: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum DeadLettersCommand {
+    /// List dead letters, newest first (operator token).
+    List {
+        /// Only this task's.
+        #[arg(long)]
+        task: Option<String>,
+        /// Only this target's (e.g. "webhook https://hooks.example.com/mcptask").
+        #[arg(long)]
+        target: Option<String>,
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Deliver dead letters again, with a fresh retry budget (operator token).
+    Redrive {
+        /// Only this task's.
+        #[arg(long)]
+        task: Option<String>,
+        /// Only this target's.
+        #[arg(long)]
+        target: Option<String>,
     },
 }
 
@@ -303,6 +336,24 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             );
             cli::output::write(format_args!("{}", String::from_utf8_lossy(&script)));
             Ok(())
+        }
+        Command::DeadLetters { action, gateway } => {
+            let gw = cli::client::Gateway::new(&gateway)?;
+            let code = match action {
+                DeadLettersCommand::List {
+                    task,
+                    target,
+                    limit,
+                    json,
+                } => {
+                    cli::dead_letters::list(&gw, task.as_deref(), target.as_deref(), limit, json)
+                        .await?
+                }
+                DeadLettersCommand::Redrive { task, target } => {
+                    cli::dead_letters::redrive(&gw, task.as_deref(), target.as_deref()).await?
+                }
+            };
+            exit_with(code)
         }
         Command::Migrate { database_url } => {
             let store = mcptask_sql::open_without_migrating(&database_url).await?;

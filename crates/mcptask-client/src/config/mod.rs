@@ -58,6 +58,11 @@ pub struct TrackerConfig {
     pub connect_timeout: Duration,
     /// Events per notification claim at most.
     pub notify_batch_events: i64,
+    /// Settled tasks deleted per purge statement (the sweep repeats while
+    /// batches come back full).
+    pub purge_batch: i64,
+    /// How often the purge sweep looks for settled tasks past their retention.
+    pub purge_interval: Duration,
     /// Whether to run the workers (tests drive steps by hand).
     pub background: bool,
 }
@@ -80,6 +85,8 @@ impl Default for TrackerConfig {
             call_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(30),
             notify_batch_events: 32,
+            purge_batch: 1_000,
+            purge_interval: Duration::from_secs(60),
             background: true,
         }
     }

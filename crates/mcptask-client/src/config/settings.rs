@@ -83,8 +83,14 @@ settings! {
     error_budget_ms: i64 => policy.error_budget_ms, positive;
     /// `tasks/cancel` attempts before a task is settled locally.
     max_cancel_attempts: i64 => policy.max_cancel_attempts, positive;
-    /// Delivery attempts per event before it is dead-lettered.
-    max_notify_attempts: i64 => policy.max_notify_attempts, positive;
+    /// How long each notify target retries an event before dead-lettering it.
+    notify_budget_ms: i64 => policy.notify_budget_ms, positive;
+    /// How long a settled task is kept before it is purged.
+    retention_ms: i64 => policy.retention_ms, not_negative;
+    /// Settled tasks deleted per purge statement.
+    purge_batch: i64 => purge_batch, positive;
+    /// How often the purge sweep runs (at least 1).
+    purge_interval_ms: u64 => purge_interval as millis_at_least_one, any_value;
     /// Slack past `createdAt + ttlMs` before the TTL backstop fails a task.
     ttl_grace_ms: i64 => policy.ttl_grace_ms, any_value;
     /// Default bound on each remote call.
@@ -115,6 +121,17 @@ fn positive(key: &'static str, value: &i64) -> Result<(), InvalidSetting> {
             key,
             problem: "must be positive",
             fix: "use a value greater than 0, or remove the key for the default",
+        });
+    }
+    Ok(())
+}
+
+fn not_negative(key: &'static str, value: &i64) -> Result<(), InvalidSetting> {
+    if *value < 0 {
+        return Err(InvalidSetting {
+            key,
+            problem: "must not be negative",
+            fix: "use 0 or more, or remove the key for the default",
         });
     }
     Ok(())
@@ -177,6 +194,34 @@ mod tests {
             config.idle_tick,
             Duration::from_millis(1),
             "never a busy loop"
+        );
+    }
+
+    #[test]
+    fn delivery_and_retention_keys_reach_their_fields() {
+        let config = read(json!({
+            "notify_budget_ms": 1_500,
+            "retention_ms": 0,
+            "purge_batch": 10,
+            "purge_interval_ms": 0,
+        }))
+        .unwrap();
+        assert_eq!(config.policy.notify_budget_ms, 1_500);
+        assert_eq!(config.policy.retention_ms, 0, "purge as soon as settled");
+        assert_eq!(config.purge_batch, 10);
+        assert_eq!(config.purge_interval, Duration::from_millis(1));
+        config.validate().unwrap();
+        let e = read(json!({"retention_ms": -1}))
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert_eq!(e.key, "retention_ms");
+        let e = read(json!({"max_notify_attempts": 8}))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown field"),
+            "replaced by notify_budget_ms: {e}"
         );
     }
 

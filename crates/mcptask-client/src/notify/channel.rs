@@ -34,4 +34,8 @@ impl Notifier for ChannelNotifier {
         let _ = self.tx.send(event.clone());
         Ok(())
     }
+
+    fn name(&self) -> String {
+        "subscribe".to_string()
+    }
 }

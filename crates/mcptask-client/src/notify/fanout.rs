@@ -7,8 +7,11 @@ use mcptask_core::client::TaskEvent;
 
 use super::{Notifier, NotifyError};
 
-/// Deliver to several notifiers; an event counts as delivered only when all
-/// accepted it (so a retry may repeat it to some: they deduplicate).
+/// Deliver to several notifiers as one target; an event counts as delivered
+/// only when all accepted it (so a retry may repeat it to some: they
+/// deduplicate). A tracker gives each notifier added with
+/// `TrackerBuilder::notifier` a delivery state of its own; this is for
+/// notifiers that must succeed or fail together.
 #[derive(Clone, Default)]
 pub struct FanoutNotifier {
     targets: Vec<Arc<dyn Notifier>>,

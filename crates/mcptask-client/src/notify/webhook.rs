@@ -49,6 +49,19 @@ impl WebhookNotifier {
     }
 }
 
+/// The URL without user info, query or fragment: a target name is shown on
+/// the dashboard and stored, and those parts may carry credentials.
+fn redact_url(url: &str) -> String {
+    let Ok(mut parsed) = reqwest::Url::parse(url) else {
+        return url.split(['?', '#']).next().unwrap_or_default().to_string();
+    };
+    let _ = parsed.set_username("");
+    let _ = parsed.set_password(None);
+    parsed.set_query(None);
+    parsed.set_fragment(None);
+    parsed.to_string()
+}
+
 /// `sha256=<hex>` HMAC of `body` under `secret`.
 pub fn sign(secret: &[u8], body: &[u8]) -> String {
     let mut mac =
@@ -95,5 +108,9 @@ impl Notifier for WebhookNotifier {
         } else {
             Err(NotifyError::Permanent(format!("webhook answered {status}")))
         }
+    }
+
+    fn name(&self) -> String {
+        format!("webhook {}", redact_url(&self.url))
     }
 }

@@ -13,7 +13,7 @@ use tokio_util::task::TaskTracker;
 use super::inner::Inner;
 use super::{Tracker, TrackerError};
 use crate::config::TrackerConfig;
-use crate::notify::{ChannelNotifier, FanoutNotifier, Notifier};
+use crate::notify::{ChannelNotifier, Notifier, Targets};
 use crate::remote::{ServerDef, ServerRegistry};
 use crate::resolver::InputResolver;
 
@@ -68,7 +68,8 @@ impl TrackerBuilder {
         self
     }
 
-    /// Add a notifier (in addition to the in-process stream of `subscribe`).
+    /// Add a notifier (in addition to the in-process stream of `subscribe`):
+    /// a target with its own delivery state, named by [`Notifier::name`].
     pub fn notifier(mut self, notifier: Arc<dyn Notifier>) -> Self {
         self.notifiers.push(notifier);
         self
@@ -97,7 +98,7 @@ impl TrackerBuilder {
             clock: self.clock,
             config: self.config,
             owner: self.owner.unwrap_or_else(|| ids::new_owner_id("tracker")),
-            notifier: Arc::new(FanoutNotifier::new(targets)),
+            targets: Targets::new(targets),
             channel,
             resolver: self.resolver,
             changes: broadcast::channel(4096).0,

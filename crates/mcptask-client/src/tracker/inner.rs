@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::TrackerConfig;
-use crate::notify::{ChannelNotifier, Notifier};
+use crate::notify::{ChannelNotifier, Targets};
 use crate::remote::{ServerRegistry, Timeouts};
 use crate::resolver::InputResolver;
 
@@ -43,7 +43,8 @@ pub(crate) struct Inner {
     pub clock: SharedClock,
     pub config: TrackerConfig,
     pub owner: String,
-    pub notifier: Arc<dyn Notifier>,
+    /// The notify targets, each with its own delivery state.
+    pub targets: Targets,
     pub channel: ChannelNotifier,
     pub resolver: Option<Arc<dyn InputResolver>>,
     /// Local hints that a task changed (ids), for `wait` and live views.

@@ -8,6 +8,7 @@
 
 mod builder;
 mod call;
+mod dead_letters;
 mod error;
 mod inner;
 mod intent;

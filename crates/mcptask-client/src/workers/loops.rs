@@ -22,6 +22,7 @@ pub(crate) fn spawn_all(inner: &Arc<Inner>) {
     }
     let inner2 = inner.clone();
     inner.loops.spawn(async move { notify_loop(inner2).await });
+    super::maintenance::spawn(inner);
 }
 
 async fn idle(inner: &Inner, wake: &Notify) {

@@ -14,6 +14,7 @@
 mod batch;
 mod calls;
 mod loops;
+mod maintenance;
 mod notify;
 mod resolve;
 
@@ -45,6 +46,16 @@ impl Workers {
         notify::run(&self.inner).await
     }
 
+    /// Claim one batch of lag rows (targets behind an outbox) and catch them up.
+    pub async fn redeliver_once(&self) -> Result<usize, StoreError> {
+        notify::redeliver(&self.inner).await
+    }
+
+    /// Purge settled tasks past their retention; returns how many.
+    pub async fn purge_once(&self) -> Result<u64, StoreError> {
+        maintenance::purge(&self.inner).await
+    }
+
     /// Run every phase until nothing is due now (bounded number of rounds).
     pub async fn drain(&self) -> Result<usize, StoreError> {
         let mut total = 0;
@@ -54,6 +65,7 @@ impl Workers {
                 round += self.run_once(phase).await?;
             }
             round += self.notify_once().await?;
+            round += self.redeliver_once().await?;
             total += round;
             if round == 0 {
                 break;

@@ -4,6 +4,7 @@
 //! All state changes are computed by the pure functions in [`transition`]; the
 //! stores only lock the row, call them, and write the result back fenced.
 
+pub mod delivery;
 pub mod transition;
 
 use serde::{Deserialize, Serialize};
@@ -359,8 +360,12 @@ pub struct TrackerPolicy {
     /// Extra time past `createdAt + ttlMs` before the TTL backstop fails a task
     /// (covers clock skew between us and the server).
     pub ttl_grace_ms: i64,
-    /// Delivery attempts per event before it is dead-lettered.
-    pub max_notify_attempts: i64,
+    /// How long each notify target keeps retrying an event (ms, from the
+    /// event or its redrive) before it becomes a dead letter of that target.
+    pub notify_budget_ms: i64,
+    /// How long a settled task (its events and inputs too) is kept before it
+    /// is purged (ms after it settled).
+    pub retention_ms: i64,
     /// Payload bounds.
     pub limits: PayloadLimits,
 }
@@ -377,7 +382,8 @@ impl Default for TrackerPolicy {
             max_cancel_attempts: 10,
             degraded_after: 3,
             ttl_grace_ms: 30_000,
-            max_notify_attempts: 8,
+            notify_budget_ms: 6 * 3_600_000,
+            retention_ms: 7 * 24 * 3_600_000,
             limits: PayloadLimits::default(),
         }
     }
@@ -493,6 +499,9 @@ pub struct NotifyClaim {
     pub attempts: i64,
     /// Undelivered events in version order.
     pub events: Vec<TaskEvent>,
+    /// Targets behind this task's outbox (a lag row catches them up): they
+    /// are skipped here, so they keep receiving in order.
+    pub lagging: Vec<String>,
 }
 
 /// A notify worker's result for one claim.
@@ -508,4 +517,9 @@ pub struct NotifyResult {
     pub failure: Option<(String, i64)>,
     /// Shutdown: give the claim back without counting an attempt.
     pub released: bool,
+    /// Targets that did not take every delivered event: the redelivery
+    /// worker catches each up from its version.
+    pub lagged: Vec<delivery::TargetLag>,
+    /// Events a target refused for good (`dead_lettered` lists their versions).
+    pub dead: Vec<delivery::DeadLetter>,
 }

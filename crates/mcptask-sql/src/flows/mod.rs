@@ -8,6 +8,7 @@
 //! fragments and the seam in [`backend`].
 
 pub mod backend;
+mod delivery;
 mod remote;
 mod server;
 pub mod sql;

@@ -9,6 +9,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use async_trait::async_trait;
+use mcptask_core::client::delivery::{DeadLetter, DeadLetterFilter, LagClaim, LagResult};
 use mcptask_core::client::transition::{self, Change};
 use mcptask_core::client::{
     AnswerResult, Applied, ClaimedTask, Cursor, Fence, InsertOutcome, ListFilter, NewRemoteTask,
@@ -311,6 +312,7 @@ impl<B: Backend> SqlStore<B> {
         if changed != 1 {
             return Ok(false);
         }
+        Self::write_lags_and_dead(conn, &f.task_id, &entry.lagged, &entry.dead).await?;
         B::execute(
             conn,
             B::SQL.mark_events_delivered,
@@ -336,6 +338,25 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
         let change = transition::new_record(task, policy, mcptask_core::ids::random_unit());
         let r = &change.record;
         let mut tx = B::begin_write(&self.writer).await?;
+        // The handle is unique among live tasks only (a server may reuse the
+        // id of a task it forgot), so a handle recorded already settled
+        // cannot conflict: look for the live one it duplicates first.
+        if r.is_terminal()
+            && let Some(existing) = B::fetch_optional(
+                &mut tx,
+                B::SQL.find_handle,
+                args![
+                    &task.server,
+                    codec::principal_column(task.principal.as_deref()),
+                    &task.remote_task_id,
+                ],
+            )
+            .await?
+        {
+            let existing = codec::remote_task::<B>(&existing)?;
+            tx.rollback().await.map_err(db_err)?;
+            return Ok(InsertOutcome::AlreadyTracked(Box::new(existing)));
+        }
         // Only a conflict on the handle is "already tracked"; a duplicate
         // local id still fails as an error. A concurrent insert of the same
         // handle makes this wait for it, then skip.
@@ -640,6 +661,7 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
         .await?;
         let mut claims = notify_heads::<B>(&rows)?;
         Self::attach_events(&mut tx, &mut claims, max_events).await?;
+        Self::attach_lagging(&mut tx, &mut claims).await?;
         tx.commit().await.map_err(db_err)?;
         Ok(claims)
     }
@@ -681,6 +703,52 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
             None => Ok(0),
         }
     }
+
+    async fn claim_redeliveries(
+        &self,
+        owner: &str,
+        now: i64,
+        lease_ms: i64,
+        limit: i64,
+        max_events: i64,
+        targets: &[String],
+    ) -> Result<Vec<LagClaim>, StoreError> {
+        self.claim_lags(owner, now, lease_ms, limit, max_events, targets)
+            .await
+    }
+
+    async fn finish_redeliveries(
+        &self,
+        results: &[LagResult],
+        now: i64,
+    ) -> Result<Vec<bool>, StoreError> {
+        self.finish_lags(results, now).await
+    }
+
+    async fn dead_letters(
+        &self,
+        filter: &DeadLetterFilter,
+        limit: i64,
+    ) -> Result<Vec<DeadLetter>, StoreError> {
+        self.list_dead(filter, limit).await
+    }
+
+    async fn dead_letter_count(&self) -> Result<i64, StoreError> {
+        self.count_dead().await
+    }
+
+    async fn redrive_dead_letters(
+        &self,
+        filter: &DeadLetterFilter,
+        now: i64,
+        limit: i64,
+    ) -> Result<i64, StoreError> {
+        self.redrive(filter, now, limit).await
+    }
+
+    async fn purge_remote(&self, settled_before: i64, limit: i64) -> Result<u64, StoreError> {
+        self.purge_settled(settled_before, limit).await
+    }
 }
 
 /// Notify claims (without events yet) in due order.
@@ -696,6 +764,7 @@ fn notify_heads<B: Backend>(rows: &[B::Row]) -> Result<Vec<NotifyClaim>, StoreEr
             ),
             attempts: B::column(r, "notify_attempts")?,
             events: Vec::new(),
+            lagging: Vec::new(),
         };
         heads.push((due, claim));
     }

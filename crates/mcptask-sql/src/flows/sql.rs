@@ -127,6 +127,38 @@ pub struct Statements {
     pub remote_counts: &'static str,
     /// Events recorded but not yet delivered.
     pub notification_backlog: &'static str,
+    /// The targets behind the outbox of a batch of tasks.
+    pub lagging_targets: &'static str,
+    /// Hand a target's delivery from a version on to a lag row, unless one
+    /// exists (it already covers every version from its own on).
+    pub insert_lag: &'static str,
+    /// Record an event a target gave up on.
+    pub insert_dead_letter: &'static str,
+    /// Count dead letters on their task.
+    pub add_dead_letters: &'static str,
+    /// Claim lag rows due for redelivery to the given targets.
+    pub claim_lag: &'static str,
+    /// The pending events of the lag rows of one claim.
+    pub lag_events: &'static str,
+    /// Fenced: record a redelivery attempt and reschedule.
+    pub finish_lag: &'static str,
+    /// Fenced: give a lag claim back untouched.
+    pub release_lag: &'static str,
+    /// Drop a lag row that has caught up with its task's outbox.
+    pub drop_caught_up_lag: &'static str,
+    /// The base of a filtered dead-letter listing.
+    pub list_dead_letters: &'static str,
+    /// How many dead letters exist.
+    pub count_dead_letters: &'static str,
+    /// The base of the (task, target) groups a redrive takes.
+    pub dead_letter_groups: &'static str,
+    /// Start (or restart) a lag row for a redriven group, with a fresh budget.
+    pub redrive_lag: &'static str,
+    /// Remove the dead letters of a redriven group.
+    pub delete_dead_letters: &'static str,
+    /// Delete settled tasks (with their events, inputs and deliveries) that
+    /// settled before a time, oldest first.
+    pub purge_remote: &'static str,
 }
 
 /// The live-status predicate on a status column (`status`, `t.status`, or
@@ -339,7 +371,8 @@ macro_rules! statements {
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
                     $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28,
                     $29, $30, $31, $32, $33, $34, $35, $36, $37, $38)
-                 ON CONFLICT (server, principal, remote_task_id) DO NOTHING
+                 ON CONFLICT (server, principal, remote_task_id) WHERE status IN ('working', 'input_required')
+                 DO NOTHING
                  RETURNING id",
             get_remote: "SELECT * FROM remote_tasks WHERE id = $1",
             lock_remote: concat!("SELECT * FROM remote_tasks WHERE id = $1", $for_update),
@@ -348,8 +381,13 @@ macro_rules! statements {
                 "SELECT * FROM remote_tasks WHERE id ", $in, "$1", $in_end, " ORDER BY id",
                 $for_update
             ),
-            find_handle: "SELECT * FROM remote_tasks
-                 WHERE server = $1 AND principal = $2 AND remote_task_id = $3",
+            // Only live rows hold the handle: a settled task with the same
+            // remote id is an older task the server has forgotten.
+            find_handle: concat!(
+                "SELECT * FROM remote_tasks
+                 WHERE server = $1 AND principal = $2 AND remote_task_id = $3 AND ",
+                $crate::flows::sql::live!("status")
+            ),
             remote_inputs:
                 "SELECT * FROM remote_task_inputs WHERE task_id = $1 ORDER BY first_seen_at, key",
             remote_events: "SELECT * FROM remote_task_events WHERE task_id = $1 AND version > $2
@@ -469,6 +507,79 @@ macro_rules! statements {
             notification_backlog: "SELECT CAST(COALESCE(SUM(event_version - delivered_version), 0) AS BIGINT) AS n
                  FROM remote_tasks
                  WHERE next_notify_at IS NOT NULL AND event_version > delivered_version",
+            lagging_targets: concat!(
+                "SELECT task_id, target FROM remote_notify_lag WHERE task_id ", $in, "$1", $in_end
+            ),
+            // `$4` attempts, `$5` retry at, `$6` error.
+            insert_lag: "INSERT INTO remote_notify_lag
+                    (task_id, target, next_version, budget_from, attempts, next_attempt_at, last_error)
+                 VALUES ($1, $2, $3, 0, $4, $5, $6)
+                 ON CONFLICT (task_id, target) DO NOTHING",
+            insert_dead_letter: "INSERT INTO remote_notify_dead (task_id, target, version, error, dead_at)
+                 VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT (task_id, target, version) DO NOTHING",
+            add_dead_letters: "UPDATE remote_tasks SET dead_letters = dead_letters + $2 WHERE id = $1",
+            // `$1` owner, `$2` token, `$3` now, `$4` lease end, `$5` limit, `$6` targets.
+            claim_lag: concat!(
+                "UPDATE remote_notify_lag SET owner = $1, token = $2, expires_at = $4
+                 WHERE (task_id, target) IN (
+                     SELECT task_id, target FROM remote_notify_lag
+                     WHERE next_attempt_at <= $3 AND (expires_at IS NULL OR expires_at < $3)
+                       AND target ", $in, "$6", $in_end, "
+                     ORDER BY next_attempt_at LIMIT $5", $skip_locked, ")
+                 RETURNING task_id, target, owner, token, attempts, budget_from, next_version,
+                           next_attempt_at"
+            ),
+            lag_events: "SELECT l.target AS lag_target, e.* FROM remote_notify_lag l
+                 JOIN remote_task_events e
+                   ON e.task_id = l.task_id AND e.version >= l.next_version
+                  AND e.version < l.next_version + $3
+                 WHERE l.owner = $1 AND l.token = $2
+                 ORDER BY e.task_id, l.target, e.version",
+            // `$4` target, `$5` next version, `$6` error, `$7` retry at, `$8` now.
+            finish_lag: "UPDATE remote_notify_lag SET
+                    attempts = CASE
+                        WHEN CAST($6 AS TEXT) IS NULL THEN 0
+                        WHEN $5 > next_version THEN 1
+                        ELSE attempts + 1 END,
+                    next_version = $5, last_error = $6, next_attempt_at = COALESCE($7, $8),
+                    owner = NULL, token = NULL, expires_at = NULL
+                 WHERE task_id = $1 AND target = $4 AND owner = $2 AND token = $3",
+            release_lag: "UPDATE remote_notify_lag SET owner = NULL, token = NULL, expires_at = NULL
+                 WHERE task_id = $1 AND target = $4 AND owner = $2 AND token = $3",
+            // Events are only ever appended, so a row past the newest version
+            // has nothing left to send (a later event goes through the outbox,
+            // which sees no lag row and delivers it itself).
+            drop_caught_up_lag: "DELETE FROM remote_notify_lag
+                 WHERE task_id = $1 AND target = $2 AND owner IS NULL
+                   AND next_version > (SELECT event_version FROM remote_tasks WHERE id = $1)",
+            list_dead_letters: "SELECT * FROM remote_notify_dead WHERE TRUE",
+            count_dead_letters: "SELECT count(*) AS n FROM remote_notify_dead",
+            dead_letter_groups: "SELECT task_id, target, MIN(version) AS first_version,
+                    count(*) AS n
+                 FROM remote_notify_dead WHERE TRUE",
+            // Clearing the claim makes an in-flight attempt's result stale, so
+            // it cannot move the row past the redriven versions.
+            redrive_lag: concat!(
+                "INSERT INTO remote_notify_lag
+                    (task_id, target, next_version, budget_from, attempts, next_attempt_at)
+                 VALUES ($1, $2, $3, $4, 0, $4)
+                 ON CONFLICT (task_id, target) DO UPDATE SET
+                    next_version = ", $min, "(remote_notify_lag.next_version, excluded.next_version),
+                    budget_from = excluded.budget_from, attempts = 0,
+                    next_attempt_at = excluded.next_attempt_at, last_error = NULL,
+                    owner = NULL, token = NULL, expires_at = NULL"
+            ),
+            delete_dead_letters: "DELETE FROM remote_notify_dead WHERE task_id = $1 AND target = $2",
+            // The partial settled index, walked oldest first; events, inputs
+            // and deliveries go with their task (ON DELETE CASCADE).
+            purge_remote: concat!(
+                "DELETE FROM remote_tasks WHERE id IN (
+                     SELECT id FROM remote_tasks
+                     WHERE completed_at <= $1 AND completed_at IS NOT NULL
+                       AND status NOT IN ('working', 'input_required')
+                     ORDER BY completed_at LIMIT $2", $skip_locked, ")"
+            ),
         }
     };
 }

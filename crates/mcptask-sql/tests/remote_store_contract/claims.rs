@@ -431,6 +431,8 @@ mcptask_sql::on_both_backends! {
         assert_eq!(n.len(), 1);
         let release = NotifyResult {
             released: true,
+            lagged: Vec::new(),
+            dead: Vec::new(),
             ..delivered(&n[0], 1)
         };
         assert!(finish_one(&*store, release, T0 + 1_100).await);

@@ -6,10 +6,12 @@
 //! exact. Cases are grouped by topic, one module each.
 
 mod claims;
+mod delivery;
 mod inputs;
 mod notify;
 mod reasks;
 mod records;
+mod retention;
 mod support;
 
 use std::sync::Arc;
@@ -137,6 +139,8 @@ async fn finishing_marks_event_rows(
         dead_lettered: vec![1],
         failure: Some(("down".into(), 9_000)),
         released: false,
+        lagged: Vec::new(),
+        dead: Vec::new(),
     };
     let done = store.finish_notifications(&[result], 2_100).await.unwrap();
     assert_eq!(done, [true]);
@@ -154,6 +158,8 @@ async fn finishing_marks_event_rows(
         dead_lettered: vec![],
         failure: None,
         released: false,
+        lagged: Vec::new(),
+        dead: Vec::new(),
     };
     assert_eq!(
         store.finish_notifications(&[result], 9_100).await.unwrap(),

@@ -183,6 +183,8 @@ mcptask_sql::on_both_backends! {
                 },
                 NotifyResult {
                     released: true,
+                    lagged: Vec::new(),
+                    dead: Vec::new(),
                     ..delivered(n, 0)
                 },
             ]

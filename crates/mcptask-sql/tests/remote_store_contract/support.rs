@@ -163,6 +163,8 @@ pub(crate) fn delivered(claim: &NotifyClaim, through: i64) -> NotifyResult {
         dead_lettered: Vec::new(),
         failure: None,
         released: false,
+        lagged: Vec::new(),
+        dead: Vec::new(),
     }
 }
 

@@ -2,6 +2,7 @@
 
 pub mod client;
 pub mod commands;
+pub mod dead_letters;
 pub mod exit;
 pub mod output;
 pub mod setup;

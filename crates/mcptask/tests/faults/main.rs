@@ -6,6 +6,8 @@
 //! One module per fault family; run one family with e.g.
 //! `cargo test -p mcptask --test faults upstream::`.
 
+mod notifications;
+mod retention;
 #[path = "../support/mod.rs"]
 mod support;
 

@@ -9,7 +9,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use mcptask_client::{
-    CallOptions, CallOutcome, Cursor, ListFilter, RemoteTaskRecord, TaskStatus, TrackerError,
+    CallOptions, CallOutcome, Cursor, DeadLetterFilter, ListFilter, RemoteTaskRecord, TaskStatus,
+    TrackerError,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -301,4 +302,77 @@ fn no_nul(what: &str, value: &Value) -> Result<(), ApiError> {
         )));
     }
     Ok(())
+}
+
+/// Dead letters name tasks of every principal: operators only.
+fn operator_only(caller: &Caller) -> Result<(), ApiError> {
+    if caller.operator {
+        Ok(())
+    } else {
+        Err(ApiError::forbidden(
+            "dead letters need an operator token (one without a principal)",
+        ))
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeadLetterQuery {
+    task: Option<String>,
+    target: Option<String>,
+    limit: Option<i64>,
+}
+
+pub async fn list_dead_letters(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    query: Result<Query<DeadLetterQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    operator_only(&caller)?;
+    let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::bad_request("limit must be between 1 and 1000"));
+    }
+    let filter = DeadLetterFilter {
+        task_id: q.task,
+        target: q.target,
+    };
+    let letters = state.tracker.dead_letters(&filter, limit).await?;
+    let count = state.tracker.dead_letter_count().await?;
+    Ok(Json(json!({
+        "count": count,
+        "targets": state.tracker.notify_targets(),
+        "deadLetters": letters.iter().map(views::dead_letter).collect::<Vec<_>>(),
+    })))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedriveBody {
+    /// Only this task's dead letters.
+    task: Option<String>,
+    /// Only this target's dead letters.
+    target: Option<String>,
+    /// At most this many (task, target) pairs (default 1000).
+    limit: Option<i64>,
+}
+
+pub async fn redrive_dead_letters(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    JsonBody(body): JsonBody<RedriveBody>,
+) -> Result<Json<Value>, ApiError> {
+    operator_only(&caller)?;
+    let limit = body.limit.unwrap_or(1000);
+    if !(1..=10_000).contains(&limit) {
+        return Err(ApiError::bad_request("limit must be between 1 and 10000"));
+    }
+    let filter = DeadLetterFilter {
+        task_id: body.task,
+        target: body.target,
+    };
+    let redriven = state.tracker.redrive_dead_letters(&filter, limit).await?;
+    let remaining = state.tracker.dead_letter_count().await?;
+    Ok(Json(json!({"redriven": redriven, "remaining": remaining})))
 }

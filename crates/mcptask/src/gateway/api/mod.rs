@@ -176,6 +176,11 @@ pub fn router(state: AppState, max_body_bytes: usize) -> axum::Router {
         .route("/api/v1/tasks/{id}/answers", post(handlers::answer_task))
         .route("/api/v1/calls", post(handlers::call_tool))
         .route("/api/v1/servers", get(handlers::list_servers))
+        .route("/api/v1/dead-letters", get(handlers::list_dead_letters))
+        .route(
+            "/api/v1/dead-letters/redrive",
+            post(handlers::redrive_dead_letters),
+        )
         .route("/api/v1/events", get(sse::events))
         .route("/metrics", get(handlers::metrics))
         .layer(axum::middleware::from_fn_with_state(

@@ -73,7 +73,16 @@ pub fn spec() -> Value {
                     "principal": {"type": "string", "description": "Operators may name any principal; a principal token may only name its own (403 otherwise)"}, "waitMs": {"type": "integer", "minimum": 0, "maximum": 300000}
                 }},
                 "CallOutcome": {"type": "object", "properties": {"outcome": {"type": "string", "enum": ["completed", "task"]}, "result": {}, "task": {"$ref": "#/components/schemas/TaskDetail"}}},
-                "Servers": {"type": "object", "properties": {"servers": {"type": "array", "items": {"type": "object"}}}}
+                "Servers": {"type": "object", "properties": {"servers": {"type": "array", "items": {"type": "object"}}}},
+                "DeadLetters": {"type": "object", "properties": {
+                    "count": {"type": "integer"},
+                    "targets": {"type": "array", "items": {"type": "string"}},
+                    "deadLetters": {"type": "array", "items": {"type": "object", "properties": {
+                        "taskId": {"type": "string"}, "version": {"type": "integer"}, "idempotencyKey": {"type": "string"},
+                        "target": {"type": "string"}, "error": {"type": "string"}, "deadAt": {"type": "string", "format": "date-time"}}}}}},
+                "Redrive": {"type": "object", "additionalProperties": false, "properties": {
+                    "task": {"type": "string"}, "target": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 10000}}},
+                "RedriveResult": {"type": "object", "properties": {"redriven": {"type": "integer"}, "remaining": {"type": "integer"}}}
             }
         },
         "security": [{"bearer": []}],
@@ -121,6 +130,20 @@ pub fn spec() -> Value {
                 }))
             }},
             "/api/v1/servers": {"get": {"summary": "Configured servers and their health", "responses": with(json!({"200": ok("Servers", "Servers")}))}},
+            "/api/v1/dead-letters": {"get": {
+                "summary": "Events a notify target gave up on, newest first (operator token)",
+                "parameters": [
+                    {"name": "task", "in": "query", "schema": {"type": "string"}},
+                    {"name": "target", "in": "query", "schema": {"type": "string"}},
+                    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}}
+                ],
+                "responses": with(json!({"200": ok("Dead letters, their total count and the target names", "DeadLetters"), "403": error_response("Not an operator token")}))
+            }},
+            "/api/v1/dead-letters/redrive": {"post": {
+                "summary": "Deliver dead letters again with a fresh retry budget (operator token)",
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Redrive"}}}},
+                "responses": with(json!({"200": ok("How many were redriven and how many remain", "RedriveResult"), "403": error_response("Not an operator token")}))
+            }},
             "/api/v1/events": {"get": {
                 "summary": "Server-Sent Events: `task` (summary on change), `event` (timeline entries as delivered)",
                 "description": "EventSource cannot send headers: pass the token as ?access_token=.",

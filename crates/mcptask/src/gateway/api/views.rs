@@ -1,6 +1,6 @@
 //! The JSON shapes of the API (camelCase, RFC 3339 times).
 
-use mcptask_client::{RemoteInput, RemoteTaskRecord, TaskEvent};
+use mcptask_client::{DeadLetter, RemoteInput, RemoteTaskRecord, TaskEvent};
 use mcptask_core::time::to_rfc3339;
 use serde_json::{Value, json};
 
@@ -101,5 +101,17 @@ pub fn event(e: &TaskEvent) -> Value {
         "status": e.status.as_str(),
         "occurredAt": to_rfc3339(e.occurred_at),
         "statusMessage": e.data.get("statusMessage"),
+    })
+}
+
+/// An event a notify target gave up on.
+pub fn dead_letter(d: &DeadLetter) -> Value {
+    json!({
+        "taskId": d.task_id,
+        "version": d.version,
+        "idempotencyKey": format!("{}:{}", d.task_id, d.version),
+        "target": d.target,
+        "error": d.error,
+        "deadAt": to_rfc3339(d.dead_at),
     })
 }

@@ -1,0 +1,173 @@
+//! Retention soak: tracked tasks go through their whole life in the store
+//! (recorded, polled to `completed`, every event delivered, purged after the
+//! retention), window after window, on a SQLite file. After each window the
+//! benchmark prints the database size (file + WAL) and this process's RSS:
+//! once the first retention window has passed, both stay flat however many
+//! tasks went through.
+//!
+//! Every step is a store flow the tracker's workers run (`insert_remote`,
+//! `claim_remote` + `apply_remote`, `claim_notifications` +
+//! `finish_notifications`, `purge_remote`), on an injected clock, so a
+//! 7-day retention is simulated in seconds.
+//!
+//! ```text
+//! cargo bench -p mcptask-client --bench retention_soak            # 200,000 tasks
+//! SOAK_TASKS=20000 cargo bench -p mcptask-client --bench retention_soak
+//! ```
+//!
+//! Tasks go through in 20 windows of `SOAK_TASKS / 20`; the retention is
+//! two windows.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use mcptask_core::TaskStatus;
+use mcptask_core::client::{
+    Applied, NewRemoteTask, NotifyResult, Observation, Phase, RemoteSnapshot, TrackerPolicy,
+};
+use mcptask_core::store::RemoteTaskStore;
+
+const WINDOWS: i64 = 20;
+const RETENTION_WINDOWS: i64 = 2;
+const BATCH: i64 = 500;
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn db_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+fn snapshot(status: TaskStatus) -> RemoteSnapshot {
+    RemoteSnapshot {
+        status: Some(status),
+        poll_interval_ms: Some(1_000),
+        result: (status == TaskStatus::Completed)
+            .then(|| serde_json::json!({"content": [{"type": "text", "text": "x".repeat(200)}]})),
+        ..Default::default()
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let total: i64 = std::env::var("SOAK_TASKS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000);
+    let per_window = (total / WINDOWS).max(1);
+    let window_ms: i64 = 3_600_000;
+    let (store, dir) = mcptask_sql::testkit::fresh_sqlite().await;
+    let store: Arc<dyn RemoteTaskStore> = Arc::new(store);
+    let mut policy = TrackerPolicy::default();
+    policy.poll.jitter_permille = 0;
+    policy.retention_ms = RETENTION_WINDOWS * window_ms;
+    println!(
+        "retention soak: {total} tasks in {WINDOWS} windows of {per_window}, retention {RETENTION_WINDOWS} windows (SQLite)"
+    );
+    println!("window  tracked  purged  db_MiB  rss_MiB  secs");
+    let started = Instant::now();
+    let mut now: i64 = 1_800_000_000_000;
+    let mut next_id = 0i64;
+    let mut purged_total = 0u64;
+    for window in 1..=WINDOWS {
+        for _ in 0..per_window {
+            next_id += 1;
+            let task = NewRemoteTask {
+                id: format!("rt_{next_id:09}"),
+                server: "soak".into(),
+                server_hash: "h".into(),
+                remote_task_id: format!("r-{next_id}"),
+                principal: None,
+                conversation: None,
+                call_id: None,
+                correlation: None,
+                tool: "slow".into(),
+                arguments: Some(serde_json::json!({"n": next_id})),
+                snapshot: snapshot(TaskStatus::Working),
+                created_at: now,
+            };
+            store.insert_remote(&task, &policy).await.expect("insert");
+        }
+        now += 1_000;
+        loop {
+            let claimed = store
+                .claim_remote(Phase::Poll, "soak", now, 60_000, BATCH)
+                .await
+                .expect("claim");
+            if claimed.is_empty() {
+                break;
+            }
+            let results: Vec<Applied> = claimed
+                .iter()
+                .map(|c| Applied {
+                    fence: c.fence.clone(),
+                    phase: Phase::Poll,
+                    observation: Observation::Snapshot(snapshot(TaskStatus::Completed)),
+                    jitter: 0.5,
+                })
+                .collect();
+            store
+                .apply_remote(&results, &policy, now)
+                .await
+                .expect("apply");
+        }
+        loop {
+            let claims = store
+                .claim_notifications("soak", now, 60_000, BATCH, 32)
+                .await
+                .expect("claim notifications");
+            if claims.is_empty() {
+                break;
+            }
+            let results: Vec<NotifyResult> = claims
+                .iter()
+                .map(|c| NotifyResult {
+                    fence: c.fence.clone(),
+                    delivered_through: c.events.last().map_or(0, |e| e.version),
+                    dead_lettered: Vec::new(),
+                    failure: None,
+                    released: false,
+                    lagged: Vec::new(),
+                    dead: Vec::new(),
+                })
+                .collect();
+            store
+                .finish_notifications(&results, now)
+                .await
+                .expect("finish notifications");
+        }
+        now += window_ms - 1_000;
+        loop {
+            let n = store
+                .purge_remote(now - policy.retention_ms, 1_000)
+                .await
+                .expect("purge");
+            purged_total += n;
+            if n < 1_000 {
+                break;
+            }
+        }
+        println!(
+            "{window:>6}  {next_id:>7}  {purged_total:>6}  {:>6.1}  {:>7.1}  {:>4.0}",
+            db_bytes(dir.path()) as f64 / 1_048_576.0,
+            rss_kib() as f64 / 1024.0,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    assert_eq!(store.notification_backlog().await.expect("backlog"), 0);
+}

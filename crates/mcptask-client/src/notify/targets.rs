@@ -1,0 +1,71 @@
+//! The named notify targets of a tracker, each with its own delivery state.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use super::Notifier;
+
+/// One notifier under the name its delivery state is stored by.
+pub(crate) struct Target {
+    pub name: String,
+    pub notifier: Arc<dyn Notifier>,
+    /// Set (to its next retry time, epoch ms) by a failed delivery and
+    /// cleared by the next successful one: while set, the outbox hands the
+    /// target's events straight to the redelivery worker (which probes it)
+    /// instead of waiting for another failed, possibly timing-out, attempt.
+    /// 0: up.
+    down_until: AtomicI64,
+}
+
+impl Target {
+    /// `Some(retry time)` while the target's last delivery failed.
+    pub fn down_until(&self, now: i64) -> Option<i64> {
+        let until = self.down_until.load(Ordering::Relaxed);
+        (until != 0).then_some(until.max(now))
+    }
+
+    pub fn mark_down(&self, until: i64) {
+        self.down_until.fetch_max(until, Ordering::Relaxed);
+    }
+
+    pub fn mark_up(&self) {
+        self.down_until.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Every target of a tracker, in registration order, with unique names.
+pub(crate) struct Targets {
+    pub list: Vec<Target>,
+}
+
+impl Targets {
+    /// Name each notifier by [`Notifier::name`]; a repeated name gets `#2`,
+    /// `#3`… in registration order (stable across restarts of the same
+    /// configuration, which is what stored lag rows and dead letters need).
+    pub fn new(notifiers: Vec<Arc<dyn Notifier>>) -> Self {
+        let mut list: Vec<Target> = Vec::with_capacity(notifiers.len());
+        for notifier in notifiers {
+            let base = notifier.name();
+            let mut name = base.clone();
+            let mut n = 1;
+            while list.iter().any(|t| t.name == name) {
+                n += 1;
+                name = format!("{base}#{n}");
+            }
+            list.push(Target {
+                name,
+                notifier,
+                down_until: AtomicI64::new(0),
+            });
+        }
+        Self { list }
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.list.iter().map(|t| t.name.clone()).collect()
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Target> {
+        self.list.iter().find(|t| t.name == name)
+    }
+}

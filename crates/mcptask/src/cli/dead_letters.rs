@@ -1,0 +1,83 @@
+//! `mcptask dead-letters list|redrive`.
+
+use serde_json::{Value, json};
+
+use super::client::Gateway;
+use super::exit;
+use super::output::outln;
+
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+pub async fn list(
+    gw: &Gateway,
+    task: Option<&str>,
+    target: Option<&str>,
+    limit: u32,
+    json_out: bool,
+) -> anyhow::Result<i32> {
+    let mut q = vec![format!("limit={limit}")];
+    if let Some(t) = task {
+        q.push(format!("task={}", encode(t)));
+    }
+    if let Some(t) = target {
+        q.push(format!("target={}", encode(t)));
+    }
+    let page = gw
+        .get(&format!("/api/v1/dead-letters?{}", q.join("&")))
+        .await?;
+    if json_out {
+        outln!("{}", serde_json::to_string_pretty(&page)?);
+        return Ok(exit::OK);
+    }
+    let letters = page["deadLetters"].as_array().cloned().unwrap_or_default();
+    eprintln!("{} dead letter(s) in all", page["count"]);
+    if letters.is_empty() {
+        return Ok(exit::OK);
+    }
+    outln!(
+        "{:<44}  {:<25}  {:<36}  ERROR",
+        "EVENT",
+        "DEAD AT",
+        "TARGET"
+    );
+    for d in letters {
+        outln!(
+            "{:<44}  {:<25}  {:<36}  {}",
+            d["idempotencyKey"].as_str().unwrap_or(""),
+            d["deadAt"].as_str().unwrap_or(""),
+            d["target"].as_str().unwrap_or(""),
+            d["error"].as_str().unwrap_or("")
+        );
+    }
+    eprintln!("redrive them with: mcptask dead-letters redrive [--task ID] [--target NAME]");
+    Ok(exit::OK)
+}
+
+pub async fn redrive(
+    gw: &Gateway,
+    task: Option<&str>,
+    target: Option<&str>,
+) -> anyhow::Result<i32> {
+    let mut body = json!({});
+    if let Some(t) = task {
+        body["task"] = Value::from(t);
+    }
+    if let Some(t) = target {
+        body["target"] = Value::from(t);
+    }
+    let out = gw.post("/api/v1/dead-letters/redrive", &body).await?;
+    eprintln!(
+        "{} dead letter(s) handed back to delivery; {} left",
+        out["redriven"], out["remaining"]
+    );
+    Ok(exit::OK)
+}
