@@ -13,6 +13,7 @@
 //! ```text
 //! cargo bench -p mcptask-client --bench retention_soak            # 200,000 tasks
 //! SOAK_TASKS=20000 cargo bench -p mcptask-client --bench retention_soak
+//! MCPTASK_BENCH_QUICK=1 cargo bench -p mcptask-client --bench retention_soak   # smoke: 2,000
 //! ```
 //!
 //! Tasks go through in 20 windows of `SOAK_TASKS / 20`; the retention is
@@ -65,10 +66,14 @@ fn snapshot(status: TaskStatus) -> RemoteSnapshot {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    // The test command runs every bench target once as a smoke test
+    // (MCPTASK_BENCH_QUICK=1): a few thousand tasks are enough to run
+    // every flow through purge.
+    let quick = std::env::var("MCPTASK_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
     let total: i64 = std::env::var("SOAK_TASKS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(200_000);
+        .unwrap_or(if quick { 2_000 } else { 200_000 });
     let per_window = (total / WINDOWS).max(1);
     let window_ms: i64 = 3_600_000;
     let (store, dir) = mcptask_sql::testkit::fresh_sqlite().await;
