@@ -686,6 +686,24 @@ async fn without_auth_every_route_is_open_and_metrics_move_when_tasks_run() {
             parse_prometheus(&r.text).unwrap_or_else(|e| panic!("{e}\n{}", r.text))
         };
         let before = scrape().await;
+        // Every family is described and present from the first scrape, before
+        // any task ran: alerts on rate() or absent() need no first event.
+        let raw = api.get("/metrics").await.text;
+        for family in [
+            "mcptask_tasks",
+            "mcptask_notification_backlog",
+            "mcptask_claims_total",
+            "mcptask_remote_errors_total",
+            "mcptask_stale_claims_total",
+            "mcptask_abandon_cancels_total",
+            "mcptask_stdio_recycled_total",
+            "mcptask_notifications_total",
+            "mcptask_remote_purged_total",
+        ] {
+            assert!(raw.contains(&format!("# HELP {family} ")), "no HELP for {family}:\n{raw}");
+            assert!(before.has(family), "{family} absent before its first event:\n{raw}");
+        }
+        assert!(raw.contains("# HELP mcptask_api_requests_total "), "{raw}");
         let completed = |m: &Metrics| m.sum("mcptask_tasks", &[("status", "completed")]);
         let claims = |m: &Metrics| m.sum("mcptask_claims_total", &[]);
         let calls = |m: &Metrics| {
