@@ -501,12 +501,21 @@ async fn webhooks_deliver_only_on_2xx(backend: TrackerBackend) {
     use std::sync::atomic::{AtomicU16, Ordering};
     let server = RemoteServer::start(Some(60_000)).await;
     let answer = Arc::new(AtomicU16::new(503));
+    // Every post the webhook saw: (idempotency key, the status it answered).
+    let seen: Arc<std::sync::Mutex<Vec<(String, u16)>>> = Arc::default();
     let app = axum::Router::new().route(
         "/hook",
         axum::routing::post({
-            let answer = answer.clone();
-            move || async move {
-                axum::http::StatusCode::from_u16(answer.load(Ordering::SeqCst)).unwrap()
+            let (answer, seen) = (answer.clone(), seen.clone());
+            move |headers: axum::http::HeaderMap| async move {
+                let status = answer.load(Ordering::SeqCst);
+                let key = headers
+                    .get("Idempotency-Key")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_string();
+                seen.lock().unwrap().push((key, status));
+                axum::http::StatusCode::from_u16(status).unwrap()
             }
         }),
     );
@@ -525,23 +534,63 @@ async fn webhooks_deliver_only_on_2xx(backend: TrackerBackend) {
         .start()
         .await
         .unwrap();
+    let answered = |key: &str, status: u16| {
+        seen.lock()
+            .unwrap()
+            .iter()
+            .any(|(k, s)| k == key && *s == status)
+    };
+    async fn eventually(what: &str, done: impl Fn() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !done() {
+            assert!(std::time::Instant::now() < deadline, "never: {what}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    // A 503 is a failed delivery, retried, not dead-lettered.
     let t = start_task(&tracker, "hold").await;
-    let r = until(&tracker, &t.id, "a failed delivery", |r| {
-        r.last_notify_error
-            .as_deref()
-            .is_some_and(|e| e.contains("503"))
-    })
-    .await;
-    assert_eq!(r.delivered_version, 0, "a 503 delivers nothing: {r:#?}");
-    assert_eq!(r.dead_letters, 0, "and is retried, not dead-lettered");
+    let created = format!("{}:1", t.id);
+    eventually("a 503 for the created event", || answered(&created, 503)).await;
+    assert_eq!(
+        tracker.dead_letter_count().await.unwrap(),
+        0,
+        "a 503 is retried"
+    );
+    // Once the webhook answers 200, the same event is delivered.
     answer.store(200, Ordering::SeqCst);
-    until(&tracker, &t.id, "delivered after the 200", |r| {
-        r.event_version > 0 && r.delivered_version == r.event_version
+    eventually("the created event delivered after the 200", || {
+        answered(&created, 200)
     })
     .await;
+    assert_eq!(tracker.dead_letter_count().await.unwrap(), 0);
+    // A 404 is permanent: dead-lettered at once, with the status as its error.
     answer.store(404, Ordering::SeqCst);
     let gone = start_task(&tracker, "hold").await;
-    until(&tracker, &gone.id, "dead-lettered", |r| r.dead_letters > 0).await;
+    let filter = mcptask_client::DeadLetterFilter {
+        task_id: Some(gone.id.clone()),
+        target: None,
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let dead = loop {
+        let dead = tracker.dead_letters(&filter, 10).await.unwrap();
+        if !dead.is_empty() {
+            break dead;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the 404 was never dead-lettered"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(dead[0].version, 1, "{dead:?}");
+    assert!(dead[0].error.contains("404"), "{dead:?}");
+    let attempts = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| *k == format!("{}:1", gone.id))
+        .count();
+    assert_eq!(attempts, 1, "a 4xx is not retried");
     endpoint.abort();
     tracker.shutdown(Duration::from_secs(2)).await;
 }

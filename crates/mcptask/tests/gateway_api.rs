@@ -700,8 +700,14 @@ async fn without_auth_every_route_is_open_and_metrics_move_when_tasks_run() {
             "mcptask_notifications_total",
             "mcptask_remote_purged_total",
         ] {
-            assert!(raw.contains(&format!("# HELP {family} ")), "no HELP for {family}:\n{raw}");
-            assert!(before.has(family), "{family} absent before its first event:\n{raw}");
+            assert!(
+                raw.contains(&format!("# HELP {family} ")),
+                "no HELP for {family}:\n{raw}"
+            );
+            assert!(
+                before.has(family),
+                "{family} absent before its first event:\n{raw}"
+            );
         }
         assert!(raw.contains("# HELP mcptask_api_requests_total "), "{raw}");
         let completed = |m: &Metrics| m.sum("mcptask_tasks", &[("status", "completed")]);

@@ -34,21 +34,60 @@ pub fn install() -> anyhow::Result<PrometheusHandle> {
 /// should see a series from the first scrape, not after its first event.
 fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram};
-    describe_gauge!("mcptask_tasks", "Tracked remote tasks by status (refreshed from the store every few seconds).");
-    describe_gauge!("mcptask_notification_backlog", "Task events not yet delivered to every notification target.");
-    describe_counter!("mcptask_claims_total", "Tasks claimed by this gateway's workers, by phase.");
-    describe_histogram!("mcptask_remote_call_seconds", metrics::Unit::Seconds, "Duration of remote MCP calls, by phase.");
-    describe_counter!("mcptask_remote_errors_total", "Failed remote MCP calls, by class.");
-    describe_counter!("mcptask_stale_claims_total", "Results dropped because their claim was lost (fenced out).");
-    describe_counter!("mcptask_abandon_cancels_total", "Best-effort tasks/cancel sent for tasks given up locally, by outcome.");
-    describe_counter!("mcptask_stdio_recycled_total", "Wedged stdio server processes killed and respawned.");
-    describe_counter!("mcptask_notifications_total", "Notification deliveries, by outcome.");
-    describe_counter!("mcptask_remote_purged_total", "Settled tasks purged after the retention period.");
-    describe_counter!("mcptask_api_requests_total", "HTTP API requests, by route, method and status.");
+    describe_gauge!(
+        "mcptask_tasks",
+        "Tracked remote tasks by status (refreshed from the store every few seconds)."
+    );
+    describe_gauge!(
+        "mcptask_notification_backlog",
+        "Task events not yet delivered to every notification target."
+    );
+    describe_counter!(
+        "mcptask_claims_total",
+        "Tasks claimed by this gateway's workers, by phase."
+    );
+    describe_histogram!(
+        "mcptask_remote_call_seconds",
+        metrics::Unit::Seconds,
+        "Duration of remote MCP calls, by phase."
+    );
+    describe_counter!(
+        "mcptask_remote_errors_total",
+        "Failed remote MCP calls, by class."
+    );
+    describe_counter!(
+        "mcptask_stale_claims_total",
+        "Results dropped because their claim was lost (fenced out)."
+    );
+    describe_counter!(
+        "mcptask_abandon_cancels_total",
+        "Best-effort tasks/cancel sent for tasks given up locally, by outcome."
+    );
+    describe_counter!(
+        "mcptask_stdio_recycled_total",
+        "Wedged stdio server processes killed and respawned."
+    );
+    describe_counter!(
+        "mcptask_notifications_total",
+        "Notification deliveries, by outcome."
+    );
+    describe_counter!(
+        "mcptask_remote_purged_total",
+        "Settled tasks purged after the retention period."
+    );
+    describe_counter!(
+        "mcptask_api_requests_total",
+        "HTTP API requests, by route, method and status."
+    );
     for phase in ["poll", "cancel", "update"] {
         metrics::counter!("mcptask_claims_total", "phase" => phase).absolute(0);
     }
-    for class in ["transient", "not_found", "protocol", "connection_unavailable"] {
+    for class in [
+        "transient",
+        "not_found",
+        "protocol",
+        "connection_unavailable",
+    ] {
         metrics::counter!("mcptask_remote_errors_total", "class" => class).absolute(0);
     }
     for outcome in ["delivered", "retry", "dead_letter"] {
