@@ -6,13 +6,43 @@
 //! One module per fault family; run one family with e.g.
 //! `cargo test -p mcptask --test faults upstream::`.
 
-mod notifications;
-mod retention;
 #[path = "../support/mod.rs"]
 mod support;
 
+/// Each `async fn name(db) { … }` becomes `name::sqlite` and
+/// `name::postgres`: the same cell with the gateway's store on each backend
+/// (`db` is a fresh `support::Database`). Without a PostgreSQL the second
+/// one says SKIPPED (and under `CI=true` the harness fails instead).
+macro_rules! on_both_stores {
+    ($($(#[$meta:meta])* async fn $name:ident($db:ident) $body:block)*) => {$(
+        $(#[$meta])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                let $db = crate::support::Database::sqlite();
+                $body
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                let Some($db) = crate::support::Database::postgres().await else {
+                    eprintln!("{}::postgres: SKIPPED (no PostgreSQL)", stringify!($name));
+                    return;
+                };
+                $body
+            }
+        }
+    )*};
+}
+
+// After the macro: `macro_rules!` is in scope only below its definition.
 mod bad_input;
 mod config_changes;
+mod notifications;
 mod protocol;
+mod retention;
 mod store;
 mod upstream;
