@@ -22,10 +22,7 @@ pub fn install() -> anyhow::Result<PrometheusHandle> {
             ],
         )?
         .install_recorder()
-        .map(|handle| {
-            describe();
-            handle
-        })
+        .inspect(|_| describe())
         .map_err(|e| anyhow::anyhow!("cannot install the metrics recorder: {e}"))
 }
 
