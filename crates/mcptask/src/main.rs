@@ -127,14 +127,18 @@ enum TasksCommand {
         /// Only working / input_required tasks.
         #[arg(long)]
         active: bool,
+        /// At most this many tasks (newest first; the gateway allows 1-500).
         #[arg(long, default_value_t = 50)]
         limit: u32,
+        /// Print the gateway's JSON page instead of a table.
         #[arg(long)]
         json: bool,
     },
     /// Show one task: status, questions, timeline, result.
     Show {
+        /// Task id (rt_…), as `tasks list` and `call` print it.
         id: String,
+        /// Print the gateway's JSON detail instead of text.
         #[arg(long)]
         json: bool,
         /// Follow it with a live progress line until it settles.
@@ -142,12 +146,18 @@ enum TasksCommand {
         follow: bool,
     },
     /// Request cancellation.
-    Cancel { id: String },
+    Cancel {
+        /// Task id (rt_…).
+        id: String,
+    },
     /// Answer an input request: a JSON object (taken as accepted content) or a
     /// full response such as '{"action": "decline"}'.
     Answer {
+        /// Task id (rt_…).
         id: String,
+        /// The input request's key, as `tasks show` lists it.
         key: String,
+        /// A JSON object (the accepted content) or a full response with "action".
         response: String,
     },
 }
@@ -162,8 +172,10 @@ enum DeadLettersCommand {
         /// Only this target's (e.g. "webhook https://hooks.example.com/mcptask").
         #[arg(long)]
         target: Option<String>,
+        /// At most this many dead letters.
         #[arg(long, default_value_t = 100)]
         limit: u32,
+        /// Print the gateway's JSON answer instead of a table.
         #[arg(long)]
         json: bool,
     },
@@ -410,4 +422,38 @@ async fn demo_server(args: DemoServerArgs) -> anyhow::Result<()> {
         shutdown_grace: Duration::from_secs(10),
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// `--help` is the first documentation a user reads: no flag, argument or
+    /// command may show up there without a line saying what it is.
+    #[test]
+    fn every_command_flag_and_argument_has_help() {
+        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                let id = arg.get_id().as_str();
+                if matches!(id, "help" | "version") {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in command.get_subcommands() {
+                if sub.get_name() == "help" {
+                    continue;
+                }
+                if sub.get_about().is_none() {
+                    missing.push(format!("{path} {}", sub.get_name()));
+                }
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&super::Cli::command(), "mcptask", &mut missing);
+        assert!(missing.is_empty(), "no help text: {missing:#?}");
+    }
 }
