@@ -235,3 +235,50 @@ fn config_init_writes_a_valid_file_once_and_completions_generate() {
         );
     }
 }
+
+/// `serve` says in its log when a server starts failing and when it is
+/// back, once per change: an operator tailing the log sees an outage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_logs_when_a_server_degrades_and_recovers() {
+    with_deadline(Duration::from_secs(240), async {
+        let (server_db, gateway_db) = (Database::sqlite(), Database::sqlite());
+        // A free port where nothing listens yet.
+        let addr = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().to_string()
+        };
+        let url = format!("http://{addr}/mcp");
+        let gateway = Gateway::start_with_env(
+            "gateway",
+            &GatewaySpec::open(&gateway_db.url, &[("demo", &url)]),
+            &[("MCPTASK_LOG", "warn")],
+        )
+        .await;
+        let api = gateway.client(None);
+        let call = json!({"server": "demo", "tool": "slow_compute", "arguments": {"seconds": 0}});
+        let down = api.post("/api/v1/calls", &call).await;
+        assert!(down.status >= 500, "{down:?}");
+        let _ = api.post("/api/v1/calls", &call).await;
+        let _server = DemoServer::start_at("server", &addr, &server_db.url, &[]).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            if api.post("/api/v1/calls", &call).await.status < 300 {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the server never came back"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let log = gateway.log();
+        assert_eq!(
+            log.matches("server degraded").count(),
+            1,
+            "once per change: {log}"
+        );
+        assert!(log.contains("server recovered"), "{log}");
+        assert!(log.contains("demo"), "names the server: {log}");
+    })
+    .await;
+}

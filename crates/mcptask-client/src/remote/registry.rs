@@ -101,12 +101,28 @@ impl ServerRegistry {
         let Some(entry) = map.get(name) else { return };
         let mut h = entry.health.lock().expect("health lock");
         let now = mcptask_core::time::to_rfc3339(now_ms());
+        // An operator watching the log learns when a server starts failing and
+        // when it is back: once per change, not once per failed call.
         match outcome {
             Ok(()) => {
+                if h.state == "error" {
+                    tracing::warn!(
+                        server = name,
+                        since = h.last_ok_at.as_deref().unwrap_or("start"),
+                        "server recovered: calls succeed again"
+                    );
+                }
                 h.state = "ok";
                 h.last_ok_at = Some(now);
             }
             Err(e) => {
+                if h.state != "error" {
+                    tracing::warn!(
+                        server = name,
+                        error = e,
+                        "server degraded: calls fail; its tasks are retried within their error budget"
+                    );
+                }
                 h.state = "error";
                 h.last_error = Some(mcptask_core::payload::truncate_text(e, 500));
                 h.last_error_at = Some(now);
