@@ -49,8 +49,11 @@ enum Command {
         #[arg(long, default_value = "{}")]
         args: String,
         /// Follow the task with a live progress line until it settles.
-        #[arg(long)]
+        #[arg(long, visible_alias = "follow")]
         wait: bool,
+        /// With --wait: stop waiting after this many seconds (the task goes on; exit code 5).
+        #[arg(long, value_name = "SECS", requires = "wait")]
+        timeout: Option<u64>,
         #[command(flatten)]
         gateway: cli::client::GatewayArgs,
     },
@@ -142,8 +145,11 @@ enum TasksCommand {
         #[arg(long)]
         json: bool,
         /// Follow it with a live progress line until it settles.
-        #[arg(long)]
+        #[arg(long, visible_alias = "wait")]
         follow: bool,
+        /// With --follow: stop waiting after this many seconds (the task goes on; exit code 5).
+        #[arg(long, value_name = "SECS", requires = "follow")]
+        timeout: Option<u64>,
     },
     /// Request cancellation.
     Cancel {
@@ -295,9 +301,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             tool,
             args,
             wait,
+            timeout,
             gateway,
         } => {
             let gw = cli::client::Gateway::new(&gateway)?;
+            let wait = wait.then(|| timeout.map(Duration::from_secs));
             exit_with(cli::commands::call(&gw, &server, &tool, &args, wait).await?)
         }
         Command::Tasks { action, gateway } => {
@@ -320,9 +328,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     )
                     .await?
                 }
-                TasksCommand::Show { id, json, follow } => {
+                TasksCommand::Show {
+                    id,
+                    json,
+                    follow,
+                    timeout,
+                } => {
                     if follow {
-                        cli::commands::follow(&gw, &id).await?
+                        cli::commands::follow(&gw, &id, timeout.map(Duration::from_secs)).await?
                     } else {
                         cli::commands::show(&gw, &id, json).await?
                     }

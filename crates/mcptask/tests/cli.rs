@@ -126,6 +126,48 @@ async fn exit_codes_tell_a_failed_task_from_a_cancelled_one_and_inspecting_exits
             .start_task("slow_compute", json!({"seconds": 120}))
             .await;
         let id = slow["id"].as_str().unwrap().to_string();
+
+        // Waiting stops at --timeout (5) or Ctrl-C (130); both say the task goes on.
+        let timed_out = run(args(&["tasks", "show", &id, "--follow", "--timeout", "1"])).await;
+        assert_eq!(code(&timed_out), Some(5), "{timed_out:?}");
+        let said = String::from_utf8_lossy(&timed_out.stderr);
+        assert!(
+            said.contains("goes on") && said.contains("--follow"),
+            "{said}"
+        );
+        let mut follower = tokio::process::Command::new(BIN)
+            .args(["tasks", "show", &id, "--wait"])
+            .env("MCPTASK_GATEWAY", &gateway.base)
+            .env("MCPTASK_API_TOKEN", OPERATOR)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(
+            follower.stderr.take().unwrap(),
+        ));
+        let first = lines.next_line().await.unwrap().unwrap_or_default();
+        assert!(first.contains("working"), "a progress line first: {first}");
+        let pid = follower.id().unwrap().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-INT", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let status = follower.wait().await.unwrap();
+        let mut rest = String::new();
+        while let Ok(Some(line)) = lines.next_line().await {
+            rest.push_str(&line);
+            rest.push('\n');
+        }
+        assert_eq!(status.code(), Some(130), "{rest}");
+        assert!(
+            rest.contains("interrupted") && rest.contains("goes on"),
+            "{rest}"
+        );
+        assert_eq!(api.task(&id).await["status"], "working", "the task went on");
+
         let cancel = run(args(&["tasks", "cancel", &id])).await;
         assert_eq!(code(&cancel), Some(0), "{cancel:?}");
         api.wait_task(&id, "cancelled", |t| t["status"] == "cancelled")

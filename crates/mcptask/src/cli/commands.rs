@@ -82,7 +82,7 @@ pub async fn call(
     server: &str,
     tool: &str,
     args: &str,
-    wait: bool,
+    wait: Option<Option<Duration>>,
 ) -> anyhow::Result<i32> {
     let arguments: Value =
         serde_json::from_str(args).with_context(|| format!("--args is not valid JSON: {args}"))?;
@@ -103,18 +103,48 @@ pub async fn call(
         .as_str()
         .context("the gateway returned a task without an id")?
         .to_string();
-    if !wait {
+    let Some(timeout) = wait else {
         outln!("{id}");
-        eprintln!("task {id} is tracked; follow it with `mcptask tasks show {id}`");
+        eprintln!("task {id} is tracked; follow it with `mcptask tasks show {id} --follow`");
         return Ok(0);
-    }
-    follow(gw, &id).await
+    };
+    follow(gw, &id, timeout).await
 }
 
 /// Follow a task with a live progress line until it settles.
-pub async fn follow(gw: &Gateway, id: &str) -> anyhow::Result<i32> {
-    let started = Instant::now();
+/// Follow a task until it settles, `timeout` passes, or Ctrl-C: the last two
+/// only stop the waiting, and say so, since the task goes on in the gateway.
+pub async fn follow(gw: &Gateway, id: &str, timeout: Option<Duration>) -> anyhow::Result<i32> {
     let live = std::io::stderr().is_terminal();
+    let stopped = |why: String| {
+        if live {
+            eprint!("\r\x1b[2K");
+        }
+        eprintln!(
+            "{why}: stopped waiting; task {id} goes on in the gateway\n  follow it again: mcptask tasks show {id} --follow\n  or cancel it:    mcptask tasks cancel {id}"
+        );
+    };
+    let until = async {
+        match timeout {
+            Some(t) => tokio::time::sleep(t).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        settled = follow_until_settled(gw, id, live) => settled,
+        _ = until => {
+            stopped(format!("--timeout {}s reached", timeout.unwrap_or_default().as_secs()));
+            Ok(exit::WAIT_TIMED_OUT)
+        }
+        _ = tokio::signal::ctrl_c() => {
+            stopped("interrupted".to_string());
+            Ok(exit::INTERRUPTED)
+        }
+    }
+}
+
+async fn follow_until_settled(gw: &Gateway, id: &str, live: bool) -> anyhow::Result<i32> {
+    let started = Instant::now();
     let mut shown_questions = std::collections::BTreeSet::new();
     let mut tick = 0usize;
     loop {

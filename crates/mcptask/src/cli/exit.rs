@@ -13,3 +13,7 @@ pub const ERROR: i32 = 1;
 pub const TASK_FAILED: i32 = 3;
 /// A waited-for task was cancelled.
 pub const TASK_CANCELLED: i32 = 4;
+/// `--timeout` passed before the waited-for task settled (it goes on).
+pub const WAIT_TIMED_OUT: i32 = 5;
+/// Ctrl-C while waiting (128 + SIGINT, as shells report it); the task goes on.
+pub const INTERRUPTED: i32 = 130;
