@@ -232,8 +232,8 @@ struct DemoServerArgs {
     /// Largest accepted HTTP request body, in bytes.
     #[arg(long, default_value_t = 4 * 1024 * 1024)]
     max_body_bytes: usize,
-    /// TOKEN=SUBJECT: require `Authorization: Bearer TOKEN` and bind tasks to SUBJECT (repeatable).
-    #[arg(long = "auth-token", value_name = "TOKEN=SUBJECT")]
+    /// TOKEN=PRINCIPAL: require `Authorization: Bearer TOKEN` and bind its tasks to PRINCIPAL (repeatable).
+    #[arg(long = "auth-token", value_name = "TOKEN=PRINCIPAL")]
     auth_tokens: Vec<String>,
     /// Extra allowed Host header values (default: loopback only).
     #[arg(long = "allowed-host")]
@@ -405,11 +405,11 @@ async fn demo_server(args: DemoServerArgs) -> anyhow::Result<()> {
     }
     let mut tokens = HashMap::new();
     for pair in &args.auth_tokens {
-        let (token, subject) = pair
+        let (token, principal) = pair
             .split_once('=')
             .filter(|(t, s)| !t.is_empty() && !s.is_empty())
-            .with_context(|| format!("--auth-token {pair:?}: expected TOKEN=SUBJECT"))?;
-        tokens.insert(token.to_string(), subject.to_string());
+            .with_context(|| format!("--auth-token {pair:?}: expected TOKEN=PRINCIPAL"))?;
+        tokens.insert(token.to_string(), principal.to_string());
     }
     let config = mcptask_server::RuntimeConfig {
         lease_ms: args.lease_ms,
