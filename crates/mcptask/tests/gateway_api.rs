@@ -829,6 +829,10 @@ async fn demo_once_exits_zero_after_the_three_tasks_settle() {
             assert!(stdout.contains(line), "missing {line:?}:\n{context}");
         }
         assert!(
+            !stdout.contains("#token="),
+            "no dashboard link that dies with the process:\n{context}"
+        );
+        assert!(
             dir.path().join("mcptask.db").exists(),
             "the embedded SQLite file is created in the working directory"
         );

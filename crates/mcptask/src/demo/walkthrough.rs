@@ -131,7 +131,13 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         mcptask_sql::redact(&args.database_url)
     );
     outln!("  demo MCP server: {mcp_url}");
-    outln!("  dashboard:       {dashboard}");
+    // With --once the dashboard goes away with the process: printing its URL
+    // would hand out a link that is dead by the time anyone opens it.
+    if args.once {
+        outln!("  dashboard:       not kept with --once (`mcptask demo` serves it)");
+    } else {
+        outln!("  dashboard:       {dashboard}");
+    }
     outln!();
 
     let tracker = &gw.tracker;
@@ -225,8 +231,15 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     match &outcome {
         Ok(()) => {
             outln!();
-            outln!("All three tasks settled. Every step is in the timeline of each task:");
-            outln!("  {dashboard}");
+            if args.once {
+                outln!(
+                    "All three tasks settled. They stay in {}; `mcptask demo` (without --once) shows every step on the dashboard.",
+                    mcptask_sql::redact(&args.database_url)
+                );
+            } else {
+                outln!("All three tasks settled. Every step is in the timeline of each task:");
+                outln!("  {dashboard}");
+            }
         }
         Err(e) => eprintln!("demo failed: {e:#}"),
     }
