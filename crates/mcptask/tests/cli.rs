@@ -193,6 +193,13 @@ async fn exit_codes_tell_a_failed_task_from_a_cancelled_one_and_inspecting_exits
         );
         let usage = run(args(&["tasks", "show"])).await;
         assert_eq!(code(&usage), Some(2), "usage errors exit 2: {usage:?}");
+        // Filter values are encoded: `&` in a server name is part of the name.
+        let odd = run(args(&["tasks", "list", "--server", "no such&server=x"])).await;
+        assert_eq!(code(&odd), Some(0), "{odd:?}");
+        assert!(
+            String::from_utf8_lossy(&odd.stderr).contains("no tasks"),
+            "{odd:?}"
+        );
         let bogus = run(args(&["tasks", "list", "--status", "bogus"])).await;
         assert_eq!(code(&bogus), Some(2), "{bogus:?}");
         let said = String::from_utf8_lossy(&bogus.stderr);

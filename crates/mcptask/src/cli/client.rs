@@ -79,6 +79,15 @@ impl Gateway {
             .await
     }
 
+    /// GET `path` with query parameters, each name and value encoded (a
+    /// server name or target with `&`, `#` or spaces must not break the query).
+    pub async fn get_query(&self, path: &str, query: &[(&str, &str)]) -> anyhow::Result<Value> {
+        let mut url = reqwest::Url::parse(&format!("{}{path}", self.base))
+            .with_context(|| format!("{}{path} is not a URL", self.base))?;
+        url.query_pairs_mut().extend_pairs(query);
+        self.send(self.http.get(url)).await
+    }
+
     pub async fn post(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
         self.send(self.http.post(format!("{}{path}", self.base)).json(body))
             .await

@@ -198,17 +198,18 @@ pub async fn list(
     limit: u32,
     json_out: bool,
 ) -> anyhow::Result<i32> {
-    let mut q = vec![format!("limit={limit}")];
+    let limit = limit.to_string();
+    let mut q = vec![("limit", limit.as_str())];
     if let Some(s) = status {
-        q.push(format!("status={s}"));
+        q.push(("status", s));
     }
     if let Some(s) = server {
-        q.push(format!("server={s}"));
+        q.push(("server", s));
     }
     if active {
-        q.push("active=true".into());
+        q.push(("active", "true"));
     }
-    let page = gw.get(&format!("/api/v1/tasks?{}", q.join("&"))).await?;
+    let page = gw.get_query("/api/v1/tasks", &q).await?;
     if json_out {
         outln!("{}", serde_json::to_string_pretty(&page)?);
         return Ok(0);

@@ -6,17 +6,6 @@ use super::client::Gateway;
 use super::exit;
 use super::output::outln;
 
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 pub async fn list(
     gw: &Gateway,
     task: Option<&str>,
@@ -24,16 +13,15 @@ pub async fn list(
     limit: u32,
     json_out: bool,
 ) -> anyhow::Result<i32> {
-    let mut q = vec![format!("limit={limit}")];
+    let limit = limit.to_string();
+    let mut q = vec![("limit", limit.as_str())];
     if let Some(t) = task {
-        q.push(format!("task={}", encode(t)));
+        q.push(("task", t));
     }
     if let Some(t) = target {
-        q.push(format!("target={}", encode(t)));
+        q.push(("target", t));
     }
-    let page = gw
-        .get(&format!("/api/v1/dead-letters?{}", q.join("&")))
-        .await?;
+    let page = gw.get_query("/api/v1/dead-letters", &q).await?;
     if json_out {
         outln!("{}", serde_json::to_string_pretty(&page)?);
         return Ok(exit::OK);
