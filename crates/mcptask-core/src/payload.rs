@@ -7,6 +7,17 @@
 
 use serde_json::{Value, json};
 
+/// Default bound on one HTTP request body, for every listener mcptask runs
+/// (the gateway API and the MCP server). One figure everywhere, and room for
+/// the largest default arguments object even when every character of it is
+/// escaped once more inside a JSON-RPC or API envelope.
+///
+/// ```
+/// use mcptask_core::payload::{DEFAULT_MAX_BODY_BYTES, PayloadLimits};
+/// assert!(DEFAULT_MAX_BODY_BYTES >= 2 * PayloadLimits::default().max_arguments_bytes);
+/// ```
+pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
 /// Configurable payload limits, in bytes of serialized JSON.
 ///
 /// ```

@@ -54,6 +54,9 @@ enum Command {
         /// With --wait: stop waiting after this many seconds (the task goes on; exit code 5).
         #[arg(long, value_name = "SECS", requires = "wait")]
         timeout: Option<u64>,
+        /// Print the gateway's JSON (with --wait: the settled task's detail) instead of text.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         gateway: cli::client::GatewayArgs,
     },
@@ -78,6 +81,12 @@ enum Command {
         /// Configuration file (see README, Configuration).
         #[arg(long, short, env = "MCPTASK_CONFIG", default_value = "mcptask.toml")]
         config: std::path::PathBuf,
+        /// Address of the API, dashboard and metrics; overrides MCPTASK_LISTEN and [api] listen.
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<SocketAddr>,
+        /// sqlite:PATH or postgres://USER@HOST/DB; overrides MCPTASK_DATABASE_URL and [database] url.
+        #[arg(long, value_name = "URL")]
+        database_url: Option<String>,
     },
     /// Write a starter mcptask.toml, or check one before `serve` runs it.
     Config {
@@ -94,6 +103,9 @@ enum Command {
         /// sqlite:PATH or postgres://USER@HOST/DB
         #[arg(long, env = "MCPTASK_DATABASE_URL", default_value = mcptask_sql::DEFAULT_DATABASE_URL)]
         database_url: String,
+        /// Print {"database": URL (password hidden), "applied": N} instead of text.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -127,13 +139,22 @@ enum TasksCommand {
         /// Only tasks of this server (its name in mcptask.toml).
         #[arg(long)]
         server: Option<String>,
+        /// Only tasks bound to this principal (an operator token may name any).
+        #[arg(long)]
+        principal: Option<String>,
         /// Only working / input_required tasks.
         #[arg(long)]
         active: bool,
-        /// At most this many tasks (newest first; the gateway allows 1-500).
-        #[arg(long, default_value_t = 50)]
+        /// Tasks per page (newest first; the gateway allows 1-500).
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=500))]
         limit: u32,
-        /// Print the gateway's JSON page instead of a table.
+        /// Continue after the page that printed this cursor.
+        #[arg(long, conflicts_with = "all")]
+        cursor: Option<String>,
+        /// Every page, not only the first.
+        #[arg(long)]
+        all: bool,
+        /// Print the gateway's JSON page instead of a table (with --all: every task in one list).
         #[arg(long)]
         json: bool,
     },
@@ -155,6 +176,9 @@ enum TasksCommand {
     Cancel {
         /// Task id (rt_…).
         id: String,
+        /// Print the task's JSON as the gateway returns it after the request.
+        #[arg(long)]
+        json: bool,
     },
     /// Answer an input request: a JSON object (taken as accepted content) or a
     /// full response such as '{"action": "decline"}'.
@@ -193,6 +217,9 @@ enum DeadLettersCommand {
         /// Only this target's.
         #[arg(long)]
         target: Option<String>,
+        /// Print the gateway's JSON answer (counts redriven and remaining).
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -207,9 +234,11 @@ struct DemoServerArgs {
     /// sqlite:PATH or postgres://USER@HOST/DB
     #[arg(long, env = "MCPTASK_DATABASE_URL", default_value = mcptask_sql::DEFAULT_DATABASE_URL)]
     database_url: String,
-    /// Owner lease: how long before another replica recovers this process's tasks.
-    #[arg(long, default_value_t = 30_000, value_name = "MS")]
-    lease_ms: i64,
+    /// Owner lease: how long a silent process keeps its tasks before another
+    /// replica recovers them (not the gateway's [tracker] lease_ms, which
+    /// bounds one worker's claim on one task).
+    #[arg(long, default_value_t = 30_000, value_name = "MS", alias = "lease-ms")]
+    owner_lease_ms: i64,
     /// How often to look for tasks of dead replicas.
     #[arg(long, default_value_t = 5_000, value_name = "MS")]
     recovery_every_ms: i64,
@@ -220,7 +249,7 @@ struct DemoServerArgs {
     #[arg(long, default_value_t = 3_600_000, value_name = "MS")]
     retention_ms: i64,
     /// Largest accepted tool arguments, in bytes.
-    #[arg(long, default_value_t = 1024 * 1024)]
+    #[arg(long, default_value_t = 1024 * 1024, value_name = "BYTES")]
     max_arguments_bytes: usize,
     /// Live tasks this process runs at once; beyond it creates are refused
     /// with -32000 "server busy". 0 means no cap.
@@ -229,8 +258,8 @@ struct DemoServerArgs {
     /// Live tasks of one authenticated principal at once. 0 means no cap.
     #[arg(long, default_value_t = 1_000, value_name = "N")]
     max_live_tasks_per_principal: usize,
-    /// Largest accepted HTTP request body, in bytes.
-    #[arg(long, default_value_t = 4 * 1024 * 1024)]
+    /// Largest accepted HTTP request body, in bytes (the gateway's [api] max_body_bytes default too).
+    #[arg(long, default_value_t = mcptask_core::payload::DEFAULT_MAX_BODY_BYTES, value_name = "BYTES")]
     max_body_bytes: usize,
     /// TOKEN=PRINCIPAL: require `Authorization: Bearer TOKEN` and bind its tasks to PRINCIPAL (repeatable).
     #[arg(long = "auth-token", value_name = "TOKEN=PRINCIPAL")]
@@ -283,7 +312,17 @@ fn report(e: anyhow::Error) -> std::process::ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::DemoServer(args) => demo_server(args).await,
-        Command::Serve { config } => gateway::run(&config).await,
+        Command::Serve {
+            config,
+            listen,
+            database_url,
+        } => {
+            let flags = gateway::config::Overrides {
+                listen: listen.map(|a| a.to_string()),
+                database_url,
+            };
+            gateway::run(&config, &flags).await
+        }
         Command::Demo {
             once,
             database_url,
@@ -302,11 +341,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             args,
             wait,
             timeout,
+            json,
             gateway,
         } => {
             let gw = cli::client::Gateway::new(&gateway)?;
             let wait = wait.then(|| timeout.map(Duration::from_secs));
-            exit_with(cli::commands::call(&gw, &server, &tool, &args, wait).await?)
+            exit_with(cli::commands::call(&gw, &server, &tool, &args, wait, json).await?)
         }
         Command::Tasks { action, gateway } => {
             let gw = cli::client::Gateway::new(&gateway)?;
@@ -314,19 +354,24 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 TasksCommand::List {
                     status,
                     server,
+                    principal,
                     active,
                     limit,
+                    cursor,
+                    all,
                     json,
                 } => {
-                    cli::commands::list(
-                        &gw,
-                        status.as_deref(),
-                        server.as_deref(),
+                    let args = cli::commands::ListArgs {
+                        status: status.as_deref(),
+                        server: server.as_deref(),
+                        principal: principal.as_deref(),
                         active,
                         limit,
+                        cursor: cursor.as_deref(),
+                        all,
                         json,
-                    )
-                    .await?
+                    };
+                    cli::commands::list(&gw, args).await?
                 }
                 TasksCommand::Show {
                     id,
@@ -340,7 +385,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         cli::commands::show(&gw, &id, json).await?
                     }
                 }
-                TasksCommand::Cancel { id } => cli::commands::cancel(&gw, &id).await?,
+                TasksCommand::Cancel { id, json } => cli::commands::cancel(&gw, &id, json).await?,
                 TasksCommand::Answer { id, key, response } => {
                     cli::commands::answer(&gw, &id, &key, &response).await?
                 }
@@ -374,19 +419,25 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     cli::dead_letters::list(&gw, task.as_deref(), target.as_deref(), limit, json)
                         .await?
                 }
-                DeadLettersCommand::Redrive { task, target } => {
-                    cli::dead_letters::redrive(&gw, task.as_deref(), target.as_deref()).await?
+                DeadLettersCommand::Redrive { task, target, json } => {
+                    cli::dead_letters::redrive(&gw, task.as_deref(), target.as_deref(), json)
+                        .await?
                 }
             };
             exit_with(code)
         }
-        Command::Migrate { database_url } => {
+        Command::Migrate { database_url, json } => {
             let store = mcptask_sql::open_without_migrating(&database_url).await?;
             let applied = mcptask_sql::migrate(&store, &database_url).await?;
-            outln!(
-                "{}: {applied} migration(s) applied; schema is up to date",
-                mcptask_sql::redact(&database_url)
-            );
+            let database = mcptask_sql::redact(&database_url);
+            if json {
+                outln!(
+                    "{}",
+                    serde_json::json!({"database": database, "applied": applied})
+                );
+            } else {
+                outln!("{database}: {applied} migration(s) applied; schema is up to date");
+            }
             Ok(())
         }
     }
@@ -412,7 +463,7 @@ async fn demo_server(args: DemoServerArgs) -> anyhow::Result<()> {
         tokens.insert(token.to_string(), principal.to_string());
     }
     let config = mcptask_server::RuntimeConfig {
-        lease_ms: args.lease_ms,
+        lease_ms: args.owner_lease_ms,
         recovery_every_ms: args.recovery_every_ms,
         default_ttl_ms: (args.ttl_ms > 0).then_some(args.ttl_ms),
         retention_ms: args.retention_ms,
@@ -468,5 +519,40 @@ mod tests {
         let mut missing = Vec::new();
         walk(&super::Cli::command(), "mcptask", &mut missing);
         assert!(missing.is_empty(), "no help text: {missing:#?}");
+    }
+
+    /// One body-size default for every listener: a request the demo server
+    /// takes must not be refused by a gateway started with defaults.
+    #[test]
+    fn the_body_size_default_is_the_same_on_every_listener() {
+        let cli = super::Cli::command();
+        let demo_server = cli.find_subcommand("demo-server").expect("demo-server");
+        let flag = demo_server
+            .get_arguments()
+            .find(|a| a.get_id() == "max_body_bytes")
+            .expect("--max-body-bytes");
+        let default: usize = flag.get_default_values()[0]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(
+            default,
+            crate::gateway::config::ApiSection::default().max_body_bytes
+        );
+    }
+
+    /// `--lease-ms` meant the server's owner lease on one command and the
+    /// tracker's claim lease in the config: each now has its own name.
+    #[test]
+    fn the_owner_lease_flag_is_not_called_lease_ms() {
+        let cli = super::Cli::command();
+        let demo_server = cli.find_subcommand("demo-server").expect("demo-server");
+        let longs: Vec<_> = demo_server
+            .get_arguments()
+            .filter_map(|a| a.get_long())
+            .collect();
+        assert!(longs.contains(&"owner-lease-ms"), "{longs:?}");
+        assert!(!longs.contains(&"lease-ms"), "{longs:?}");
     }
 }

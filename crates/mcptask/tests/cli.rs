@@ -331,3 +331,155 @@ async fn serve_logs_when_a_server_degrades_and_recovers() {
     })
     .await;
 }
+
+/// `serve --listen/--database-url` win over the environment, which wins over
+/// the file: one precedence, as `demo` and `migrate` take the same flags.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_flags_override_the_environment_and_the_file() {
+    with_deadline(Duration::from_secs(120), async {
+        let dir = tempfile::tempdir().unwrap();
+        let (file_db, env_db, flag_db) = (
+            dir.path().join("file.db"),
+            dir.path().join("env.db"),
+            dir.path().join("flag.db"),
+        );
+        let config = dir.path().join("mcptask.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[database]\nurl = \"sqlite:{}\"\n[api]\nlisten = \"127.0.0.1:1\"\nauth = \"none\"\n",
+                file_db.display()
+            ),
+        )
+        .unwrap();
+        let port = free_port();
+        let mut command = serve_command(&config);
+        command
+            .env("MCPTASK_DATABASE_URL", format!("sqlite:{}", env_db.display()))
+            .env("MCPTASK_LISTEN", "127.0.0.1:2")
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--database-url")
+            .arg(format!("sqlite:{}", flag_db.display()));
+        let (_serve, url) =
+            LoggedChild::spawn("serve", command, GATEWAY_LISTENING, Duration::from_secs(60))
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(url.trim_end_matches('/'), format!("http://127.0.0.1:{port}"));
+        assert!(flag_db.exists(), "the flag's database is used");
+        assert!(!env_db.exists() && !file_db.exists(), "and no other");
+    })
+    .await;
+}
+
+/// `tasks list` pages by cursor (a hint names the next page), `--all` walks
+/// every page, rows show age and principal, and `--json` works on `call`,
+/// `cancel`, `tasks list --all` and `dead-letters redrive`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_list_pages_and_every_acting_command_speaks_json() {
+    with_deadline(Duration::from_secs(240), async {
+        let (server_db, gateway_db) = (Database::sqlite(), Database::sqlite());
+        let server = DemoServer::start(&server_db.url, &[]).await;
+        let gateway = Gateway::start(
+            "gateway",
+            &GatewaySpec::with_tokens(&gateway_db.url, &[("demo", &server.url)]),
+        )
+        .await;
+        let alice = gateway.client(Some(ALICE));
+        let mut ids = Vec::new();
+        for _ in 0..5 {
+            let t = alice
+                .start_task("slow_compute", json!({"seconds": 120}))
+                .await;
+            ids.push(t["id"].as_str().unwrap().to_string());
+        }
+        let base = gateway.base.clone();
+        let run = |args: &[&str]| {
+            let (base, args) = (
+                base.clone(),
+                args.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            );
+            async move {
+                tokio::task::spawn_blocking(move || {
+                    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                    mcptask(&base, OPERATOR, &args)
+                })
+                .await
+                .unwrap()
+            }
+        };
+        let rows = |o: &std::process::Output| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .skip(1)
+                .map(|l| l.split_whitespace().next().unwrap_or("").to_string())
+                .collect::<Vec<_>>()
+        };
+
+        let first = run(&["tasks", "list", "--limit", "2"]).await;
+        assert_eq!(first.status.code(), Some(0), "{first:?}");
+        let stdout = String::from_utf8_lossy(&first.stdout);
+        let header = stdout.lines().next().unwrap_or("");
+        assert!(
+            header.contains("AGE") && header.contains("PRINCIPAL"),
+            "{stdout}"
+        );
+        assert!(
+            stdout.lines().nth(1).unwrap_or("").contains("alice"),
+            "the principal column names alice: {stdout}"
+        );
+        let hint = String::from_utf8_lossy(&first.stderr);
+        let cursor = hint
+            .split("--cursor ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("a hint names the next page: {hint}"))
+            .to_string();
+        let second = run(&["tasks", "list", "--limit", "2", "--cursor", &cursor]).await;
+        let (page1, page2) = (rows(&first), rows(&second));
+        assert_eq!((page1.len(), page2.len()), (2, 2), "{second:?}");
+        assert!(page1.iter().all(|id| !page2.contains(id)), "pages do not overlap");
+
+        let all = run(&["tasks", "list", "--limit", "2", "--all"]).await;
+        let mut listed = rows(&all);
+        listed.sort();
+        let mut expected = ids.clone();
+        expected.sort();
+        assert_eq!(listed, expected, "--all walks every page: {all:?}");
+        let all_json = run(&["tasks", "list", "--limit", "2", "--all", "--json"]).await;
+        let v: serde_json::Value = serde_json::from_slice(&all_json.stdout).unwrap();
+        assert_eq!(v["tasks"].as_array().map(Vec::len), Some(5), "{v}");
+
+        let bad = run(&["tasks", "list", "--limit", "0"]).await;
+        assert_eq!(bad.status.code(), Some(2), "a usage error: {bad:?}");
+
+        let called = run(&[
+            "call", "demo", "slow_compute", "--args", r#"{"seconds": 0}"#, "--json",
+        ])
+        .await;
+        let v: serde_json::Value = serde_json::from_slice(&called.stdout)
+            .unwrap_or_else(|e| panic!("call --json prints JSON ({e}): {called:?}"));
+        assert!(v["task"]["id"].is_string() || v["outcome"] == "completed", "{v}");
+        let waited = run(&[
+            "call", "demo", "failing_job", "--args", "{}", "--wait", "--json",
+        ])
+        .await;
+        assert_eq!(waited.status.code(), Some(3), "{waited:?}");
+        let v: serde_json::Value = serde_json::from_slice(&waited.stdout).unwrap();
+        assert_eq!(
+            (v["status"].as_str(), v["result"]["isError"].as_bool()),
+            (Some("completed"), Some(true)),
+            "the settled task's detail: {v}"
+        );
+
+        let cancelled = run(&["tasks", "cancel", &ids[0], "--json"]).await;
+        let v: serde_json::Value = serde_json::from_slice(&cancelled.stdout).unwrap();
+        assert_eq!(v["id"], ids[0].as_str(), "{v}");
+        assert_eq!(v["cancelRequested"], true, "{v}");
+
+        let redrive = run(&["dead-letters", "redrive", "--json"]).await;
+        let v: serde_json::Value = serde_json::from_slice(&redrive.stdout).unwrap();
+        assert_eq!(v["redriven"], 0, "{v}");
+    })
+    .await;
+}

@@ -18,34 +18,21 @@ fn terminal(status: &str) -> bool {
 
 /// Print a settled task's outcome; returns the process exit code.
 pub fn print_outcome(task: &Value) -> i32 {
-    let status = task["status"].as_str().unwrap_or("?");
-    match status {
-        "completed" => {
-            print_result(&task["result"]);
-            result_code(&task["result"])
-        }
-        "failed" => {
-            eprintln!(
-                "failed: {}",
-                task["error"]["message"].as_str().unwrap_or("(no message)")
-            );
-            exit::TASK_FAILED
-        }
-        other => {
-            eprintln!(
-                "{other}{}",
-                task["statusMessage"]
-                    .as_str()
-                    .map(|m| format!(": {m}"))
-                    .unwrap_or_default()
-            );
-            if other == "cancelled" {
-                exit::TASK_CANCELLED
-            } else {
-                exit::OK
-            }
-        }
+    match task["status"].as_str().unwrap_or("?") {
+        "completed" => print_result(&task["result"]),
+        "failed" => eprintln!(
+            "failed: {}",
+            task["error"]["message"].as_str().unwrap_or("(no message)")
+        ),
+        other => eprintln!(
+            "{other}{}",
+            task["statusMessage"]
+                .as_str()
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default()
+        ),
     }
+    outcome_code(task)
 }
 
 /// A tool result that reports an error (`isError`) is a failed call.
@@ -76,13 +63,14 @@ fn print_result(result: &Value) {
     }
 }
 
-/// `mcptask call SERVER TOOL --args JSON [--wait]`.
+/// `mcptask call SERVER TOOL --args JSON [--wait] [--json]`.
 pub async fn call(
     gw: &Gateway,
     server: &str,
     tool: &str,
     args: &str,
     wait: Option<Option<Duration>>,
+    json_out: bool,
 ) -> anyhow::Result<i32> {
     let arguments: Value =
         serde_json::from_str(args).with_context(|| format!("--args is not valid JSON: {args}"))?;
@@ -96,7 +84,11 @@ pub async fn call(
         )
         .await?;
     if out["outcome"] == "completed" {
-        print_result(&out["result"]);
+        if json_out {
+            outln!("{}", serde_json::to_string_pretty(&out)?);
+        } else {
+            print_result(&out["result"]);
+        }
         return Ok(result_code(&out["result"]));
     }
     let id = out["task"]["id"]
@@ -104,11 +96,64 @@ pub async fn call(
         .context("the gateway returned a task without an id")?
         .to_string();
     let Some(timeout) = wait else {
-        outln!("{id}");
+        if json_out {
+            outln!("{}", serde_json::to_string_pretty(&out)?);
+        } else {
+            outln!("{id}");
+        }
         eprintln!("task {id} is tracked; follow it with `mcptask tasks show {id} --follow`");
         return Ok(0);
     };
-    follow(gw, &id, timeout).await
+    if json_out {
+        follow_json(gw, &id, timeout).await
+    } else {
+        follow(gw, &id, timeout).await
+    }
+}
+
+/// `--wait --json`: no progress line, then the settled task's detail as the
+/// gateway returns it (exit code as for a plain wait).
+async fn follow_json(gw: &Gateway, id: &str, timeout: Option<Duration>) -> anyhow::Result<i32> {
+    let settled = async {
+        loop {
+            let task = gw.get(&format!("/api/v1/tasks/{id}")).await?;
+            if terminal(task["status"].as_str().unwrap_or("")) {
+                return anyhow::Ok(task);
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    };
+    let until = async {
+        match timeout {
+            Some(t) => tokio::time::sleep(t).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        task = settled => {
+            let task = task?;
+            outln!("{}", serde_json::to_string_pretty(&task)?);
+            Ok(outcome_code(&task))
+        }
+        _ = until => {
+            eprintln!("--timeout reached: stopped waiting; task {id} goes on in the gateway");
+            Ok(exit::WAIT_TIMED_OUT)
+        }
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("interrupted: stopped waiting; task {id} goes on in the gateway");
+            Ok(exit::INTERRUPTED)
+        }
+    }
+}
+
+/// The exit code a settled task maps to (see docs/CLI.md, exit codes).
+fn outcome_code(task: &Value) -> i32 {
+    match task["status"].as_str() {
+        Some("completed") => result_code(&task["result"]),
+        Some("failed") => exit::TASK_FAILED,
+        Some("cancelled") => exit::TASK_CANCELLED,
+        _ => exit::OK,
+    }
 }
 
 /// Follow a task with a live progress line until it settles.
@@ -190,55 +235,124 @@ async fn follow_until_settled(gw: &Gateway, id: &str, live: bool) -> anyhow::Res
     }
 }
 
-pub async fn list(
-    gw: &Gateway,
-    status: Option<&str>,
-    server: Option<&str>,
-    active: bool,
-    limit: u32,
-    json_out: bool,
-) -> anyhow::Result<i32> {
-    let limit = limit.to_string();
-    let mut q = vec![("limit", limit.as_str())];
-    if let Some(s) = status {
-        q.push(("status", s));
+/// What `tasks list` asks for.
+pub struct ListArgs<'a> {
+    pub status: Option<&'a str>,
+    pub server: Option<&'a str>,
+    pub principal: Option<&'a str>,
+    pub active: bool,
+    /// Page size.
+    pub limit: u32,
+    /// Continue after a previous page.
+    pub cursor: Option<&'a str>,
+    /// Follow `nextCursor` to the last page.
+    pub all: bool,
+    pub json: bool,
+}
+
+/// `tasks list`: one page (with a hint naming the next one), or with `--all`
+/// every page. The gateway pages by key, so a long listing costs each page
+/// the same, and tasks created meanwhile do not shift what comes next.
+pub async fn list(gw: &Gateway, args: ListArgs<'_>) -> anyhow::Result<i32> {
+    let limit = args.limit.to_string();
+    let mut cursor = args.cursor.map(str::to_string);
+    let mut all_tasks = Vec::new();
+    let mut header_printed = false;
+    let now = mcptask_core::Clock::now_ms(&mcptask_core::SystemClock);
+    loop {
+        let mut q = vec![("limit", limit.as_str())];
+        for (name, value) in [
+            ("status", args.status),
+            ("server", args.server),
+            ("principal", args.principal),
+        ] {
+            if let Some(v) = value {
+                q.push((name, v));
+            }
+        }
+        if args.active {
+            q.push(("active", "true"));
+        }
+        if let Some(c) = cursor.as_deref() {
+            q.push(("cursor", c));
+        }
+        let page = gw.get_query("/api/v1/tasks", &q).await?;
+        let next = page["nextCursor"].as_str().map(str::to_string);
+        let tasks = page["tasks"].as_array().cloned().unwrap_or_default();
+        if args.json {
+            if !args.all {
+                outln!("{}", serde_json::to_string_pretty(&page)?);
+                return Ok(exit::OK);
+            }
+            all_tasks.extend(tasks);
+        } else {
+            if !header_printed && !tasks.is_empty() {
+                outln!(
+                    "{:<36}  {:<15}  {:>5}  {:<12}  {:<28}  MESSAGE",
+                    "ID",
+                    "STATUS",
+                    "AGE",
+                    "PRINCIPAL",
+                    "TOOL@SERVER"
+                );
+                header_printed = true;
+            }
+            for t in &tasks {
+                outln!("{}", row(t, now));
+            }
+        }
+        match next {
+            Some(c) if args.all => cursor = Some(c),
+            Some(c) => {
+                if !args.json {
+                    eprintln!("more tasks: mcptask tasks list --cursor {c} (or --all)");
+                }
+                break;
+            }
+            None => break,
+        }
     }
-    if let Some(s) = server {
-        q.push(("server", s));
-    }
-    if active {
-        q.push(("active", "true"));
-    }
-    let page = gw.get_query("/api/v1/tasks", &q).await?;
-    if json_out {
-        outln!("{}", serde_json::to_string_pretty(&page)?);
-        return Ok(0);
-    }
-    let tasks = page["tasks"].as_array().cloned().unwrap_or_default();
-    if tasks.is_empty() {
-        eprintln!("no tasks");
-        return Ok(0);
-    }
-    outln!(
-        "{:<36}  {:<15}  {:<28}  MESSAGE",
-        "ID",
-        "STATUS",
-        "TOOL@SERVER"
-    );
-    for t in tasks {
+    if args.json {
         outln!(
-            "{:<36}  {:<15}  {:<28}  {}",
-            t["id"].as_str().unwrap_or(""),
-            t["status"].as_str().unwrap_or(""),
-            format!(
-                "{}@{}",
-                t["tool"].as_str().unwrap_or(""),
-                t["server"].as_str().unwrap_or("")
-            ),
-            t["statusMessage"].as_str().unwrap_or("")
+            "{}",
+            serde_json::to_string_pretty(&json!({"tasks": all_tasks, "nextCursor": null}))?
         );
+    } else if !header_printed {
+        eprintln!("no tasks");
     }
-    Ok(0)
+    Ok(exit::OK)
+}
+
+fn row(t: &Value, now_ms: i64) -> String {
+    let age = t["createdAt"]
+        .as_str()
+        .and_then(mcptask_core::time::parse_rfc3339)
+        .map(|created| age(now_ms - created))
+        .unwrap_or_default();
+    format!(
+        "{:<36}  {:<15}  {:>5}  {:<12}  {:<28}  {}",
+        t["id"].as_str().unwrap_or(""),
+        t["status"].as_str().unwrap_or(""),
+        age,
+        t["principal"].as_str().unwrap_or("-"),
+        format!(
+            "{}@{}",
+            t["tool"].as_str().unwrap_or(""),
+            t["server"].as_str().unwrap_or("")
+        ),
+        t["statusMessage"].as_str().unwrap_or("")
+    )
+}
+
+/// A duration as `kubectl get` shows ages: the largest unit, whole.
+fn age(ms: i64) -> String {
+    let s = ms.max(0) / 1000;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86_400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
 }
 
 pub async fn show(gw: &Gateway, id: &str, json_out: bool) -> anyhow::Result<i32> {
@@ -287,10 +401,13 @@ pub async fn show(gw: &Gateway, id: &str, json_out: bool) -> anyhow::Result<i32>
     Ok(exit::OK)
 }
 
-pub async fn cancel(gw: &Gateway, id: &str) -> anyhow::Result<i32> {
+pub async fn cancel(gw: &Gateway, id: &str, json_out: bool) -> anyhow::Result<i32> {
     let t = gw
         .post(&format!("/api/v1/tasks/{id}/cancel"), &json!({}))
         .await?;
+    if json_out {
+        outln!("{}", serde_json::to_string_pretty(&t)?);
+    }
     let status = t["status"].as_str().unwrap_or("?");
     if terminal(status) {
         eprintln!("the task is already {status}; there is nothing to cancel");

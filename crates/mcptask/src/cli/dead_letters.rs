@@ -54,6 +54,7 @@ pub async fn redrive(
     gw: &Gateway,
     task: Option<&str>,
     target: Option<&str>,
+    json_out: bool,
 ) -> anyhow::Result<i32> {
     let mut body = json!({});
     if let Some(t) = task {
@@ -63,6 +64,10 @@ pub async fn redrive(
         body["target"] = Value::from(t);
     }
     let out = gw.post("/api/v1/dead-letters/redrive", &body).await?;
+    if json_out {
+        outln!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(exit::OK);
+    }
     eprintln!(
         "{} dead letter(s) handed back to delivery; {} left",
         out["redriven"], out["remaining"]

@@ -70,7 +70,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         config: mcptask_server::RuntimeConfig::default(),
         tokens: Default::default(),
         allowed_hosts: Vec::new(),
-        max_body_bytes: 4 * 1024 * 1024,
+        max_body_bytes: mcptask_core::payload::DEFAULT_MAX_BODY_BYTES,
         shutdown_grace: Duration::from_secs(5),
     };
     let runtime =

@@ -90,7 +90,7 @@ fn default_listen() -> SocketAddr {
 }
 
 fn default_max_body() -> usize {
-    1024 * 1024
+    mcptask_core::payload::DEFAULT_MAX_BODY_BYTES
 }
 
 /// An API token. With a `principal`, its holder only sees and creates tasks
@@ -160,6 +160,29 @@ fn at(
 ) -> ConfigError {
     let (line, col) = line_of(text, span.start);
     ConfigError(format!("{path}:{line}:{col}: {problem}\n  fix: {fix}"))
+}
+
+/// Command-line overrides of `serve`: they win over the environment, which
+/// wins over the file, and are validated with the rest.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `--listen`.
+    pub listen: Option<String>,
+    /// `--database-url`.
+    pub database_url: Option<String>,
+}
+
+impl Overrides {
+    /// The environment as `serve` sees it: a flag given on the command line
+    /// stands in for its environment variable.
+    pub fn lookup(&self, key: &str) -> Option<String> {
+        let flag = match key {
+            "MCPTASK_LISTEN" => self.listen.clone(),
+            "MCPTASK_DATABASE_URL" => self.database_url.clone(),
+            _ => None,
+        };
+        flag.or_else(|| std::env::var(key).ok())
+    }
 }
 
 impl Config {

@@ -63,8 +63,8 @@ pub async fn start_with_store(
 }
 
 /// Run until Ctrl-C / SIGTERM, then drain within a deadline.
-pub async fn run(config_path: &Path) -> anyhow::Result<()> {
-    let config = Config::load(config_path)?;
+pub async fn run(config_path: &Path, flags: &config::Overrides) -> anyhow::Result<()> {
+    let config = Config::load_with_env(config_path, |k| flags.lookup(k))?;
     let gateway = start(config).await?;
     let stop = CancellationToken::new();
     tokio::spawn({

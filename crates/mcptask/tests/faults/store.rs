@@ -203,13 +203,13 @@ async fn pg_restart_mid_run(pg: PrivateCluster) {
         DemoServer::start_named(
             "replica A",
             &url,
-            &["--lease-ms", "10000", "--recovery-every-ms", "500"],
+            &["--owner-lease-ms", "10000", "--recovery-every-ms", "500"],
         )
         .await,
         DemoServer::start_named(
             "replica B",
             &url,
-            &["--lease-ms", "10000", "--recovery-every-ms", "500"],
+            &["--owner-lease-ms", "10000", "--recovery-every-ms", "500"],
         )
         .await,
     ];

@@ -14,7 +14,7 @@ const LISTENING: &str = "mcptask demo-server listening on ";
 
 /// Lease settings of the durability tests: short enough that recovery happens
 /// within seconds, long enough that a busy 2-core machine renews in time.
-pub const FAST_RECOVERY: &[&str] = &["--lease-ms", "1500", "--recovery-every-ms", "200"];
+pub const FAST_RECOVERY: &[&str] = &["--owner-lease-ms", "1500", "--recovery-every-ms", "200"];
 
 /// A running `mcptask demo-server --http` process. Killed (SIGKILL) on drop;
 /// on a failing test its log is printed.
