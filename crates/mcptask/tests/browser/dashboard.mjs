@@ -13,7 +13,8 @@
 // already exists; create a confirm_delete task through the API *after* the
 // page is loaded and see it appear without a reload; open it, answer its
 // question through the generated form (which names each field's type and
-// whether it is required) and see it complete; open the other task, cancel
+// whether it is required, and shows a refused answer's message) and see it
+// complete; open the other task, cancel
 // it and see it cancelled; call a tool from the picker (server, then tool,
 // then the form generated from its input schema) and see it complete; take
 // a screenshot. Prints one JSON line `RESULT {...}` at the end; exits
@@ -66,8 +67,11 @@ try {
   page.setDefaultTimeout(WAIT);
   page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
   page.on("console", (m) => {
-    // Chromium asks for /favicon.ico on its own; the gateway has none.
-    if (m.type() === "error" && !(m.location().url || "").endsWith("/favicon.ico")) problems.push(`console error: ${m.text()} (${m.location().url})`);
+    // Chromium asks for /favicon.ico on its own; the gateway has none. The
+    // answer refused on purpose (step 3) is logged as a failed load too.
+    const url = m.location().url || "";
+    const expected = url.endsWith("/favicon.ico") || (url.endsWith("/answers") && m.text().includes("400"));
+    if (m.type() === "error" && !expected) problems.push(`console error: ${m.text()} (${url})`);
   });
   page.on("framenavigated", (f) => { if (f === page.mainFrame()) navigations += 1; });
 
@@ -105,6 +109,16 @@ try {
   const hint = await form.locator('[data-field="confirm"] [data-testid="field-hint"]').textContent();
   if (!hint.includes("boolean") || !hint.includes("required")) throw new Error(`the field does not say what it is: ${hint}`);
   if (!(await form.locator('[data-field="confirm"] .req').count())) throw new Error("the required field is not marked");
+  // A refused answer (the gateway checks answers against the requested
+  // schema and names the field in a 400) is shown on the form, which stays.
+  const refusal = 'answers["confirm_delete"].content.confirm must be a boolean';
+  await page.route("**/answers", (route) => route.fulfill({
+    status: 400, contentType: "application/json",
+    body: JSON.stringify({ error: { code: "bad_request", message: refusal } }),
+  }), { times: 1 });
+  await form.locator('[data-testid="answer-submit"]').click();
+  await form.locator('[data-testid="answer-error"]', { hasText: refusal }).waitFor();
+  log("a refused answer shows the gateway's message");
   await form.locator('input[name="confirm"][type="checkbox"]').check();
   // The form re-renders on every poll of the task: the tick must survive.
   await page.waitForTimeout(1500);
