@@ -58,11 +58,17 @@ pub async fn list_tools(
         }))),
         Err(e @ (TrackerError::Store(_) | TrackerError::ShuttingDown)) => Err(e.into()),
         Err(e) => {
-            let mut error = ApiError::from(e);
             // The cause alone ("connection refused") does not say which of
             // several servers it is about, nor what to do.
+            let fix = match e {
+                TrackerError::Unavailable(_) => {
+                    "; check that it is running and reachable at its configured URL or command (its health: GET /api/v1/servers)"
+                }
+                _ => "",
+            };
+            let mut error = ApiError::from(e);
             error.message = format!(
-                "cannot list the tools of server {name:?}: {}; check that it is running and reachable (its health: GET /api/v1/servers)",
+                "cannot list the tools of server {name:?}: {}{fix}",
                 error.message
             );
             Err(error)
