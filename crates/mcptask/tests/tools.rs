@@ -463,3 +463,52 @@ async fn config_check_probes_servers_and_lists_the_live_tasks_an_edit_would_fail
     })
     .await;
 }
+
+/// A server that never answers `tools/list` costs one call timeout: the API
+/// answers 502 naming the timeout, the server's health turns `error`, and
+/// once it answers again the listing works and the health is `ok`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_tools_list_is_bounded_by_the_call_timeout() {
+    with_deadline(LIMIT, async {
+        let (server_db, gateway_db) = (Database::sqlite(), Database::sqlite());
+        let server = DemoServer::start(&server_db.url, &[]).await;
+        let front = FaultFront::start(&server.base()).await;
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("mcptask.toml");
+        let toml = GatewaySpec::open(&gateway_db.url, &[("hung", &front.url())])
+            .toml()
+            .replace("[tracker]\n", "[tracker]\ncall_timeout_ms = 1500\n");
+        std::fs::write(&config, toml).unwrap();
+        let mut command = serve_command(&config);
+        command.current_dir(dir.path());
+        let (gateway, url) = LoggedChild::spawn(
+            "gateway",
+            command,
+            GATEWAY_LISTENING,
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+        let api = Api::new(url.trim_end_matches('/'), None);
+        let health = || async {
+            api.get("/api/v1/servers").await.json["servers"][0]["health"]["state"].clone()
+        };
+
+        front.set_for(Fault::Hang, &["tools/list"]);
+        let hung = api.get("/api/v1/servers/hung/tools").await;
+        hung.assert_error(502, "unavailable");
+        let message = hung.json["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("\"hung\"") && message.contains("no answer within"),
+            "{message}\n{}",
+            gateway.log()
+        );
+        assert_eq!(health().await, "error");
+
+        front.set(Fault::Forward);
+        let back = api.get("/api/v1/servers/hung/tools").await;
+        assert!(tool_names(back.assert_status(200)).contains(&"greet".to_string()));
+        assert_eq!(health().await, "ok");
+    })
+    .await;
+}
