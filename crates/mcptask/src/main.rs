@@ -60,6 +60,17 @@ enum Command {
         #[command(flatten)]
         gateway: cli::client::GatewayArgs,
     },
+    /// List the tools of the configured servers: names, arguments (`*` =
+    /// required) and descriptions.
+    Tools {
+        /// Only this server's tools (its name in mcptask.toml).
+        server: Option<String>,
+        /// Print the gateway's JSON (with each tool's full input schema).
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        gateway: cli::client::GatewayArgs,
+    },
     /// Inspect and act on tracked tasks.
     Tasks {
         #[command(subcommand)]
@@ -121,11 +132,16 @@ enum ConfigCommand {
         force: bool,
     },
     /// Validate a configuration (with the environment overrides `serve`
-    /// applies) and summarise what `serve` would run.
+    /// applies), summarise what `serve` would run, probe each server and
+    /// list the live tasks the configuration would fail. Exit code 1 if a
+    /// server cannot be reached or a live task would fail.
     Check {
         /// Configuration file.
         #[arg(long, short, env = "MCPTASK_CONFIG", default_value = "mcptask.toml")]
         config: std::path::PathBuf,
+        /// Do not contact the servers (validate and read the database only).
+        #[arg(long)]
+        no_probe: bool,
     },
 }
 
@@ -348,6 +364,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let wait = wait.then(|| timeout.map(Duration::from_secs));
             exit_with(cli::commands::call(&gw, &server, &tool, &args, wait, json).await?)
         }
+        Command::Tools {
+            server,
+            json,
+            gateway,
+        } => {
+            let gw = cli::client::Gateway::new(&gateway)?;
+            exit_with(cli::tools::list(&gw, server.as_deref(), json).await?)
+        }
         Command::Tasks { action, gateway } => {
             let gw = cli::client::Gateway::new(&gateway)?;
             let code = match action {
@@ -394,7 +418,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Config { action } => match action {
             ConfigCommand::Init { output, force } => cli::setup::init(output.as_deref(), force),
-            ConfigCommand::Check { config } => cli::setup::check(&config),
+            ConfigCommand::Check { config, no_probe } => {
+                exit_with(cli::setup::check(&config, !no_probe).await?)
+            }
         },
         Command::Completions { shell } => {
             let mut script = Vec::new();

@@ -242,6 +242,8 @@ fn config_init_writes_a_valid_file_once_and_completions_generate() {
         Command::new(BIN)
             .args(args)
             .current_dir(dir.path())
+            // Installed, as the template's stdio demo server (probed by `config check`) expects.
+            .env("PATH", path_with_bin())
             .env("MCPTASK_LOG", "warn")
             .env_remove("MCPTASK_CONFIG")
             .env_remove("MCPTASK_OPERATOR_TOKEN")

@@ -1,7 +1,8 @@
 //! The dashboard in real headless Chromium against a real gateway (`mcptask
 //! serve`) and a real demo server (`mcptask demo-server`): the browser sees a
 //! task appear live, answers its input request through the generated form,
-//! cancels another task, and sees both settle. The steps are in
+//! cancels another task, sees both settle, and calls a tool picked from the
+//! server's tool list with the form generated from its input schema. The steps are in
 //! `tests/browser/dashboard.mjs` (playwright-core driving the system's
 //! Chromium); this test starts the processes, seeds a task, runs the script
 //! and checks the outcome through the API. It leaves a screenshot of the
@@ -205,6 +206,24 @@ async fn the_dashboard_shows_tasks_live_answers_and_cancels_them() {
         );
         assert_eq!(asked["inputs"][0]["key"], "confirm_delete");
         assert_eq!(asked["inputs"][0]["answered"], true);
+        // The call made from the picker carried the form's arguments, typed.
+        let picked_id = result["pickedId"].as_str().expect("pickedId").to_string();
+        assert_eq!(result["statuses"][&picked_id], "completed", "{result:#}");
+        let picked = api.task(&picked_id).await;
+        assert_eq!(
+            (&picked["server"], &picked["tool"], &picked["status"]),
+            (&json!("demo"), &json!("slow_compute"), &json!("completed")),
+            "{picked:#}"
+        );
+        assert_eq!(
+            picked["arguments"],
+            json!({"seconds": 1, "label": "picked in the browser"}),
+            "{picked:#}"
+        );
+        assert_eq!(
+            picked["result"]["content"][0]["text"], "picked in the browser: computed in 1s",
+            "{picked:#}"
+        );
         let cancelled = api.task(&slow_id).await;
         assert_eq!(cancelled["status"], "cancelled", "{cancelled:#}");
         assert!(cancelled["cancelRequestedAt"].is_string(), "{cancelled:#}");

@@ -14,6 +14,7 @@ mod inner;
 mod intent;
 mod read;
 mod record;
+mod tools;
 mod wait;
 
 use std::sync::Arc;

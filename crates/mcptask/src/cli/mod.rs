@@ -6,3 +6,4 @@ pub mod dead_letters;
 pub mod exit;
 pub mod output;
 pub mod setup;
+pub mod tools;

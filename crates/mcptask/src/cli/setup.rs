@@ -4,8 +4,11 @@
 use std::io::Write;
 use std::path::Path;
 
+use std::collections::BTreeMap;
+
 use anyhow::{Context, bail};
-use mcptask_client::Transport;
+use mcptask_client::remote::Timeouts;
+use mcptask_client::{Cursor, ListFilter, ServerDef, ServerRegistry, Transport};
 
 use super::output::outln;
 use crate::gateway::config::{AuthMode, Config};
@@ -95,8 +98,14 @@ pub fn init(output: Option<&Path>, force: bool) -> anyhow::Result<()> {
 }
 
 /// Validate a configuration file with the environment overrides `serve`
-/// would apply, and summarise what `serve` would run.
-pub fn check(path: &Path) -> anyhow::Result<()> {
+/// would apply, and summarise what `serve` would run. Unless `probe` is
+/// false, also contact each server (connect and list its tools, bounded by
+/// the configured timeouts); and read the configured database (without
+/// migrating it) for live tasks that this configuration would fail: tasks of
+/// a server that is no longer configured, or whose endpoint changed since
+/// they started. Returns exit code 0 when all is well, 1 otherwise (after a
+/// summary of what is wrong).
+pub async fn check(path: &Path, probe: bool) -> anyhow::Result<i32> {
     let config = Config::load(path)?;
     outln!("{}: valid", path.display());
     outln!("  database  {}", mcptask_sql::redact(&config.database.url));
@@ -122,14 +131,29 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
             ),
         }
     );
-    for def in config.server_defs() {
+    let defs = config.server_defs();
+    let probes = if probe {
+        probe_servers(&config, &defs).await
+    } else {
+        vec![None; defs.len()]
+    };
+    let mut unreachable = 0;
+    for (def, probed) in defs.iter().zip(probes) {
         let endpoint = match &def.transport {
             Transport::Http { url, .. } => url.clone(),
             Transport::Stdio { command, args, .. } => {
                 format!("stdio: {command} {}", args.join(" "))
             }
         };
-        outln!("  server    {}  {}", def.name, endpoint.trim_end());
+        let outcome = match probed {
+            None => String::new(),
+            Some(Ok(n)) => format!("  (ok, {n} tools)"),
+            Some(Err(e)) => {
+                unreachable += 1;
+                format!("  (error: {e})")
+            }
+        };
+        outln!("  server    {}  {}{outcome}", def.name, endpoint.trim_end());
     }
     if config.servers.is_empty() {
         outln!("  server    (none: add [[servers]] to track remote tasks)");
@@ -137,7 +161,162 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
     for w in &config.webhooks {
         outln!("  webhook   {}", w.url.get_ref());
     }
-    Ok(())
+    let stranded = match live_tasks_that_would_fail(&config, &defs).await {
+        Ok(s) => s,
+        Err(e) => {
+            outln!("  tasks     cannot be read: {e:#}");
+            eprintln!(
+                "config check: the database cannot be read; `serve` would fail to start with it"
+            );
+            return Ok(super::exit::ERROR);
+        }
+    };
+    let mut problems = Vec::new();
+    if unreachable > 0 {
+        problems.push(format!(
+            "{unreachable} server(s) could not be reached (their calls would fail until they can)"
+        ));
+    }
+    if stranded > 0 {
+        problems.push(format!(
+            "{stranded} live task(s) would fail at their next step (see above; restore the server's definition to keep them)"
+        ));
+    }
+    if problems.is_empty() {
+        return Ok(super::exit::OK);
+    }
+    eprintln!("config check: {}", problems.join("; "));
+    Ok(super::exit::ERROR)
+}
+
+/// Contact each server (connect and `tools/list`) at once, each bounded by
+/// its connect and call timeouts: the number of tools or the cause.
+async fn probe_servers(config: &Config, defs: &[ServerDef]) -> Vec<Option<Result<usize, String>>> {
+    let registry = ServerRegistry::new();
+    for def in defs {
+        registry.upsert(def.clone());
+    }
+    let bounds = Timeouts {
+        connect: config.tracker.connect_timeout,
+        call: config.tracker.call_timeout,
+    };
+    let probes = defs.iter().map(|def| {
+        let registry = registry.clone();
+        async move {
+            Some(
+                registry
+                    .list_tools(&def.name, bounds)
+                    .await
+                    .map(|tools| tools.len())
+                    .map_err(|e| e.to_string()),
+            )
+        }
+    });
+    // The registry logs a failing server as "degraded ... retried within
+    // their error budget": true of `serve`, misleading here, where the
+    // probe's own line already names the cause.
+    tracing::instrument::WithSubscriber::with_subscriber(
+        futures::future::join_all(probes),
+        tracing::subscriber::NoSubscriber::default(),
+    )
+    .await
+}
+
+/// Print the live tasks (working / input_required) of the configured
+/// database that `serve` with this configuration would fail, grouped per
+/// server; returns how many. The database is opened without migrating it; a
+/// SQLite file that does not exist yet is reported, not created.
+async fn live_tasks_that_would_fail(config: &Config, defs: &[ServerDef]) -> anyhow::Result<usize> {
+    let url = &config.database.url;
+    if let Some(file) = sqlite_file(url)
+        && !file.exists()
+    {
+        outln!(
+            "  tasks     none: {} does not exist yet (`serve` creates it)",
+            file.display()
+        );
+        return Ok(0);
+    }
+    let store = mcptask_sql::open_without_migrating(url)
+        .await
+        .with_context(|| format!("opening the database {}", mcptask_sql::redact(url)))?;
+    let tasks = store.remote_tasks();
+    let filter = ListFilter {
+        active_only: true,
+        ..Default::default()
+    };
+    // (server, why) -> ids, in server order.
+    let mut stranded: BTreeMap<(String, &str), Vec<String>> = BTreeMap::new();
+    let mut live = 0usize;
+    let mut cursor: Option<Cursor> = None;
+    loop {
+        let page = tasks
+            .list_remote(&filter, cursor.as_ref(), PAGE)
+            .await
+            .context("listing the live tasks (has this database been migrated? `mcptask migrate` or `serve` does it)")?;
+        live += page.len();
+        for task in &page {
+            let why = match defs.iter().find(|d| d.name == task.server) {
+                None => "the server is no longer configured",
+                Some(def) if !def.pins(&task.server_hash) => {
+                    "the server's endpoint changed since they started"
+                }
+                Some(_) => continue,
+            };
+            stranded
+                .entry((task.server.clone(), why))
+                .or_default()
+                .push(task.id.clone());
+        }
+        match page.last() {
+            Some(last) if page.len() as i64 == PAGE => {
+                cursor = Some(Cursor {
+                    created_at: last.created_at,
+                    id: last.id.clone(),
+                })
+            }
+            _ => break,
+        }
+    }
+    store.close().await;
+    let count: usize = stranded.values().map(Vec::len).sum();
+    outln!(
+        "  tasks     {live} live (working or input_required); {}",
+        if count == 0 {
+            "none would fail".to_string()
+        } else {
+            format!("{count} would fail:")
+        }
+    );
+    for ((server, why), ids) in &stranded {
+        let shown: Vec<&str> = ids.iter().take(SHOWN_IDS).map(String::as_str).collect();
+        let more = ids.len().saturating_sub(SHOWN_IDS);
+        outln!(
+            "    {server}: {} task(s), {why}: {}{}",
+            ids.len(),
+            shown.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        );
+    }
+    Ok(count)
+}
+
+/// Tasks read per page while looking for live tasks.
+const PAGE: i64 = 500;
+/// Task ids named per group (the count says how many there are).
+const SHOWN_IDS: usize = 5;
+
+/// The file of a `sqlite:` URL (`sqlite:PATH`, `sqlite://PATH`, with or
+/// without `?options`), relative to the working directory as `serve` opens it.
+fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
+    let rest = url.strip_prefix("sqlite:")?;
+    let rest = rest.strip_prefix("//").unwrap_or(rest);
+    let path = rest.split('?').next().unwrap_or(rest);
+    (!path.is_empty()).then(|| std::path::PathBuf::from(path))
 }
 
 #[cfg(test)]
@@ -155,5 +334,15 @@ mod tests {
         assert_eq!(config.api.tokens[0].principal, None);
         assert_eq!(config.servers.len(), 1);
         assert_ne!(fresh_token(), token);
+    }
+
+    #[test]
+    fn sqlite_urls_name_their_file() {
+        assert_eq!(sqlite_file("sqlite:mcptask.db"), Some("mcptask.db".into()));
+        assert_eq!(
+            sqlite_file("sqlite:///var/lib/m.db?mode=rwc"),
+            Some("/var/lib/m.db".into())
+        );
+        assert_eq!(sqlite_file("postgres://u@h/db"), None);
     }
 }

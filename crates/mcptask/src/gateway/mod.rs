@@ -79,6 +79,9 @@ pub async fn run(config_path: &Path, flags: &config::Overrides) -> anyhow::Resul
         .with_context(|| format!("binding the API address {}", gateway.config.api.listen))?;
     let local = listener.local_addr()?;
     eprintln!("mcptask gateway listening on http://{local}/");
+    // Health reads `ok`/`error` shortly after start rather than `unknown`
+    // until the first call, and a server that is down is logged now.
+    gateway.tracker.probe_servers();
     let handle = metrics::install()?;
     metrics::spawn_gauges(
         gateway.tracker.clone(),

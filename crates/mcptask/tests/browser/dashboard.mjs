@@ -12,9 +12,13 @@
 // Steps: load the dashboard (token in the URL fragment); see the task that
 // already exists; create a confirm_delete task through the API *after* the
 // page is loaded and see it appear without a reload; open it, answer its
-// question through the generated form and see it complete; open the other
-// task, cancel it and see it cancelled; take a screenshot. Prints one JSON
-// line `RESULT {...}` at the end; exits non-zero on any failure.
+// question through the generated form (which names each field's type and
+// whether it is required, and shows a refused answer's message) and see it
+// complete; open the other task, cancel
+// it and see it cancelled; call a tool from the picker (server, then tool,
+// then the form generated from its input schema) and see it complete; take
+// a screenshot. Prints one JSON line `RESULT {...}` at the end; exits
+// non-zero on any failure.
 
 import { createRequire } from "node:module";
 import process from "node:process";
@@ -63,8 +67,11 @@ try {
   page.setDefaultTimeout(WAIT);
   page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
   page.on("console", (m) => {
-    // Chromium asks for /favicon.ico on its own; the gateway has none.
-    if (m.type() === "error" && !(m.location().url || "").endsWith("/favicon.ico")) problems.push(`console error: ${m.text()} (${m.location().url})`);
+    // Chromium asks for /favicon.ico on its own; the gateway has none. The
+    // answer refused on purpose (step 3) is logged as a failed load too.
+    const url = m.location().url || "";
+    const expected = url.endsWith("/favicon.ico") || (url.endsWith("/answers") && m.text().includes("400"));
+    if (m.type() === "error" && !expected) problems.push(`console error: ${m.text()} (${url})`);
   });
   page.on("framenavigated", (f) => { if (f === page.mainFrame()) navigations += 1; });
 
@@ -99,6 +106,19 @@ try {
   await form.waitFor();
   const message = await form.textContent();
   if (!message.includes("Delete browser-test.txt?")) throw new Error(`unexpected form: ${message}`);
+  const hint = await form.locator('[data-field="confirm"] [data-testid="field-hint"]').textContent();
+  if (!hint.includes("boolean") || !hint.includes("required")) throw new Error(`the field does not say what it is: ${hint}`);
+  if (!(await form.locator('[data-field="confirm"] .req').count())) throw new Error("the required field is not marked");
+  // A refused answer (the gateway checks answers against the requested
+  // schema and names the field in a 400) is shown on the form, which stays.
+  const refusal = 'answers["confirm_delete"].content.confirm must be a boolean';
+  await page.route("**/answers", (route) => route.fulfill({
+    status: 400, contentType: "application/json",
+    body: JSON.stringify({ error: { code: "bad_request", message: refusal } }),
+  }), { times: 1 });
+  await form.locator('[data-testid="answer-submit"]').click();
+  await form.locator('[data-testid="answer-error"]', { hasText: refusal }).waitFor();
+  log("a refused answer shows the gateway's message");
   await form.locator('input[name="confirm"][type="checkbox"]').check();
   // The form re-renders on every poll of the task: the tick must survive.
   await page.waitForTimeout(1500);
@@ -126,7 +146,35 @@ try {
   const same = await page.evaluate(() => window.__sameDocument === true);
   if (!same || navigations !== loads) throw new Error(`the page reloaded (navigations ${navigations}, after load ${loads})`);
 
-  // 5. The README's screenshot: the answered task selected, the list beside it.
+  // 5. Call a tool from the picker: the server's tools, its description, and
+  // the arguments form generated from its input schema.
+  await page.locator('[data-testid="call-server"]').selectOption("demo");
+  const toolPick = page.locator('[data-testid="call-tool"]');
+  await toolPick.locator('option[value="slow_compute"]').waitFor({ state: "attached" });
+  await toolPick.selectOption("slow_compute");
+  await page.locator('[data-testid="call-description"]', { hasText: "Sleep for" }).waitFor();
+  const callForm = page.locator('[data-testid="call-form"]');
+  const secondsHint = await callForm.locator('[data-field="seconds"] [data-testid="field-hint"]').textContent();
+  if (!secondsHint.includes("number") || !secondsHint.includes("optional")) throw new Error(`unexpected hint for seconds: ${secondsHint}`);
+  await callForm.locator('input[name="seconds"][type="number"]').fill("1");
+  await callForm.locator('input[name="label"]').fill("picked in the browser");
+  await page.locator('[data-testid="call-go"]').click();
+  await page.waitForFunction(() => document.querySelector('[data-testid="call-out"]').dataset.taskId);
+  const pickedId = await page.locator('[data-testid="call-out"]').getAttribute("data-task-id");
+  log("called from the picker", pickedId);
+  await page.locator(`[data-testid="detail-card"][data-task-id="${pickedId}"][data-status="completed"]`).waitFor();
+  await page.locator('[data-testid="result-text"]', { hasText: "picked in the browser: computed in 1s" }).waitFor();
+  await page.locator(`tr.task[data-task-id="${pickedId}"][data-status="completed"]`).waitFor();
+  log("the picked call completed");
+  // Schemas a form cannot express fall back to raw JSON.
+  const formability = await page.evaluate(() => [
+    formable({ type: "object", properties: { a: { type: "number" }, b: { enum: ["x", "y"] }, c: { type: "boolean" } } }),
+    formable({ type: "object", properties: { nested: { type: "object", properties: {} } } }),
+    formable({ type: "object", properties: { list: { type: "array", items: { type: "string" } } } }),
+  ]);
+  if (JSON.stringify(formability) !== "[true,false,false]") throw new Error(`form/JSON choice: ${formability}`);
+
+  // 6. The README's screenshot: the answered task selected, the list beside it.
   await row(askId).click();
   await page.locator(`[data-testid="detail-card"][data-task-id="${askId}"]`).waitFor();
   await page.screenshot({ path: opts.screenshot });
@@ -134,7 +182,7 @@ try {
 
   const statuses = await page.locator("tr.task").evaluateAll((rows) => rows.map((r) => [r.dataset.taskId, r.dataset.status]));
   if (problems.length) throw new Error(`the page reported problems:\n${problems.join("\n")}`);
-  console.log("RESULT " + JSON.stringify({ askId, slowId, statuses: Object.fromEntries(statuses) }));
+  console.log("RESULT " + JSON.stringify({ askId, slowId, pickedId, statuses: Object.fromEntries(statuses) }));
 } catch (e) {
   console.error("FAILED:", e && e.stack ? e.stack : e);
   if (problems.length) console.error(problems.join("\n"));

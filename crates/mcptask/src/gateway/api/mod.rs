@@ -5,6 +5,7 @@ pub mod error;
 mod handlers;
 pub mod openapi;
 mod sse;
+mod tools;
 pub mod views;
 
 use std::collections::HashMap;
@@ -176,6 +177,7 @@ pub fn router(state: AppState, max_body_bytes: usize) -> axum::Router {
         .route("/api/v1/tasks/{id}/answers", post(handlers::answer_task))
         .route("/api/v1/calls", post(handlers::call_tool))
         .route("/api/v1/servers", get(handlers::list_servers))
+        .route("/api/v1/servers/{name}/tools", get(tools::list_tools))
         .route("/api/v1/dead-letters", get(handlers::list_dead_letters))
         .route(
             "/api/v1/dead-letters/redrive",

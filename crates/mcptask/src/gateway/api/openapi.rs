@@ -73,6 +73,10 @@ pub fn spec() -> Value {
                     "principal": {"type": "string", "description": "Operators may name any principal; a principal token may only name its own (403 otherwise)"}, "waitMs": {"type": "integer", "minimum": 0, "maximum": 300000}
                 }},
                 "CallOutcome": {"type": "object", "properties": {"outcome": {"type": "string", "enum": ["completed", "task"]}, "result": {}, "task": {"$ref": "#/components/schemas/TaskDetail"}}},
+                "Tools": {"type": "object", "required": ["server", "tools"], "properties": {"server": {"type": "string"}, "tools": {"type": "array", "items": {"type": "object", "required": ["name", "inputSchema"], "properties": {
+                    "name": {"type": "string"}, "title": {"type": ["string", "null"]}, "description": {"type": ["string", "null"]},
+                    "inputSchema": {"type": "object", "description": "JSON Schema of the arguments"}, "outputSchema": {"type": ["object", "null"]}, "annotations": {"type": ["object", "null"]}
+                }}}}},
                 "Servers": {"type": "object", "properties": {"servers": {"type": "array", "items": {"type": "object"}}}},
                 "DeadLetters": {"type": "object", "properties": {
                     "count": {"type": "integer"},
@@ -130,6 +134,15 @@ pub fn spec() -> Value {
                 }))
             }},
             "/api/v1/servers": {"get": {"summary": "Configured servers and their health", "responses": with(json!({"200": ok("Servers", "Servers")}))}},
+            "/api/v1/servers/{name}/tools": {"get": {
+                "summary": "The tools a configured server offers (tools/list, every page), with their input schemas",
+                "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}, "description": "Server name from mcptask.toml"}],
+                "responses": with(json!({
+                    "200": ok("The server's tools", "Tools"),
+                    "404": error_response("Unknown server (details.servers lists the configured ones)"),
+                    "502": error_response("The server could not be reached or answered badly; the message names the cause")
+                }))
+            }},
             "/api/v1/dead-letters": {"get": {
                 "summary": "Events a notify target gave up on, newest first (operator token)",
                 "parameters": [
