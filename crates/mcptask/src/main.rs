@@ -142,6 +142,9 @@ enum ConfigCommand {
         /// Do not contact the servers (validate and read the database only).
         #[arg(long)]
         no_probe: bool,
+        /// Print the findings as one JSON object (servers, probes, live tasks that would fail, problems).
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -418,9 +421,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Config { action } => match action {
             ConfigCommand::Init { output, force } => cli::setup::init(output.as_deref(), force),
-            ConfigCommand::Check { config, no_probe } => {
-                exit_with(cli::setup::check(&config, !no_probe).await?)
-            }
+            ConfigCommand::Check {
+                config,
+                no_probe,
+                json,
+            } => exit_with(cli::setup::check(&config, !no_probe, json).await?),
         },
         Command::Completions { shell } => {
             let mut script = Vec::new();

@@ -440,7 +440,10 @@ async fn tasks_list_pages_and_every_acting_command_speaks_json() {
         let second = run(&["tasks", "list", "--limit", "2", "--cursor", &cursor]).await;
         let (page1, page2) = (rows(&first), rows(&second));
         assert_eq!((page1.len(), page2.len()), (2, 2), "{second:?}");
-        assert!(page1.iter().all(|id| !page2.contains(id)), "pages do not overlap");
+        assert!(
+            page1.iter().all(|id| !page2.contains(id)),
+            "pages do not overlap"
+        );
 
         let all = run(&["tasks", "list", "--limit", "2", "--all"]).await;
         let mut listed = rows(&all);
@@ -456,14 +459,28 @@ async fn tasks_list_pages_and_every_acting_command_speaks_json() {
         assert_eq!(bad.status.code(), Some(2), "a usage error: {bad:?}");
 
         let called = run(&[
-            "call", "demo", "slow_compute", "--args", r#"{"seconds": 0}"#, "--json",
+            "call",
+            "demo",
+            "slow_compute",
+            "--args",
+            r#"{"seconds": 0}"#,
+            "--json",
         ])
         .await;
         let v: serde_json::Value = serde_json::from_slice(&called.stdout)
             .unwrap_or_else(|e| panic!("call --json prints JSON ({e}): {called:?}"));
-        assert!(v["task"]["id"].is_string() || v["outcome"] == "completed", "{v}");
+        assert!(
+            v["task"]["id"].is_string() || v["outcome"] == "completed",
+            "{v}"
+        );
         let waited = run(&[
-            "call", "demo", "failing_job", "--args", "{}", "--wait", "--json",
+            "call",
+            "demo",
+            "failing_job",
+            "--args",
+            "{}",
+            "--wait",
+            "--json",
         ])
         .await;
         assert_eq!(waited.status.code(), Some(3), "{waited:?}");

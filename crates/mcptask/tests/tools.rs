@@ -451,6 +451,27 @@ async fn config_check_probes_servers_and_lists_the_live_tasks_an_edit_would_fail
         assert!(!out.contains("error:") && !out.contains("ok, "), "{out}");
         assert!(!err.contains("could not be reached"), "{err}");
 
+        // --json: the same findings, for scripts.
+        let as_json = config_check(dir.path(), &edited, &["--json"]).await;
+        assert_eq!(as_json.status.code(), Some(1), "{as_json:?}");
+        let report: serde_json::Value = serde_json::from_slice(&as_json.stdout)
+            .unwrap_or_else(|e| panic!("config check --json prints JSON ({e}): {as_json:?}"));
+        let failing: usize = report["tasks"]["wouldFail"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["count"].as_u64().unwrap() as usize)
+            .sum();
+        assert_eq!(failing, 3, "{report}");
+        let probes: Vec<bool> = report["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["probe"]["ok"].as_bool().unwrap())
+            .collect();
+        assert_eq!(probes.iter().filter(|ok| !**ok).count(), 1, "{report}");
+        assert_eq!(report["problems"].as_array().map(Vec::len), Some(2), "{report}");
+
         // A database that does not exist yet is said so, and not created.
         let fresh = dir.path().join("fresh.db");
         let url = format!("sqlite:{}", fresh.display());

@@ -104,11 +104,27 @@ pub fn init(output: Option<&Path>, force: bool) -> anyhow::Result<()> {
 /// migrating it) for live tasks that this configuration would fail: tasks of
 /// a server that is no longer configured, or whose endpoint changed since
 /// they started. Returns exit code 0 when all is well, 1 otherwise (after a
-/// summary of what is wrong).
-pub async fn check(path: &Path, probe: bool) -> anyhow::Result<i32> {
+/// summary of what is wrong). With `json`, the same findings are printed as
+/// one JSON object (a configuration that does not load is still an error
+/// message, as for every command).
+pub async fn check(path: &Path, probe: bool, json: bool) -> anyhow::Result<i32> {
     let config = Config::load(path)?;
-    outln!("{}: valid", path.display());
-    outln!("  database  {}", mcptask_sql::redact(&config.database.url));
+    let say = |line: String| {
+        if !json {
+            outln!("{line}");
+        }
+    };
+    let mut report = serde_json::json!({
+        "config": path.display().to_string(),
+        "valid": true,
+        "database": mcptask_sql::redact(&config.database.url),
+        "listen": config.api.listen.to_string(),
+    });
+    say(format!("{}: valid", path.display()));
+    say(format!(
+        "  database  {}",
+        mcptask_sql::redact(&config.database.url)
+    ));
     let principals: Vec<&str> = config
         .api
         .tokens
@@ -116,7 +132,15 @@ pub async fn check(path: &Path, probe: bool) -> anyhow::Result<i32> {
         .filter_map(|t| t.principal.as_deref())
         .collect();
     let operators = config.api.tokens.len() - principals.len();
-    outln!(
+    report["auth"] = serde_json::json!(match config.api.auth {
+        AuthMode::None => serde_json::json!({"mode": "none"}),
+        AuthMode::Token => serde_json::json!({
+            "mode": "token",
+            "operatorTokens": operators,
+            "principals": principals,
+        }),
+    });
+    say(format!(
         "  api       {} ({})",
         config.api.listen,
         match config.api.auth {
@@ -130,7 +154,7 @@ pub async fn check(path: &Path, probe: bool) -> anyhow::Result<i32> {
                 }
             ),
         }
-    );
+    ));
     let defs = config.server_defs();
     let probes = if probe {
         probe_servers(&config, &defs).await
@@ -138,6 +162,7 @@ pub async fn check(path: &Path, probe: bool) -> anyhow::Result<i32> {
         vec![None; defs.len()]
     };
     let mut unreachable = 0;
+    let mut servers = Vec::new();
     for (def, probed) in defs.iter().zip(probes) {
         let endpoint = match &def.transport {
             Transport::Http { url, .. } => url.clone(),
@@ -145,33 +170,55 @@ pub async fn check(path: &Path, probe: bool) -> anyhow::Result<i32> {
                 format!("stdio: {command} {}", args.join(" "))
             }
         };
-        let outcome = match probed {
-            None => String::new(),
-            Some(Ok(n)) => format!("  (ok, {n} tools)"),
+        let endpoint = endpoint.trim_end().to_string();
+        let (outcome, probe_json) = match probed {
+            None => (String::new(), serde_json::Value::Null),
+            Some(Ok(n)) => (
+                format!("  (ok, {n} tools)"),
+                serde_json::json!({"ok": true, "tools": n}),
+            ),
             Some(Err(e)) => {
                 unreachable += 1;
-                format!("  (error: {e})")
+                let json = serde_json::json!({"ok": false, "error": e});
+                (format!("  (error: {e})"), json)
             }
         };
-        outln!("  server    {}  {}{outcome}", def.name, endpoint.trim_end());
+        say(format!("  server    {}  {endpoint}{outcome}", def.name));
+        servers
+            .push(serde_json::json!({"name": def.name, "endpoint": endpoint, "probe": probe_json}));
     }
+    report["servers"] = serde_json::json!(servers);
     if config.servers.is_empty() {
-        outln!("  server    (none: add [[servers]] to track remote tasks)");
+        say("  server    (none: add [[servers]] to track remote tasks)".into());
     }
     for w in &config.webhooks {
-        outln!("  webhook   {}", w.url.get_ref());
+        say(format!("  webhook   {}", w.url.get_ref()));
     }
+    report["webhooks"] = serde_json::json!(
+        config
+            .webhooks
+            .iter()
+            .map(|w| w.url.get_ref().clone())
+            .collect::<Vec<_>>()
+    );
+    let mut problems = Vec::new();
     let stranded = match live_tasks_that_would_fail(&config, &defs).await {
-        Ok(s) => s,
+        Ok(found) => {
+            for line in found.lines() {
+                say(line);
+            }
+            report["tasks"] = found.to_json();
+            found.count()
+        }
         Err(e) => {
-            outln!("  tasks     cannot be read: {e:#}");
-            eprintln!(
-                "config check: the database cannot be read; `serve` would fail to start with it"
+            say(format!("  tasks     cannot be read: {e:#}"));
+            report["tasks"] = serde_json::json!({"error": format!("{e:#}")});
+            problems.push(
+                "the database cannot be read; `serve` would fail to start with it".to_string(),
             );
-            return Ok(super::exit::ERROR);
+            0
         }
     };
-    let mut problems = Vec::new();
     if unreachable > 0 {
         problems.push(format!(
             "{unreachable} server(s) could not be reached (their calls would fail until they can)"
@@ -181,6 +228,10 @@ pub async fn check(path: &Path, probe: bool) -> anyhow::Result<i32> {
         problems.push(format!(
             "{stranded} live task(s) would fail at their next step (see above; restore the server's definition to keep them)"
         ));
+    }
+    report["problems"] = serde_json::json!(problems);
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     }
     if problems.is_empty() {
         return Ok(super::exit::OK);
@@ -222,20 +273,89 @@ async fn probe_servers(config: &Config, defs: &[ServerDef]) -> Vec<Option<Result
     .await
 }
 
-/// Print the live tasks (working / input_required) of the configured
-/// database that `serve` with this configuration would fail, grouped per
-/// server; returns how many. The database is opened without migrating it; a
-/// SQLite file that does not exist yet is reported, not created.
-async fn live_tasks_that_would_fail(config: &Config, defs: &[ServerDef]) -> anyhow::Result<usize> {
+/// What the configured database holds that this configuration would fail.
+struct LiveTasks {
+    /// A SQLite file that does not exist yet (nothing to fail).
+    missing_file: Option<std::path::PathBuf>,
+    live: usize,
+    /// (server, why) -> ids, in server order.
+    stranded: BTreeMap<(String, &'static str), Vec<String>>,
+}
+
+impl LiveTasks {
+    fn count(&self) -> usize {
+        self.stranded.values().map(Vec::len).sum()
+    }
+
+    fn lines(&self) -> Vec<String> {
+        if let Some(file) = &self.missing_file {
+            return vec![format!(
+                "  tasks     none: {} does not exist yet (`serve` creates it)",
+                file.display()
+            )];
+        }
+        let count = self.count();
+        let mut lines = vec![format!(
+            "  tasks     {} live (working or input_required); {}",
+            self.live,
+            if count == 0 {
+                "none would fail".to_string()
+            } else {
+                format!("{count} would fail:")
+            }
+        )];
+        for ((server, why), ids) in &self.stranded {
+            let shown: Vec<&str> = ids.iter().take(SHOWN_IDS).map(String::as_str).collect();
+            let more = ids.len().saturating_sub(SHOWN_IDS);
+            lines.push(format!(
+                "    {server}: {} task(s), {why}: {}{}",
+                ids.len(),
+                shown.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        lines
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        let groups: Vec<_> = self
+            .stranded
+            .iter()
+            .map(|((server, why), ids)| {
+                serde_json::json!({"server": server, "reason": why, "count": ids.len(), "ids": ids})
+            })
+            .collect();
+        serde_json::json!({
+            "databaseExists": self.missing_file.is_none(),
+            "live": self.live,
+            "wouldFail": groups,
+        })
+    }
+}
+
+/// Find the live tasks (working / input_required) of the configured database
+/// that `serve` with this configuration would fail, grouped per server. The
+/// database is opened without migrating it; a SQLite file that does not
+/// exist yet is reported, not created.
+async fn live_tasks_that_would_fail(
+    config: &Config,
+    defs: &[ServerDef],
+) -> anyhow::Result<LiveTasks> {
     let url = &config.database.url;
+    let mut found = LiveTasks {
+        missing_file: None,
+        live: 0,
+        stranded: BTreeMap::new(),
+    };
     if let Some(file) = sqlite_file(url)
         && !file.exists()
     {
-        outln!(
-            "  tasks     none: {} does not exist yet (`serve` creates it)",
-            file.display()
-        );
-        return Ok(0);
+        found.missing_file = Some(file);
+        return Ok(found);
     }
     let store = mcptask_sql::open_without_migrating(url)
         .await
@@ -245,16 +365,13 @@ async fn live_tasks_that_would_fail(config: &Config, defs: &[ServerDef]) -> anyh
         active_only: true,
         ..Default::default()
     };
-    // (server, why) -> ids, in server order.
-    let mut stranded: BTreeMap<(String, &str), Vec<String>> = BTreeMap::new();
-    let mut live = 0usize;
     let mut cursor: Option<Cursor> = None;
     loop {
         let page = tasks
             .list_remote(&filter, cursor.as_ref(), PAGE)
             .await
             .context("listing the live tasks (has this database been migrated? `mcptask migrate` or `serve` does it)")?;
-        live += page.len();
+        found.live += page.len();
         for task in &page {
             let why = match defs.iter().find(|d| d.name == task.server) {
                 None => "the server is no longer configured",
@@ -263,7 +380,8 @@ async fn live_tasks_that_would_fail(config: &Config, defs: &[ServerDef]) -> anyh
                 }
                 Some(_) => continue,
             };
-            stranded
+            found
+                .stranded
                 .entry((task.server.clone(), why))
                 .or_default()
                 .push(task.id.clone());
@@ -279,30 +397,7 @@ async fn live_tasks_that_would_fail(config: &Config, defs: &[ServerDef]) -> anyh
         }
     }
     store.close().await;
-    let count: usize = stranded.values().map(Vec::len).sum();
-    outln!(
-        "  tasks     {live} live (working or input_required); {}",
-        if count == 0 {
-            "none would fail".to_string()
-        } else {
-            format!("{count} would fail:")
-        }
-    );
-    for ((server, why), ids) in &stranded {
-        let shown: Vec<&str> = ids.iter().take(SHOWN_IDS).map(String::as_str).collect();
-        let more = ids.len().saturating_sub(SHOWN_IDS);
-        outln!(
-            "    {server}: {} task(s), {why}: {}{}",
-            ids.len(),
-            shown.join(", "),
-            if more > 0 {
-                format!(" and {more} more")
-            } else {
-                String::new()
-            }
-        );
-    }
-    Ok(count)
+    Ok(found)
 }
 
 /// Tasks read per page while looking for live tasks.
