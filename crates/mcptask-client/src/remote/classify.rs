@@ -130,6 +130,8 @@ pub(crate) fn call_error(e: &ServiceError) -> RemoteError {
 }
 
 fn transport_error(operation: &str, e: &ServiceError) -> RemoteError {
+    // The class is read off rmcp's full text (the signs above); the message
+    // is the cause in plain words, without rmcp's transport type names.
     let mut text = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
@@ -137,12 +139,13 @@ fn transport_error(operation: &str, e: &ServiceError) -> RemoteError {
         text.push_str(&s.to_string());
         source = s.source();
     }
-    if let Some(why) = transient_http(&text) {
-        RemoteError::Transient(format!("{operation}: {why}: {text}"))
+    let said = format!("{operation}: {}", super::why::service_failure(e));
+    if transient_http(&text).is_some() {
+        RemoteError::Transient(said)
     } else if PROTOCOL_SIGNS.iter().any(|sign| text.contains(sign)) {
-        RemoteError::Protocol(format!("{operation}: {text}"))
+        RemoteError::Protocol(said)
     } else {
-        RemoteError::Transient(format!("{operation}: {text}"))
+        RemoteError::Transient(said)
     }
 }
 

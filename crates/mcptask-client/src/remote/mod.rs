@@ -8,6 +8,7 @@ mod connection;
 mod registry;
 mod server_def;
 pub(crate) mod snapshot;
+mod why;
 
 pub use classify::RemoteError;
 pub(crate) use connection::bounded;

@@ -32,14 +32,8 @@ pub struct DemoServerOptions {
 }
 
 pub async fn start_runtime(options: &DemoServerOptions) -> anyhow::Result<TaskRuntime> {
-    let store = mcptask_sql::open(&options.database_url)
-        .await
-        .with_context(|| {
-            format!(
-                "opening the task store at {}",
-                mcptask_sql::redact(&options.database_url)
-            )
-        })?;
+    // The error names the (redacted) URL, the cause and the fix already.
+    let store = mcptask_sql::open(&options.database_url).await?;
     let mut config = options.config.clone();
     if store.backend() == mcptask_sql::Backend::Postgres {
         config.create_writers = config.create_writers.max(4);

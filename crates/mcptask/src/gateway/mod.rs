@@ -24,14 +24,8 @@ pub struct Gateway {
 
 /// Open the store and start the tracker workers described by `config`.
 pub async fn start(config: Config) -> anyhow::Result<Gateway> {
-    let store = mcptask_sql::open(&config.database.url)
-        .await
-        .with_context(|| {
-            format!(
-                "opening the database {}",
-                mcptask_sql::redact(&config.database.url)
-            )
-        })?;
+    // The error names the (redacted) URL, the cause and the fix already.
+    let store = mcptask_sql::open(&config.database.url).await?;
     start_with_store(config, store).await
 }
 
