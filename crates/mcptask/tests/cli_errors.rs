@@ -295,6 +295,44 @@ async fn unusable_servers_are_reported_with_their_cause_and_fix() {
     .await;
 }
 
+/// A server that goes away under a live task: the task's `lastError` and
+/// the server's health say why in words (the calls on the open session fail
+/// first, then the reconnects), and the task goes on within its budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_lost_under_a_live_task_is_reported_plainly() {
+    with_deadline(Duration::from_secs(240), async {
+        let (server_db, gateway_db) = (Database::sqlite(), Database::sqlite());
+        let mut server = DemoServer::start(&server_db.url, &[]).await;
+        let gateway = Gateway::start(
+            "gateway",
+            &GatewaySpec::open(&gateway_db.url, &[("demo", &server.url)]),
+        )
+        .await;
+        let api = gateway.client(None);
+        let task = api
+            .start_task("slow_compute", serde_json::json!({"seconds": 120}))
+            .await;
+        let id = task["id"].as_str().unwrap().to_string();
+        server.kill().await;
+        let seen = api
+            .wait_task(&id, "a lastError", |t| t["lastError"].is_string())
+            .await;
+        let last = seen["lastError"].as_str().unwrap();
+        eprintln!("[lost server] the task's lastError: {last}");
+        assert_plain("the task's lastError", last);
+        assert!(
+            last.contains("connection refused") || last.contains("connection to the server closed"),
+            "{last}"
+        );
+        assert_eq!(seen["status"], "working", "{seen:#}");
+        let servers = api.get("/api/v1/servers").await;
+        let health = &servers.assert_status(200)["servers"][0]["health"];
+        assert_plain("health", health["lastError"].as_str().unwrap_or_default());
+        assert_eq!(health["state"], "error", "{health:#}");
+    })
+    .await;
+}
+
 /// An unreachable PostgreSQL is reported at once with the real reason and
 /// the redacted URL, by every command that opens the store; not after 30
 /// seconds as "pool timed out".
@@ -336,11 +374,30 @@ async fn an_unreachable_postgres_fails_fast_with_the_reason() {
                 url.clone(),
             ],
         ];
+        let mut commands = commands;
+        // A host name that does not resolve is told apart from a host that
+        // refuses.
+        commands.push(vec![
+            "migrate".into(),
+            "--database-url".into(),
+            "postgres://mcptask@nosuchhost.invalid/mcptask".into(),
+        ]);
         let runs = commands.into_iter().map(|args| async move {
             let what = args[0].clone();
             (what, mcptask_async(args, Vec::new()).await)
         });
-        for (what, out) in futures_join_all(runs).await {
+        let mut outs = futures_join_all(runs).await;
+        let (what, out) = outs.pop().unwrap();
+        assert_error(
+            &format!("{what} (DNS)"),
+            &out,
+            1,
+            &[
+                "the host \"nosuchhost.invalid\"",
+                "check the host in the URL",
+            ],
+        );
+        for (what, out) in outs {
             let said = assert_error(&what, &out, 1, &needles);
             assert!(
                 !said.contains("hunter2"),
@@ -530,6 +587,82 @@ async fn client_and_config_errors_name_the_cause() {
             1,
             &["unknown API token", "--token", "MCPTASK_API_TOKEN"],
         );
+
+        let env = vec![
+            ("MCPTASK_GATEWAY".to_string(), gateway.base.clone()),
+            ("MCPTASK_API_TOKEN".to_string(), OPERATOR.to_string()),
+        ];
+        let out = mcptask_async(
+            vec!["tasks".into(), "show".into(), "rt_nope".into()],
+            env.clone(),
+        )
+        .await;
+        assert_error(
+            "unknown task",
+            &out,
+            1,
+            &["task not found", "mcptask tasks list"],
+        );
+        let out = mcptask_async(
+            vec!["call".into(), "nosuch".into(), "tool".into()],
+            env.clone(),
+        )
+        .await;
+        assert_error(
+            "unknown server",
+            &out,
+            1,
+            &["server \"nosuch\" is not configured", "[[servers]]"],
+        );
+
+        // A listen address that is taken: `serve` and `demo-server` say so
+        // and which setting to change.
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let taken_addr = taken.local_addr().unwrap().to_string();
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("mcptask.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[database]\nurl = {}\n\n[api]\nlisten = {}\nauth = \"none\"\n",
+                q(&format!("sqlite:{}", dir.path().join("g.db").display())),
+                q(&taken_addr)
+            ),
+        )
+        .unwrap();
+        let out = mcptask_async(
+            vec![
+                "serve".into(),
+                "--config".into(),
+                config.display().to_string(),
+            ],
+            Vec::new(),
+        )
+        .await;
+        assert_error(
+            "serve on a taken port",
+            &out,
+            1,
+            &[&taken_addr, "already in use", "[api] listen"],
+        );
+        let out = mcptask_async(
+            vec![
+                "demo-server".into(),
+                "--http".into(),
+                taken_addr.clone(),
+                "--database-url".into(),
+                format!("sqlite:{}", dir.path().join("s.db").display()),
+            ],
+            Vec::new(),
+        )
+        .await;
+        assert_error(
+            "demo-server on a taken port",
+            &out,
+            1,
+            &[&taken_addr, "already in use", "--http"],
+        );
+        drop(taken);
 
         // An MCP server's port, a web page: neither is a gateway.
         let server_db = Database::sqlite();

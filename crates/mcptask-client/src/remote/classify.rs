@@ -235,6 +235,42 @@ mod tests {
         }
     }
 
+    /// A call on an open session whose server went away: rmcp wraps the
+    /// HTTP client's error in its transport's type name; the message says
+    /// the cause in words, and the class stays transient.
+    #[tokio::test]
+    async fn a_failed_send_says_the_cause_without_type_names() {
+        use rmcp::transport::DynamicTransportError;
+        use rmcp::transport::streamable_http_client::StreamableHttpError;
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/mcp", closed.local_addr().unwrap());
+        drop(closed);
+        let refused = reqwest::Client::new().post(&url).send().await.unwrap_err();
+        let e = ServiceError::TransportSend(DynamicTransportError::from_parts(
+            "rmcp::transport::worker::WorkerTransport<rmcp::transport::streamable_http_client::StreamableHttpClientWorker<reqwest::Client>>",
+            std::any::TypeId::of::<()>(),
+            Box::new(StreamableHttpError::<reqwest::Error>::Client(refused)),
+        ));
+        let classified = task_error("tasks/get", &e);
+        assert!(
+            matches!(classified, RemoteError::Transient(_)),
+            "{classified:?}"
+        );
+        let said = classified.to_string();
+        assert_eq!(
+            said,
+            "tasks/get: connection refused (is the server running?)"
+        );
+        let timeout = ServiceError::Timeout {
+            timeout: Duration::from_secs(30),
+        };
+        let said = call_error(&timeout).to_string();
+        assert!(
+            said.contains("no answer within 30s") && said.contains("call_timeout_ms"),
+            "{said}"
+        );
+    }
+
     #[test]
     fn only_invalid_params_refuse_an_update() {
         let e = ServiceError::McpError(ErrorData::invalid_params("answer must be a number", None));

@@ -102,6 +102,12 @@ impl Gateway {
         ) else {
             return Err(not_a_gateway());
         };
+        if code == "not_found" && message.starts_with("task") {
+            bail!(
+                "{message} (HTTP {})\n  fix: `mcptask tasks list` shows the ids of the tasks this token can see",
+                status.as_u16()
+            );
+        }
         if code == "unauthorized" {
             bail!("{message}\n  fix: pass --token or set MCPTASK_API_TOKEN");
         }

@@ -68,9 +68,10 @@ pub async fn run(config_path: &Path) -> anyhow::Result<()> {
             stop.cancel();
         }
     });
-    let listener = tokio::net::TcpListener::bind(gateway.config.api.listen)
-        .await
-        .with_context(|| format!("binding the API address {}", gateway.config.api.listen))?;
+    let listen = gateway.config.api.listen;
+    let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
+        crate::demo::server::bind_error(e, listen, "[api] listen (or MCPTASK_LISTEN)")
+    })?;
     let local = listener.local_addr()?;
     eprintln!("mcptask gateway listening on http://{local}/");
     let handle = metrics::install()?;
