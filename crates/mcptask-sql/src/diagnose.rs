@@ -26,6 +26,7 @@ pub(crate) async fn probe_postgres(
     let host = options.get_host().to_string();
     let port = options.get_port();
     let at = format!("{host}:{port}");
+    let deadline = Instant::now() + window;
     if options.get_socket().is_none() && !host.starts_with('/') {
         // Resolution first: a typo in the host name is then told apart from
         // a host that does not answer.
@@ -48,7 +49,6 @@ pub(crate) async fn probe_postgres(
             }
         }
     }
-    let deadline = Instant::now() + window;
     let mut pause = Duration::from_millis(50);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());

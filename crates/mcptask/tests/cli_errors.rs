@@ -115,8 +115,7 @@ fn canned_http(status: &'static str, content_type: &'static str, body: &'static 
             // Read the request head and any body announced by Content-Length.
             let mut request = Vec::new();
             let mut buf = [0u8; 4096];
-            loop {
-                let Ok(n) = stream.read(&mut buf) else { break };
+            while let Ok(n) = stream.read(&mut buf) {
                 if n == 0 {
                     break;
                 }
@@ -715,11 +714,9 @@ fn the_type_path_check_finds_paths_and_spares_urls() {
 }
 
 /// Run futures concurrently and collect their outputs in order.
-async fn futures_join_all<F: std::future::Future>(
-    futures: impl IntoIterator<Item = F>,
-) -> Vec<F::Output>
+async fn futures_join_all<F>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output>
 where
-    F: Send + 'static,
+    F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
 {
     let handles: Vec<_> = futures.into_iter().map(tokio::spawn).collect();
