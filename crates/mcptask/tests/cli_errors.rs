@@ -214,6 +214,24 @@ async fn unusable_servers_are_reported_with_their_cause_and_fix() {
                 ],
             ),
             (
+                "exits",
+                "command = \"false\"".into(),
+                vec![
+                    "cannot start server \"exits\"".into(),
+                    "exited (or closed its output) before it answered".into(),
+                    "run its command by hand".into(),
+                ],
+            ),
+            (
+                "tls",
+                format!("url = {}", q(&format!("https://{down}/mcp"))),
+                vec![
+                    format!("cannot connect to \"tls\" at https://{down}/mcp"),
+                    "https:// needs TLS".into(),
+                    "http://".into(),
+                ],
+            ),
+            (
                 "locked",
                 format!("url = {}", q(&locked.url)),
                 vec!["HTTP 401".into(), "Authorization".into()],

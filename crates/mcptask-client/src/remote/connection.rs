@@ -189,7 +189,7 @@ pub(super) async fn open(def: &ServerDef) -> Result<Session, RemoteError> {
             client_config()
                 .serve_with_lifecycle(transport, lifecycle)
                 .await
-                .map_err(|e| fail(super::why::init_failure(&e)))
+                .map_err(|e| fail(super::why::stdio_init_failure(&e)))
         }
     }
 }

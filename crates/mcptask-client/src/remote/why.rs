@@ -48,7 +48,7 @@ pub(super) fn init_failure(e: &ClientInitializeError) -> String {
     match e {
         ClientInitializeError::TransportError { error, .. } => transport_failure(error),
         ClientInitializeError::ConnectionClosed(_) => {
-            "the connection closed before the server answered `initialize` (a stdio server that exits at once: run its command by hand to see why)".to_string()
+            "the connection closed before the server answered `initialize`".to_string()
         }
         ClientInitializeError::JsonRpcError(data) => match status_in(&data.message) {
             Some(status) => http_status(status, &data.message),
@@ -73,6 +73,32 @@ pub(super) fn init_failure(e: &ClientInitializeError) -> String {
                 .to_string()
         }
         other => other.to_string(),
+    }
+}
+
+/// Why opening a session to a stdio server's process failed: a process
+/// that exits at once shows up as a closed connection or a broken pipe,
+/// depending on which side noticed first; both mean the same to the
+/// operator.
+pub(super) fn stdio_init_failure(e: &ClientInitializeError) -> String {
+    let gone = match e {
+        ClientInitializeError::ConnectionClosed(_) => true,
+        ClientInitializeError::TransportError { error, .. } => {
+            error.error.downcast_ref::<io::Error>().is_some_and(|io| {
+                matches!(
+                    io.kind(),
+                    io::ErrorKind::BrokenPipe
+                        | io::ErrorKind::UnexpectedEof
+                        | io::ErrorKind::ConnectionReset
+                )
+            })
+        }
+        _ => false,
+    };
+    if gone {
+        "the process exited (or closed its output) before it answered `initialize` (run its command by hand to see why)".to_string()
+    } else {
+        init_failure(e)
     }
 }
 
