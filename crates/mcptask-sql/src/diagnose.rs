@@ -18,7 +18,7 @@ pub(crate) const PG_PROBE: Duration = Duration::from_secs(5);
 
 /// Open one connection to check that the database is there and accepts us,
 /// retrying only what passes on its own (a refused port, a server starting
-/// up) within `window`. The error says why, in plain words.
+/// up or out of connection slots) within `window`. The error says why, in plain words.
 pub(crate) async fn probe_postgres(
     options: &PgConnectOptions,
     window: Duration,
@@ -71,7 +71,9 @@ pub(crate) async fn probe_postgres(
         };
         let passing = match &e {
             sqlx::Error::Io(io) => io.kind() == std::io::ErrorKind::ConnectionRefused,
-            sqlx::Error::Database(db) => db.code().as_deref() == Some("57P03"),
+            // What sqlx's pool also retries: starting up, and a connection
+            // slot not yet freed by the server.
+            sqlx::Error::Database(db) => db.is_transient_in_connect_phase(),
             _ => false,
         };
         if !passing || Instant::now() + pause >= deadline {
