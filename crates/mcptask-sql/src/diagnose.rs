@@ -235,4 +235,27 @@ mod tests {
         assert_eq!(sqlite_preflight(&dir.path().join("m.db")), Ok(()));
         assert_eq!(sqlite_preflight(Path::new("m.db")), Ok(()));
     }
+
+    /// After the driver failed: a read-only file is named as such (its mode
+    /// says so even to root, for whom the open itself would succeed).
+    #[test]
+    fn a_read_only_database_file_is_named() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("m.db");
+        std::fs::write(&file, "").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o444)).unwrap();
+        let driver = sqlx::Error::Protocol("attempt to write a readonly database".into());
+        let said = sqlite_reason(&file, &driver);
+        assert!(
+            said.contains("is read-only") && said.contains("m.db"),
+            "{said}"
+        );
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let said = sqlite_reason(&file, &driver);
+        assert!(
+            said.contains("attempt to write a readonly database"),
+            "{said}"
+        );
+    }
 }
