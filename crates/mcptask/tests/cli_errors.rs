@@ -239,7 +239,11 @@ async fn unusable_servers_are_reported_with_their_cause_and_fix() {
             (
                 "html",
                 format!("url = {}", q(&format!("http://{html}/"))),
-                vec!["text/html".into(), "not MCP".into(), "/mcp".into()],
+                vec![
+                    "an HTML page (text/html".into(),
+                    "instead of an MCP answer".into(),
+                    "/mcp".into(),
+                ],
             ),
             (
                 "wrongpath",

@@ -142,6 +142,15 @@ fn http_failure(e: &HttpError) -> String {
             Some(status) => http_status(status, text),
             None => format!("the answer is not MCP: {}", short(text)),
         },
+        // Mid-session an HTML page is most often a proxy's error page; at
+        // the first connect, a URL that is not the MCP endpoint.
+        StreamableHttpError::UnexpectedContentType(Some(content_type))
+            if content_type.to_ascii_lowercase().contains("text/html") =>
+        {
+            format!(
+                "an HTML page ({content_type}) came back instead of an MCP answer (a proxy's error page? or not the server's MCP endpoint, e.g. …/mcp)"
+            )
+        }
         StreamableHttpError::UnexpectedContentType(content_type) => format!(
             "the server answered {}, not MCP (is this URL the server's MCP endpoint, e.g. …/mcp?)",
             content_type.as_deref().unwrap_or("a body without a content type")
