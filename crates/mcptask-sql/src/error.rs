@@ -12,23 +12,53 @@ pub enum OpenError {
     )]
     UnsupportedUrl(String),
     /// The database could not be reached or opened.
-    #[error("cannot connect to {url}: {source}")]
+    #[error("cannot open the database {url}: {reason}")]
     Connect {
         /// The URL, with any password redacted.
         url: String,
-        /// What the driver reported.
-        #[source]
-        source: sqlx::Error,
+        /// Why, in plain words, with what to check or change.
+        reason: String,
+        /// What the driver reported, when it was the driver that failed (not
+        /// part of the message: `reason` already says what it means).
+        driver: Option<sqlx::Error>,
     },
     /// A migration failed.
-    #[error("migrating {url} failed: {source}")]
+    #[error("cannot migrate the database {url}: {reason}")]
     Migrate {
         /// The URL, with any password redacted.
         url: String,
+        /// Why, in plain words.
+        reason: String,
         /// What the migrator reported.
-        #[source]
-        source: sqlx::migrate::MigrateError,
+        driver: sqlx::migrate::MigrateError,
     },
+}
+
+impl OpenError {
+    /// A failed migration, said plainly: a schema newer than this binary is
+    /// the one an operator meets (after a downgrade, or an older process on a
+    /// store a newer one migrated).
+    pub(crate) fn migrate(url: String, e: sqlx::migrate::MigrateError) -> Self {
+        use sqlx::migrate::MigrateError;
+        let reason = match &e {
+            MigrateError::VersionMissing(version) => format!(
+                "its schema is newer than this mcptask {} knows (migration {version} was applied by a newer version); run a newer mcptask on it, or use another database",
+                env!("CARGO_PKG_VERSION")
+            ),
+            MigrateError::VersionMismatch(version) => format!(
+                "migration {version} was changed after it was applied (its checksum differs); this database was migrated by a different build of mcptask"
+            ),
+            MigrateError::Dirty(version) => format!(
+                "migration {version} failed part-way earlier and left the schema dirty; restore a backup, or repair it by hand"
+            ),
+            other => other.to_string(),
+        };
+        OpenError::Migrate {
+            url,
+            reason,
+            driver: e,
+        }
+    }
 }
 
 /// A driver error as the core sees it, with the driver's error kept as the

@@ -10,6 +10,7 @@
 //! ```
 
 mod codec;
+mod diagnose;
 mod error;
 pub mod flows;
 pub mod postgres;
@@ -111,10 +112,7 @@ pub async fn migrate(store: &Store, url: &str) -> Result<usize, OpenError> {
         Store::Sqlite(s) => s.migrate().await,
         Store::Postgres(s) => s.migrate().await,
     };
-    result.map_err(|source| OpenError::Migrate {
-        url: redact(url),
-        source,
-    })
+    result.map_err(|e| OpenError::migrate(redact(url), e))
 }
 
 /// A URL with any password replaced, safe to print.

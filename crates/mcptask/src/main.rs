@@ -17,7 +17,7 @@ use cli::output::outln;
     name = "mcptask",
     version,
     about = "Durable runtime for MCP Tasks (SEP-2663)",
-    after_help = "Logs go to standard error; MCPTASK_LOG sets the filter (tracing EnvFilter syntax, default \"info,sqlx=warn,rmcp=warn\"; e.g. MCPTASK_LOG=debug)."
+    after_help = "Logs go to standard error; MCPTASK_LOG sets the filter (tracing EnvFilter syntax, default \"info,sqlx=warn,rmcp=warn,rmcp::transport::worker=off\"; e.g. MCPTASK_LOG=debug)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -289,8 +289,11 @@ struct DemoServerArgs {
 }
 
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("MCPTASK_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn,rmcp=warn"));
+    // rmcp's worker logs a failed connection as the Debug dump of its error
+    // chain (Rust type paths); mcptask logs the same failure once, in words.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MCPTASK_LOG").unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new("info,sqlx=warn,rmcp=warn,rmcp::transport::worker=off")
+    });
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -130,6 +130,8 @@ pub(crate) fn call_error(e: &ServiceError) -> RemoteError {
 }
 
 fn transport_error(operation: &str, e: &ServiceError) -> RemoteError {
+    // The class is read off rmcp's full text (the signs above); the message
+    // is the cause in plain words, without rmcp's transport type names.
     let mut text = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
@@ -137,12 +139,13 @@ fn transport_error(operation: &str, e: &ServiceError) -> RemoteError {
         text.push_str(&s.to_string());
         source = s.source();
     }
-    if let Some(why) = transient_http(&text) {
-        RemoteError::Transient(format!("{operation}: {why}: {text}"))
+    let said = format!("{operation}: {}", super::why::service_failure(e));
+    if transient_http(&text).is_some() {
+        RemoteError::Transient(said)
     } else if PROTOCOL_SIGNS.iter().any(|sign| text.contains(sign)) {
-        RemoteError::Protocol(format!("{operation}: {text}"))
+        RemoteError::Protocol(said)
     } else {
-        RemoteError::Transient(format!("{operation}: {text}"))
+        RemoteError::Transient(said)
     }
 }
 
@@ -230,6 +233,42 @@ mod tests {
         ] {
             assert!(transient_http(text).is_none(), "{text}");
         }
+    }
+
+    /// A call on an open session whose server went away: rmcp wraps the
+    /// HTTP client's error in its transport's type name; the message says
+    /// the cause in words, and the class stays transient.
+    #[tokio::test]
+    async fn a_failed_send_says_the_cause_without_type_names() {
+        use rmcp::transport::DynamicTransportError;
+        use rmcp::transport::streamable_http_client::StreamableHttpError;
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/mcp", closed.local_addr().unwrap());
+        drop(closed);
+        let refused = reqwest::Client::new().post(&url).send().await.unwrap_err();
+        let e = ServiceError::TransportSend(DynamicTransportError::from_parts(
+            "rmcp::transport::worker::WorkerTransport<rmcp::transport::streamable_http_client::StreamableHttpClientWorker<reqwest::Client>>",
+            std::any::TypeId::of::<()>(),
+            Box::new(StreamableHttpError::<reqwest::Error>::Client(refused)),
+        ));
+        let classified = task_error("tasks/get", &e);
+        assert!(
+            matches!(classified, RemoteError::Transient(_)),
+            "{classified:?}"
+        );
+        let said = classified.to_string();
+        assert_eq!(
+            said,
+            "tasks/get: connection refused (is the server running?)"
+        );
+        let timeout = ServiceError::Timeout {
+            timeout: Duration::from_secs(30),
+        };
+        let said = call_error(&timeout).to_string();
+        assert!(
+            said.contains("no answer within 30s") && said.contains("call_timeout_ms"),
+            "{said}"
+        );
     }
 
     #[test]

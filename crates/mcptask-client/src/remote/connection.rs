@@ -137,9 +137,11 @@ pub(super) async fn open(def: &ServerDef) -> Result<Session, RemoteError> {
         legacy_version: None,
     };
     let name = &def.name;
-    let fail = |e: String| RemoteError::Transient(format!("cannot connect to {name:?}: {e}"));
     match &def.transport {
         Transport::Http { url, headers } => {
+            let fail = |e: String| {
+                RemoteError::Transient(format!("cannot connect to {name:?} at {url}: {e}"))
+            };
             use rmcp::transport::StreamableHttpClientTransport;
             use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
             let mut config = StreamableHttpClientTransportConfig::with_uri(url.clone());
@@ -162,7 +164,7 @@ pub(super) async fn open(def: &ServerDef) -> Result<Session, RemoteError> {
             client_config()
                 .serve_with_lifecycle(transport, lifecycle)
                 .await
-                .map_err(|e| fail(e.to_string()))
+                .map_err(|e| fail(super::why::init_failure(&e)))
         }
         Transport::Stdio {
             command,
@@ -175,12 +177,19 @@ pub(super) async fn open(def: &ServerDef) -> Result<Session, RemoteError> {
             if let Some(dir) = cwd {
                 cmd.current_dir(dir);
             }
-            let transport =
-                rmcp::transport::TokioChildProcess::new(cmd).map_err(|e| fail(e.to_string()))?;
+            let fail =
+                |e: String| RemoteError::Transient(format!("cannot start server {name:?}: {e}"));
+            let transport = rmcp::transport::TokioChildProcess::new(cmd).map_err(|e| {
+                fail(super::why::spawn_failure(
+                    command,
+                    cwd.as_deref().map(std::path::Path::new),
+                    &e,
+                ))
+            })?;
             client_config()
                 .serve_with_lifecycle(transport, lifecycle)
                 .await
-                .map_err(|e| fail(e.to_string()))
+                .map_err(|e| fail(super::why::stdio_init_failure(&e)))
         }
     }
 }

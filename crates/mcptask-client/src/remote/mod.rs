@@ -9,6 +9,7 @@ mod registry;
 mod server_def;
 pub(crate) mod snapshot;
 mod tools;
+mod why;
 
 pub use classify::RemoteError;
 pub(crate) use connection::bounded;

@@ -124,7 +124,7 @@ impl ServerRegistry {
                     );
                 }
                 h.state = "error";
-                h.last_error = Some(mcptask_core::payload::truncate_text(e, 500));
+                h.last_error = Some(bounded_message(e, LAST_ERROR_MAX_BYTES));
                 h.last_error_at = Some(now);
             }
         }
@@ -196,7 +196,7 @@ impl ServerRegistry {
         let opened = match tokio::time::timeout(connect_timeout, open(&entry.def)).await {
             Ok(result) => result,
             Err(_) => Err(RemoteError::Transient(format!(
-                "connecting to {name:?} timed out after {connect_timeout:?}"
+                "connecting to {name:?} timed out after {connect_timeout:?} (is the host reachable? if the server is just slow to start, raise its connect_timeout_ms)"
             ))),
         };
         let session = match opened {
@@ -217,7 +217,68 @@ impl ServerRegistry {
     }
 }
 
+/// Bound on a health `lastError`: room for a URL, the cause and its fix.
+const LAST_ERROR_MAX_BYTES: usize = 1000;
+
+/// `text` cut to at most `max` bytes, at a word boundary where there is one
+/// near the end (else a character boundary), marked with an ellipsis.
+fn bounded_message(text: &str, max: usize) -> String {
+    const ELLIPSIS: &str = "…";
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max.saturating_sub(ELLIPSIS.len());
+    while end > 0 && !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let head = &text[..end];
+    // A word cut in half reads as a different word; back off to the last
+    // space unless that would drop most of a long unbroken token (a URL).
+    let head = match head.rfind(char::is_whitespace) {
+        Some(space) if end - space <= 60 => &head[..space],
+        _ => head,
+    };
+    format!("{}{ELLIPSIS}", head.trim_end())
+}
+
 fn now_ms() -> i64 {
     use mcptask_core::Clock;
     mcptask_core::SystemClock.now_ms()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_message_is_cut_between_words_with_an_ellipsis() {
+        let text = "cannot connect to \"a\": ".to_string() + &"wörd ".repeat(300);
+        let cut = bounded_message(&text, 100);
+        assert!(cut.len() <= 100, "{} bytes", cut.len());
+        assert!(cut.ends_with("wörd…"), "{cut}");
+        let unbroken = "é".repeat(600);
+        let cut = bounded_message(&unbroken, 101);
+        assert!(cut.len() <= 101 && cut.ends_with("é…"), "{cut}");
+        assert_eq!(bounded_message("short", 100), "short");
+    }
+
+    #[test]
+    fn health_keeps_the_whole_cause_of_a_long_failure() {
+        let registry = ServerRegistry::new();
+        registry.upsert(ServerDef::http("s", "http://127.0.0.1:9/mcp"));
+        let cause = format!(
+            "cannot connect to \"s\" at http://{}.example/mcp: connection refused (is the server running?)",
+            "h".repeat(400)
+        );
+        registry.report("s", Err(&cause));
+        let health = registry.health("s").unwrap();
+        assert_eq!(health.state, "error");
+        assert_eq!(health.last_error.as_deref(), Some(cause.as_str()));
+        registry.report("s", Err(&"x ".repeat(2000)));
+        let cut = registry.health("s").unwrap().last_error.unwrap();
+        assert!(
+            cut.len() <= LAST_ERROR_MAX_BYTES && cut.ends_with("x…"),
+            "{cut}"
+        );
+    }
 }

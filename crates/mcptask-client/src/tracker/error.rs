@@ -18,7 +18,9 @@ pub enum TrackerError {
     #[error("{0}")]
     InvalidInput(String),
     /// No server of this name is in the registry.
-    #[error("server {0:?} is not configured")]
+    #[error(
+        "server {0:?} is not configured (the configured ones: `mcptask config check` or GET /api/v1/servers; add it under [[servers]] in mcptask.toml)"
+    )]
     UnknownServer(String),
     /// The tool call itself failed with a JSON-RPC error from the server.
     #[error("the server returned an error: {} ({})", .0.message, .0.code.0)]

@@ -20,20 +20,28 @@ pub type PgStore = SqlStore<Postgres>;
 impl SqlStore<Postgres> {
     /// Connect to `postgres://…`. Does not migrate.
     pub async fn connect(url: &str) -> Result<Self, OpenError> {
-        let connect_err = |source| OpenError::Connect {
-            url: crate::redact(url),
-            source,
+        let redacted = crate::redact(url);
+        let connect_err = |reason: String, driver: Option<sqlx::Error>| OpenError::Connect {
+            url: redacted.clone(),
+            reason,
+            driver,
         };
         // A process that stalls inside a transaction (paused, swapped out)
         // would hold its row locks and block every other process's claims on
         // those rows; the server ends such a session instead. Our own
         // transactions are short, far below this bound.
         let options = PgConnectOptions::from_str(url)
-            .map_err(connect_err)?
+            .map_err(|e| connect_err(format!("the URL is not valid: {e}"), Some(e)))?
             .options([("idle_in_transaction_session_timeout", "30s")]);
+        // The pool retries a refused connection until its acquire timeout and
+        // then says only "pool timed out": one direct attempt first says why,
+        // in seconds.
+        crate::diagnose::probe_postgres(&options, crate::diagnose::PG_PROBE)
+            .await
+            .map_err(|(reason, driver)| connect_err(reason, driver))?;
         let pool = connect_pool::<Postgres>(options, 16, Duration::from_secs(30))
             .await
-            .map_err(connect_err)?;
+            .map_err(|e| connect_err(e.to_string(), Some(e)))?;
         Ok(Self {
             writer: pool.clone(),
             reader: pool,

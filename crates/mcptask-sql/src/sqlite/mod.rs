@@ -20,16 +20,18 @@ use crate::flows::{SqlStore, connect_pool};
 pub type SqliteStore = SqlStore<Sqlite>;
 
 impl SqlStore<Sqlite> {
-    /// Connect to `sqlite:PATH` (created if missing). Does not migrate.
+    /// Connect to `sqlite:PATH` (the file is created if missing; its
+    /// directory must exist). Does not migrate.
     ///
     /// The URL may carry `?synchronous=normal` to trade power-loss durability
     /// for commit latency (the default is `full`), and `?busy_timeout_ms=N`:
     /// how long a write waits for another process's write lock before it
     /// fails with `SQLITE_BUSY` (default 30 000).
     pub async fn connect(url: &str) -> Result<Self, OpenError> {
-        let connect_err = |source| OpenError::Connect {
+        let connect_err = |reason: String, driver: Option<sqlx::Error>| OpenError::Connect {
             url: url.to_string(),
-            source,
+            reason,
+            driver,
         };
         let (base, synchronous, busy_timeout) = split_params(url);
         if base.contains(":memory:") || base.contains("mode=memory") {
@@ -38,19 +40,23 @@ impl SqlStore<Sqlite> {
             )));
         }
         let options = SqliteConnectOptions::from_str(&base)
-            .map_err(connect_err)?
+            .map_err(|e| connect_err(format!("the URL is not valid: {e}"), Some(e)))?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(synchronous)
             .foreign_keys(true)
             .busy_timeout(busy_timeout);
+        let path = options.get_filename().to_path_buf();
+        crate::diagnose::sqlite_preflight(&path).map_err(|reason| connect_err(reason, None))?;
+        let failed =
+            |e: sqlx::Error| connect_err(crate::diagnose::sqlite_reason(&path, &e), Some(e));
         let acquire = Duration::from_secs(60);
         let writer = connect_pool::<Sqlite>(options.clone(), 1, acquire)
             .await
-            .map_err(connect_err)?;
+            .map_err(failed)?;
         let reader = connect_pool::<Sqlite>(options, 8, acquire)
             .await
-            .map_err(connect_err)?;
+            .map_err(failed)?;
         Ok(Self { writer, reader })
     }
 

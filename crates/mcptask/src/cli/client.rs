@@ -55,19 +55,59 @@ impl Gateway {
             Some(t) => request.bearer_auth(t),
             None => request,
         };
-        let response = request.send().await.with_context(|| {
-            format!(
-                "cannot reach the gateway at {} (is `mcptask serve` running?)",
-                self.base
-            )
-        })?;
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(e) => {
+                // A refused connection is the common case (nothing listens
+                // there): say it in one line; anything else keeps its causes.
+                let refused =
+                    std::iter::successors(Some(&e as &(dyn std::error::Error + 'static)), |e| {
+                        e.source()
+                    })
+                    .filter_map(|e| e.downcast_ref::<std::io::Error>())
+                    .any(|e| e.kind() == std::io::ErrorKind::ConnectionRefused);
+                if refused {
+                    bail!(
+                        "cannot reach the gateway at {}: connection refused (is `mcptask serve` running?)\n  fix: start it, or point --gateway (or MCPTASK_GATEWAY) at the address it listens on",
+                        self.base
+                    );
+                }
+                return Err(anyhow::Error::new(e).context(format!(
+                    "cannot reach the gateway at {} (is `mcptask serve` running?)",
+                    self.base
+                )));
+            }
+        };
         let status = response.status();
-        let body: Value = response.json().await.unwrap_or(Value::Null);
+        let body: Option<Value> = response.json().await.ok();
+        // Every answer of the gateway API is JSON, and every error carries
+        // `error.code`: anything else comes from something that is not an
+        // mcptask gateway (a web server, a proxy, an MCP server's port).
+        let not_a_gateway = || {
+            anyhow::anyhow!(
+                "{} answered HTTP {} without an mcptask API answer: is it an mcptask gateway?\n  fix: point --gateway (or MCPTASK_GATEWAY) at `mcptask serve`'s [api] listen address, e.g. http://127.0.0.1:7777",
+                self.base,
+                status.as_u16()
+            )
+        };
+        let Some(body) = body else {
+            return Err(not_a_gateway());
+        };
         if status.is_success() {
             return Ok(body);
         }
-        let code = body["error"]["code"].as_str().unwrap_or("error");
-        let message = body["error"]["message"].as_str().unwrap_or("no details");
+        let (Some(code), Some(message)) = (
+            body["error"]["code"].as_str(),
+            body["error"]["message"].as_str(),
+        ) else {
+            return Err(not_a_gateway());
+        };
+        if code == "not_found" && message.starts_with("task") {
+            bail!(
+                "{message} (HTTP {})\n  fix: `mcptask tasks list` shows the ids of the tasks this token can see",
+                status.as_u16()
+            );
+        }
         if code == "unauthorized" {
             bail!("{message}\n  fix: pass --token or set MCPTASK_API_TOKEN");
         }

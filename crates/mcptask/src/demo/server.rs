@@ -32,14 +32,8 @@ pub struct DemoServerOptions {
 }
 
 pub async fn start_runtime(options: &DemoServerOptions) -> anyhow::Result<TaskRuntime> {
-    let store = mcptask_sql::open(&options.database_url)
-        .await
-        .with_context(|| {
-            format!(
-                "opening the task store at {}",
-                mcptask_sql::redact(&options.database_url)
-            )
-        })?;
+    // The error names the (redacted) URL, the cause and the fix already.
+    let store = mcptask_sql::open(&options.database_url).await?;
     let mut config = options.config.clone();
     if store.backend() == mcptask_sql::Backend::Postgres {
         config.create_writers = config.create_writers.max(4);
@@ -146,7 +140,7 @@ async fn serve_http(
 ) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .with_context(|| format!("binding {addr}"))?;
+        .map_err(|e| bind_error(e, addr, "--http"))?;
     let local = listener.local_addr()?;
     tracing::info!(%local, "demo MCP server listening on http://{local}/mcp");
     // Tests and scripts read this line to find the port.
@@ -173,5 +167,22 @@ pub async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = ctrl_c.await;
+    }
+}
+
+/// A listen address that cannot be bound, with the setting to change
+/// (`setting`: where the address comes from).
+pub fn bind_error(e: std::io::Error, addr: SocketAddr, setting: &str) -> anyhow::Error {
+    match e.kind() {
+        std::io::ErrorKind::AddrInUse => anyhow::anyhow!(
+            "cannot listen on {addr}: the address is already in use (another mcptask, or another program)\n  fix: stop that process, or choose another address with {setting}"
+        ),
+        std::io::ErrorKind::AddrNotAvailable => anyhow::anyhow!(
+            "cannot listen on {addr}: no network interface of this host has that address\n  fix: use one of this host's addresses (e.g. 127.0.0.1 or 0.0.0.0) with {setting}"
+        ),
+        std::io::ErrorKind::PermissionDenied => anyhow::anyhow!(
+            "cannot listen on {addr}: permission denied (ports below 1024 need privileges)\n  fix: choose a port above 1024 with {setting}"
+        ),
+        _ => anyhow::Error::new(e).context(format!("cannot listen on {addr} ({setting})")),
     }
 }

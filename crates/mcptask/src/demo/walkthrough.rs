@@ -58,9 +58,8 @@ fn result_text(r: &RemoteTaskRecord) -> String {
 }
 
 pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
-    let store = mcptask_sql::open(&args.database_url)
-        .await
-        .with_context(|| format!("opening {}", mcptask_sql::redact(&args.database_url)))?;
+    // The error names the (redacted) URL, the cause and the fix already.
+    let store = mcptask_sql::open(&args.database_url).await?;
     let stop = CancellationToken::new();
 
     // The MCP server with durable tasks, on a free loopback port.

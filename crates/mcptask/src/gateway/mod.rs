@@ -24,14 +24,8 @@ pub struct Gateway {
 
 /// Open the store and start the tracker workers described by `config`.
 pub async fn start(config: Config) -> anyhow::Result<Gateway> {
-    let store = mcptask_sql::open(&config.database.url)
-        .await
-        .with_context(|| {
-            format!(
-                "opening the database {}",
-                mcptask_sql::redact(&config.database.url)
-            )
-        })?;
+    // The error names the (redacted) URL, the cause and the fix already.
+    let store = mcptask_sql::open(&config.database.url).await?;
     start_with_store(config, store).await
 }
 
@@ -74,9 +68,10 @@ pub async fn run(config_path: &Path, flags: &config::Overrides) -> anyhow::Resul
             stop.cancel();
         }
     });
-    let listener = tokio::net::TcpListener::bind(gateway.config.api.listen)
-        .await
-        .with_context(|| format!("binding the API address {}", gateway.config.api.listen))?;
+    let listen = gateway.config.api.listen;
+    let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
+        crate::demo::server::bind_error(e, listen, "[api] listen (or MCPTASK_LISTEN)")
+    })?;
     let local = listener.local_addr()?;
     eprintln!("mcptask gateway listening on http://{local}/");
     // Health reads `ok`/`error` shortly after start rather than `unknown`

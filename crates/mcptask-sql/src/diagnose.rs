@@ -1,0 +1,261 @@
+//! Why a database could not be opened, in the words an operator acts on.
+//!
+//! The drivers' own texts name the symptom ("pool timed out", "unable to
+//! open database file"); these name the cause (a refused port, a missing
+//! database, a missing directory) and the fix.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use sqlx::Connection as _;
+use sqlx::postgres::{PgConnectOptions, PgConnection};
+
+/// How long opening a PostgreSQL store tries before it says why it cannot:
+/// long enough for a server that is just starting (or a container coming up
+/// next to this one), short enough that a wrong host or port is reported in
+/// seconds rather than after the pool's acquire timeout.
+pub(crate) const PG_PROBE: Duration = Duration::from_secs(5);
+
+/// Open one connection to check that the database is there and accepts us,
+/// retrying only what passes on its own (a refused port, a server starting
+/// up or out of connection slots) within `window`. The error says why, in plain words.
+pub(crate) async fn probe_postgres(
+    options: &PgConnectOptions,
+    window: Duration,
+) -> Result<(), (String, Option<sqlx::Error>)> {
+    let host = options.get_host().to_string();
+    let port = options.get_port();
+    let at = format!("{host}:{port}");
+    let deadline = Instant::now() + window;
+    if options.get_socket().is_none() && !host.starts_with('/') {
+        // Resolution first: a typo in the host name is then told apart from
+        // a host that does not answer.
+        match tokio::time::timeout(window, tokio::net::lookup_host((host.as_str(), port))).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                return Err((
+                    format!("cannot resolve the host {host:?}: {e} (check the host in the URL)"),
+                    None,
+                ));
+            }
+            Err(_) => {
+                return Err((
+                    format!(
+                        "resolving the host {host:?} took longer than {}s (check the host in the URL and DNS)",
+                        window.as_secs()
+                    ),
+                    None,
+                ));
+            }
+        }
+    }
+    let mut pause = Duration::from_millis(50);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let attempt = tokio::time::timeout(left, PgConnection::connect_with(options)).await;
+        let e = match attempt {
+            Ok(Ok(conn)) => {
+                let _ = conn.close().await;
+                return Ok(());
+            }
+            Ok(Err(e)) => e,
+            Err(_) => {
+                return Err((
+                    format!(
+                        "no answer from {at} within {}s (is the host reachable? a firewall dropping packets?)",
+                        window.as_secs()
+                    ),
+                    None,
+                ));
+            }
+        };
+        let passing = match &e {
+            sqlx::Error::Io(io) => io.kind() == std::io::ErrorKind::ConnectionRefused,
+            // What sqlx's pool also retries: starting up, and a connection
+            // slot not yet freed by the server.
+            sqlx::Error::Database(db) => db.is_transient_in_connect_phase(),
+            _ => false,
+        };
+        if !passing || Instant::now() + pause >= deadline {
+            return Err((postgres_reason(options, &at, &e), Some(e)));
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(500));
+    }
+}
+
+/// A PostgreSQL connect error as its cause and fix.
+fn postgres_reason(options: &PgConnectOptions, at: &str, e: &sqlx::Error) -> String {
+    let user = options.get_username();
+    let database = options.get_database().unwrap_or(user);
+    match e {
+        sqlx::Error::Io(io) => match io.kind() {
+            std::io::ErrorKind::ConnectionRefused => format!(
+                "connection refused at {at} (is PostgreSQL running there? check the host and port in the URL)"
+            ),
+            std::io::ErrorKind::TimedOut => {
+                format!("no answer from {at} (is the host reachable? a firewall dropping packets?)")
+            }
+            _ => format!("cannot connect to {at}: {io}"),
+        },
+        sqlx::Error::Database(db) => {
+            let code = db.code().unwrap_or_default();
+            match code.as_ref() {
+                "28P01" => format!(
+                    "password authentication failed for user {user:?} (check the user and password in the URL)"
+                ),
+                "28000" => format!(
+                    "{} (check the user in the URL, and the server's pg_hba.conf)",
+                    db.message()
+                ),
+                "3D000" => format!(
+                    "database {database:?} does not exist (create it: createdb -h {} -p {} -U {user} {database})",
+                    options.get_host(),
+                    options.get_port()
+                ),
+                "57P03" => format!(
+                    "PostgreSQL at {at} is starting up or shutting down ({}); try again in a moment",
+                    db.message()
+                ),
+                "53300" => format!(
+                    "PostgreSQL at {at} has too many connections ({}); raise its max_connections or run fewer processes",
+                    db.message()
+                ),
+                _ => format!("{} (SQLSTATE {code})", db.message()),
+            }
+        }
+        sqlx::Error::Tls(tls) => format!(
+            "TLS with {at} failed: {tls} (this build has no TLS support: use sslmode=disable or prefer, or reach PostgreSQL over a trusted network)"
+        ),
+        other => format!("cannot connect to {at}: {other}"),
+    }
+}
+
+/// Refuse an SQLite path that cannot be a database file before the driver
+/// tries (and reports only "unable to open database file"). The directory is
+/// not created: a mistyped path would otherwise silently start an empty
+/// store somewhere unexpected.
+pub(crate) fn sqlite_preflight(path: &Path) -> Result<(), String> {
+    if path.as_os_str().is_empty() {
+        return Err("the URL names no file (use sqlite:PATH, e.g. sqlite:mcptask.db)".into());
+    }
+    if path.is_dir() {
+        return Err(format!(
+            "{} is a directory, not a database file (name a file in it, e.g. sqlite:{})",
+            path.display(),
+            path.join("mcptask.db").display()
+        ));
+    }
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !parent.exists() {
+        return Err(format!(
+            "the directory {} does not exist (create it, e.g. mkdir -p {}, or choose another path)",
+            parent.display(),
+            parent.display()
+        ));
+    }
+    if !parent.is_dir() {
+        return Err(format!(
+            "{} is not a directory (choose another path for the database file)",
+            parent.display()
+        ));
+    }
+    Ok(())
+}
+
+/// An SQLite open error as its cause and fix: the usual causes are the
+/// file's or its directory's permissions (SQLite also creates `-wal` and
+/// `-shm` files next to the database).
+pub(crate) fn sqlite_reason(path: &Path, e: &sqlx::Error) -> String {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if let Ok(meta) = std::fs::metadata(path)
+        && meta.permissions().readonly()
+    {
+        return format!(
+            "{} is read-only (make it writable, e.g. chmod u+w, or run as its owner)",
+            path.display()
+        );
+    }
+    if !writable_dir(parent) {
+        return format!(
+            "the directory {} is not writable (SQLite creates the database and its -wal/-shm files there; make it writable or choose another path)",
+            parent.display()
+        );
+    }
+    match e {
+        sqlx::Error::Database(db) => format!("{}: {}", path.display(), db.message()),
+        other => format!("{}: {other}", path.display()),
+    }
+}
+
+/// Whether a file can be created in `dir` (permissions alone do not say:
+/// root, ACLs, read-only mounts).
+fn writable_dir(dir: &Path) -> bool {
+    let probe = dir.join(format!(".mcptask-write-check-{}", std::process::id()));
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+    {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            true
+        }
+        Err(e) => e.kind() == std::io::ErrorKind::AlreadyExists,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_paths_that_cannot_be_a_database_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("no/such/dir/m.db");
+        let said = sqlite_preflight(&missing).unwrap_err();
+        assert!(
+            said.contains(&dir.path().join("no/such/dir").display().to_string())
+                && said.contains("does not exist")
+                && said.contains("mkdir -p"),
+            "{said}"
+        );
+        let said = sqlite_preflight(dir.path()).unwrap_err();
+        assert!(said.contains("is a directory"), "{said}");
+        let file = dir.path().join("f");
+        std::fs::write(&file, "").unwrap();
+        let said = sqlite_preflight(&file.join("m.db")).unwrap_err();
+        assert!(said.contains("is not a directory"), "{said}");
+        assert_eq!(sqlite_preflight(&dir.path().join("m.db")), Ok(()));
+        assert_eq!(sqlite_preflight(Path::new("m.db")), Ok(()));
+    }
+
+    /// After the driver failed: a read-only file is named as such (its mode
+    /// says so even to root, for whom the open itself would succeed).
+    #[test]
+    fn a_read_only_database_file_is_named() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("m.db");
+        std::fs::write(&file, "").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o444)).unwrap();
+        let driver = sqlx::Error::Protocol("attempt to write a readonly database".into());
+        let said = sqlite_reason(&file, &driver);
+        assert!(
+            said.contains("is read-only") && said.contains("m.db"),
+            "{said}"
+        );
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let said = sqlite_reason(&file, &driver);
+        assert!(
+            said.contains("attempt to write a readonly database"),
+            "{said}"
+        );
+    }
+}
