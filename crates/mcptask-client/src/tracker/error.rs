@@ -17,6 +17,20 @@ pub enum TrackerError {
     /// The request itself is unusable (arguments, answers, ids, sizes).
     #[error("{0}")]
     InvalidInput(String),
+    /// An answer does not fit the input request it answers (for an
+    /// elicitation: its `requestedSchema`). Nothing was stored.
+    #[error("answer {key:?} does not fit the question: {}", match field {
+        Some(f) => format!("field {f:?}: {reason}"),
+        None => reason.clone(),
+    })]
+    AnswerRejected {
+        /// The input key whose answer was refused.
+        key: String,
+        /// The form field at fault, when one is.
+        field: Option<String>,
+        /// What was expected and what was given, in words.
+        reason: String,
+    },
     /// No server of this name is in the registry.
     #[error("server {0:?} is not configured")]
     UnknownServer(String),
