@@ -297,7 +297,10 @@ async fn answers_that_do_not_fit_the_question_are_refused(backend: TrackerBacken
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while asked.load(std::sync::atomic::Ordering::SeqCst) < 3 {
         let stored = tracker.inputs(&ask.id).await.unwrap()[0].response.clone();
-        assert_eq!(stored, None, "the resolver's wrong answer must not be stored");
+        assert_eq!(
+            stored, None,
+            "the resolver's wrong answer must not be stored"
+        );
         assert!(
             tokio::time::Instant::now() < deadline,
             "the resolver is asked again"
