@@ -8,8 +8,13 @@
 mod support;
 
 use std::process::{Command, Output};
+use std::sync::Arc;
 use std::time::Duration;
 
+use mcptask_client::testkit::fast_config;
+use mcptask_client::{
+    CallOptions, CallOutcome, InputContext, InputResolver, ServerDef, Tracker, TrackerError,
+};
 use serde_json::{Value, json};
 use support::*;
 
@@ -194,6 +199,64 @@ async fn tasks_show_lists_the_fields_and_its_example_answer_is_accepted() {
         let stdout = text(&out.stdout);
         assert!(stdout.contains("input delivery (answered)"), "{stdout}");
         assert!(stdout.contains("\"format\":\"pdf\""), "the answer is shown: {stdout}");
+    })
+    .await;
+}
+
+/// Answers every question with the same response.
+struct Always(Value);
+
+#[async_trait::async_trait]
+impl InputResolver for Always {
+    async fn resolve(&self, _input: InputContext<'_>) -> Option<Value> {
+        Some(self.0.clone())
+    }
+}
+
+/// Before a task exists (multi-round-trip input), a resolver's answer that
+/// does not fit the question is not sent: the call reports the input as
+/// needed instead of starting the tool on garbage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resolver_answer_that_does_not_fit_is_not_sent_before_the_task_starts() {
+    with_deadline(Duration::from_secs(120), async {
+        let server_db = Database::sqlite();
+        let server = DemoServer::start(&server_db.url, &[]).await;
+        for (answer, fits) in [
+            (json!({"action": "accept", "content": {"name": 5}}), false),
+            (
+                json!({"action": "accept", "content": {"name": "Ann"}}),
+                true,
+            ),
+        ] {
+            let db = Database::sqlite();
+            let tracker = Tracker::builder(db.remote_tasks().await)
+                .server(ServerDef::http("demo", &server.url))
+                .config(fast_config())
+                .resolver(Arc::new(Always(answer.clone())))
+                .start()
+                .await
+                .unwrap();
+            let outcome = tracker
+                .call_tool(
+                    "demo",
+                    "test_tool_with_task",
+                    json!({}),
+                    CallOptions::default(),
+                )
+                .await;
+            match (outcome, fits) {
+                (Err(TrackerError::InputNeeded { keys, .. }), false) => {
+                    assert_eq!(keys, ["user_name"]);
+                }
+                (Ok(CallOutcome::Task(task)), true) => {
+                    let done = tracker.wait(&task.id, WAIT).await.unwrap();
+                    let text = done.result.unwrap()["content"][0]["text"].clone();
+                    assert!(text.as_str().unwrap().starts_with("Hello, Ann!"), "{text}");
+                }
+                (other, _) => panic!("{answer}: unexpected {other:?}"),
+            }
+            tracker.shutdown(Duration::from_secs(2)).await;
+        }
     })
     .await;
 }
