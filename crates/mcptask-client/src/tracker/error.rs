@@ -43,8 +43,11 @@ pub enum TrackerError {
     /// The server answered something that is not valid MCP / SEP-2663.
     #[error("the server broke the protocol: {0}")]
     Protocol(String),
-    /// The tool asked for input before starting and nothing answered it.
-    #[error("the tool needs input before it starts ({keys:?}) and no resolver answered")]
+    /// The tool asked for input before starting and nothing answered it (a
+    /// resolver answer that does not fit the question counts as none).
+    #[error(
+        "the tool needs input before it starts ({keys:?}) and no resolver answered it (with an answer that fits the question)"
+    )]
     InputNeeded {
         /// The keys nobody answered.
         keys: Vec<String>,
