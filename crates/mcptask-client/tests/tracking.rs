@@ -266,6 +266,99 @@ async fn a_resolver_answers_without_the_app(backend: TrackerBackend) {
     tracker.shutdown(Duration::from_secs(2)).await;
 }
 
+/// Answers `q` with a number where the form asks for a string, counting the times it is asked.
+struct WrongResolver(Arc<std::sync::atomic::AtomicUsize>);
+
+#[async_trait::async_trait]
+impl InputResolver for WrongResolver {
+    async fn resolve(&self, _input: InputContext<'_>) -> Option<Value> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Some(json!({"action": "accept", "content": {"v": 5}}))
+    }
+}
+
+async fn answers_that_do_not_fit_the_question_are_refused(backend: TrackerBackend) {
+    let server = RemoteServer::start(Some(60_000)).await;
+    let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let tracker = Tracker::builder(backend.remote_tasks().await)
+        .server(ServerDef::http("remote", server.url()))
+        .config(fast_config())
+        .resolver(Arc::new(WrongResolver(asked.clone())))
+        .start()
+        .await
+        .unwrap();
+    let ask = start_task(&tracker, "ask").await;
+    until(&tracker, &ask.id, "input_required", |r| {
+        r.status == TaskStatus::InputRequired
+    })
+    .await;
+    // The resolver's answer does not fit: the question stays open for a
+    // person (asked again on a later poll, still nothing stored).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while asked.load(std::sync::atomic::Ordering::SeqCst) < 3 {
+        let stored = tracker.inputs(&ask.id).await.unwrap()[0].response.clone();
+        assert_eq!(
+            stored, None,
+            "the resolver's wrong answer must not be stored"
+        );
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the resolver is asked again"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(tracker.inputs(&ask.id).await.unwrap()[0].response, None);
+
+    // The application's wrong answer is refused by name, and nothing is stored.
+    let before = tracker.get(&ask.id).await.unwrap();
+    let wrong = tracker
+        .answer(
+            &ask.id,
+            BTreeMap::from([(
+                "q".into(),
+                json!({"action": "accept", "content": {"v": true}}),
+            )]),
+        )
+        .await;
+    match wrong {
+        Err(mcptask_client::TrackerError::AnswerRejected { key, field, reason }) => {
+            assert_eq!((key.as_str(), field.as_deref()), ("q", Some("v")));
+            assert_eq!(reason, "expected a string, got the boolean true");
+        }
+        other => panic!("expected AnswerRejected, got {other:?}"),
+    }
+    let inputs = tracker.inputs(&ask.id).await.unwrap();
+    assert_eq!(
+        (inputs[0].response.as_ref(), inputs[0].answered_at),
+        (None, None)
+    );
+    let after = tracker.get(&ask.id).await.unwrap();
+    assert_eq!(after.status, TaskStatus::InputRequired);
+    assert_eq!(after.next_update_at, None);
+    assert!(
+        after.event_version <= before.event_version + 1,
+        "no answered event"
+    );
+
+    let ok = tracker
+        .answer(
+            &ask.id,
+            BTreeMap::from([(
+                "q".into(),
+                json!({"action": "accept", "content": {"v": "red"}}),
+            )]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ok.applied, ["q"]);
+    let done = tracker
+        .wait(&ask.id, Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(done.result.unwrap()["content"][0]["text"], "answer red");
+    tracker.shutdown(Duration::from_secs(2)).await;
+}
+
 async fn a_removed_or_edited_server_fails_its_tasks(backend: TrackerBackend) {
     let server = RemoteServer::start(Some(60_000)).await;
     let tracker = tracker(&backend, &server, fast_config()).await;
@@ -779,6 +872,7 @@ mcptask_sql::on_both_backends! {
     session_setup_is_bounded_and_carries_configured_headers => super::session_setup_is_bounded_and_carries_configured_headers;
     webhooks_deliver_only_on_2xx => super::webhooks_deliver_only_on_2xx;
     a_resolver_answers_without_the_app => super::a_resolver_answers_without_the_app;
+    answers_that_do_not_fit_the_question_are_refused => super::answers_that_do_not_fit_the_question_are_refused;
     a_removed_or_edited_server_fails_its_tasks => super::a_removed_or_edited_server_fails_its_tasks;
     server_outage_backs_off_then_recovers => super::server_outage_backs_off_then_recovers;
     garbage_from_the_remote_fails_only_that_task => super::garbage_from_the_remote_fails_only_that_task;

@@ -18,6 +18,7 @@
 
 pub mod client;
 pub mod clock;
+pub mod elicit;
 pub mod error;
 pub mod ids;
 pub mod lease;

@@ -2,6 +2,7 @@
 //! task handle (recorded before the caller sees it), or input asked for
 //! before the task starts (answered by the resolver, multi-round-trip).
 
+use mcptask_core::elicit::check_answer;
 use mcptask_core::payload;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, InputResponses};
 use serde_json::Value;
@@ -132,6 +133,16 @@ impl Tracker {
                             }
                             None => None,
                         };
+                        // An answer that does not fit is no answer: the
+                        // call reports the input as needed.
+                        let answer = answer.filter(|a| match check_answer(&request, a) {
+                            Ok(()) => true,
+                            Err(e) => {
+                                tracing::warn!(server, tool, key = %key, error = %e,
+                                    "the input resolver's answer does not fit the question");
+                                false
+                            }
+                        });
                         match answer {
                             Some(a) => {
                                 responses.insert(key.clone(), a);

@@ -17,6 +17,20 @@ pub enum TrackerError {
     /// The request itself is unusable (arguments, answers, ids, sizes).
     #[error("{0}")]
     InvalidInput(String),
+    /// An answer does not fit the input request it answers (for an
+    /// elicitation: its `requestedSchema`). Nothing was stored.
+    #[error("answer {key:?} does not fit the question: {}", match field {
+        Some(f) => format!("field {f:?}: {reason}"),
+        None => reason.clone(),
+    })]
+    AnswerRejected {
+        /// The input key whose answer was refused.
+        key: String,
+        /// The form field at fault, when one is.
+        field: Option<String>,
+        /// What was expected and what was given, in words.
+        reason: String,
+    },
     /// No server of this name is in the registry.
     #[error(
         "server {0:?} is not configured (the configured ones: `mcptask config check` or GET /api/v1/servers; add it under [[servers]] in mcptask.toml)"
@@ -31,8 +45,11 @@ pub enum TrackerError {
     /// The server answered something that is not valid MCP / SEP-2663.
     #[error("the server broke the protocol: {0}")]
     Protocol(String),
-    /// The tool asked for input before starting and nothing answered it.
-    #[error("the tool needs input before it starts ({keys:?}) and no resolver answered")]
+    /// The tool asked for input before starting and nothing answered it (a
+    /// resolver answer that does not fit the question counts as none).
+    #[error(
+        "the tool needs input before it starts ({keys:?}) and no resolver answered it (with an answer that fits the question)"
+    )]
     InputNeeded {
         /// The keys nobody answered.
         keys: Vec<String>,

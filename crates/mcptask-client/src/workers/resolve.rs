@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use mcptask_core::client::{ClaimedTask, RemoteSnapshot};
+use mcptask_core::elicit::check_answer;
 use serde_json::Value;
 
 use crate::resolver::InputContext;
@@ -47,9 +48,17 @@ pub(super) async fn ask_resolver(
                 request,
             })
             .await;
-        if let Some(a) = answer.filter(Value::is_object) {
-            answers.insert(key.clone(), a);
+        let Some(a) = answer.filter(Value::is_object) else {
+            continue;
+        };
+        // A resolver's answer that does not fit the question would make the
+        // tool act on garbage: the question stays open for a person instead.
+        if let Err(e) = check_answer(request, &a) {
+            tracing::warn!(task_id = %r.id, key = %key, error = %e,
+                "the input resolver's answer does not fit the question; leaving it open");
+            continue;
         }
+        answers.insert(key.clone(), a);
     }
     if answers.is_empty() {
         return;

@@ -211,7 +211,7 @@ async fn follow_until_settled(gw: &Gateway, id: &str, live: bool) -> anyhow::Res
                     .as_str()
                     .unwrap_or("input requested");
                 eprintln!("input requested [{key}]: {message}");
-                eprintln!("  answer with: mcptask tasks answer {id} {key} '{{\"…\": …}}'");
+                eprintln!("  its fields and an example answer: mcptask tasks show {id}");
             }
         }
         let message = task["statusMessage"].as_str().unwrap_or("");
@@ -371,18 +371,7 @@ pub async fn show(gw: &Gateway, id: &str, json_out: bool) -> anyhow::Result<i32>
     if let Some(m) = t["statusMessage"].as_str() {
         outln!("message: {m}");
     }
-    for i in t["inputs"].as_array().into_iter().flatten() {
-        let state = if i["answered"] == true {
-            "answered"
-        } else {
-            "waiting"
-        };
-        outln!(
-            "input {} ({state}): {}",
-            i["key"].as_str().unwrap_or(""),
-            i["request"]["params"]["message"].as_str().unwrap_or("")
-        );
-    }
+    super::inputs::print(&t);
     outln!("timeline:");
     for e in t["timeline"].as_array().into_iter().flatten() {
         outln!(
@@ -417,11 +406,15 @@ pub async fn cancel(gw: &Gateway, id: &str, json_out: bool) -> anyhow::Result<i3
     Ok(exit::OK)
 }
 
-/// `answer ID KEY JSON`: a bare object is taken as the accepted content.
+/// `answer ID KEY JSON`: for an elicitation, a bare object is taken as the
+/// accepted content; other requests (sampling, roots) take the full result.
 pub async fn answer(gw: &Gateway, id: &str, key: &str, response: &str) -> anyhow::Result<i32> {
     let value: Value = serde_json::from_str(response)
         .with_context(|| format!("the answer is not valid JSON: {response}"))?;
-    let value = if value.get("action").is_some() {
+    let task = gw.get(&format!("/api/v1/tasks/{id}")).await?;
+    let method = task["inputRequests"][key]["method"].as_str();
+    let elicitation = method.is_none_or(|m| m == "elicitation/create");
+    let value = if value.get("action").is_some() || !elicitation {
         value
     } else {
         json!({"action": "accept", "content": value})
@@ -431,7 +424,16 @@ pub async fn answer(gw: &Gateway, id: &str, key: &str, response: &str) -> anyhow
             &format!("/api/v1/tasks/{id}/answers"),
             &json!({"answers": {key: value}}),
         )
-        .await?;
+        .await
+        .map_err(|e| {
+            if e.to_string().contains("(invalid_answer,") {
+                anyhow::anyhow!(
+                    "{e}\n  nothing was stored; see the question's fields and an example answer: mcptask tasks show {id}"
+                )
+            } else {
+                e
+            }
+        })?;
     if out["stored"].as_array().is_some_and(|s| !s.is_empty()) {
         eprintln!("answer stored; it will be sent to the server");
         Ok(0)

@@ -4,6 +4,7 @@ pub mod client;
 pub mod commands;
 pub mod dead_letters;
 pub mod exit;
+pub mod inputs;
 pub mod output;
 pub mod setup;
 pub mod tools;

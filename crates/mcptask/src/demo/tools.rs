@@ -186,6 +186,41 @@ pub fn registry() -> ToolRegistry {
             Ok(text(format!("Hello, {name}! confirmed={confirm}")))
         },
     ));
+    r.register(TaskTool::new(
+        Tool::new(
+            "deliver_report",
+            "Ask how to deliver a report (a form with a choice, a bounded number, an email and a flag), then say what would be sent.",
+            schema(json!({"type": "object", "properties": {}})),
+        ),
+        |call| async move {
+            let answer = call
+                .ctx
+                .request_input(
+                    "delivery",
+                    form(
+                        "How should the report be delivered?",
+                        json!({"type": "object", "properties": {
+                            "format": {"type": "string", "title": "Format", "oneOf": [
+                                {"const": "pdf", "title": "PDF"},
+                                {"const": "csv", "title": "CSV"},
+                                {"const": "html", "title": "Web page"}]},
+                            "copies": {"type": "integer", "title": "Copies", "minimum": 1, "maximum": 5, "default": 1},
+                            "email": {"type": "string", "title": "Send to", "format": "email"},
+                            "urgent": {"type": "boolean", "title": "Urgent?", "default": false}
+                        }, "required": ["format", "copies"]}),
+                    )?,
+                )
+                .await?;
+            let Some(c) = accepted(&answer) else {
+                return Ok(text("No report delivered"));
+            };
+            let format = c.get("format").and_then(Value::as_str).unwrap_or("pdf");
+            let copies = c.get("copies").and_then(Value::as_i64).unwrap_or(1);
+            let to = c.get("email").and_then(Value::as_str).map(|e| format!(" to {e}")).unwrap_or_default();
+            let urgent = if c.get("urgent").and_then(Value::as_bool) == Some(true) { " (urgent)" } else { "" };
+            Ok(text(format!("Delivering {copies} {format} report(s){to}{urgent}")))
+        },
+    ));
     r.register(
         TaskTool::new(
             Tool::new(

@@ -68,6 +68,14 @@ impl From<TrackerError> for ApiError {
             TrackerError::InvalidInput(_) => {
                 ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
             }
+            TrackerError::AnswerRejected {
+                ref key,
+                ref field,
+                ref reason,
+            } => ApiError {
+                details: Some(json!({"key": key, "field": field, "reason": reason})),
+                ..ApiError::new(StatusCode::BAD_REQUEST, "invalid_answer", message)
+            },
             TrackerError::UnknownServer(_) => {
                 ApiError::new(StatusCode::NOT_FOUND, "unknown_server", message)
             }

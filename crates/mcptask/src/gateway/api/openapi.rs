@@ -27,6 +27,12 @@ pub fn spec() -> Value {
         }
         responses
     };
+    let mut answer_responses = with(
+        json!({"200": ok("What was stored", "AnswerResult"), "404": error_response("Unknown task"), "413": error_response("Body too large")}),
+    );
+    answer_responses["400"] = error_response(
+        "Malformed request, or an answer that does not fit its question (`invalid_answer`: nothing stored)",
+    );
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -55,7 +61,7 @@ pub fn spec() -> Value {
                 }},
                 "TaskDetail": {"allOf": [{"$ref": "#/components/schemas/TaskSummary"}, {"type": "object", "properties": {
                     "arguments": {}, "result": {}, "resultTruncated": {"type": "boolean"}, "error": {},
-                    "inputs": {"type": "array", "items": {"type": "object", "properties": {"key": {"type": "string"}, "request": {}, "answered": {"type": "boolean"}}}},
+                    "inputs": {"type": "array", "items": {"type": "object", "properties": {"key": {"type": "string"}, "request": {}, "answered": {"type": "boolean"}, "response": {"description": "The stored answer (null until answered)"}}}},
                     "timeline": {"type": "array", "items": {"$ref": "#/components/schemas/TimelineEntry"}},
                     "notifications": {"type": "object"}
                 }}]},
@@ -116,9 +122,10 @@ pub fn spec() -> Value {
             }},
             "/api/v1/tasks/{id}/answers": {"post": {
                 "summary": "Answer outstanding input requests (each key once)",
+                "description": "Each answer is checked against its request before anything is stored: an elicitation's accepted `content` must fill its `requestedSchema` (types, required fields, enum choices, bounds, formats; no fields the form lacks). If any answer does not fit, nothing is stored and the reply is 400 with code `invalid_answer`, a message naming the key and field, and `details` {key, field, reason}. Keys not asked, or already answered, are listed in `ignored`.",
                 "parameters": [task_id_param()],
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Answers"}}}},
-                "responses": with(json!({"200": ok("What was stored", "AnswerResult"), "404": error_response("Unknown task"), "413": error_response("Body too large")}))
+                "responses": answer_responses
             }},
             "/api/v1/calls": {"post": {
                 "summary": "Call a tool; returns its result or the tracked task",

@@ -67,6 +67,7 @@ pub fn detail(
                         "key": i.key,
                         "request": i.request,
                         "answered": i.response.is_some(),
+                        "response": i.response,
                         "firstSeenAt": to_rfc3339(i.first_seen_at),
                         "answeredAt": time(i.answered_at),
                         "sentAt": time(i.sent_at),
