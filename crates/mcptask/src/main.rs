@@ -208,6 +208,9 @@ enum TasksCommand {
         key: String,
         /// A JSON object (the accepted content) or a full response with "action".
         response: String,
+        /// Print the gateway's JSON answer (keys stored and ignored).
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -416,9 +419,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     }
                 }
                 TasksCommand::Cancel { id, json } => cli::commands::cancel(&gw, &id, json).await?,
-                TasksCommand::Answer { id, key, response } => {
-                    cli::commands::answer(&gw, &id, &key, &response).await?
-                }
+                TasksCommand::Answer {
+                    id,
+                    key,
+                    response,
+                    json,
+                } => cli::commands::answer(&gw, &id, &key, &response, json).await?,
             };
             exit_with(code)
         }

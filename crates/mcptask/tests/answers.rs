@@ -121,8 +121,11 @@ async fn a_wrong_answer_is_refused_naming_the_field_and_nothing_is_stored() {
         assert!(text(&out.stderr).contains("not an outstanding question"), "{out:?}");
 
         // The right answer is taken, sent, and shown in the detail.
-        let out = mcptask(&gateway.base, &["tasks", "answer", &id, "confirm_delete", r#"{"confirm": true}"#]).await;
+        let out = mcptask(&gateway.base, &["tasks", "answer", &id, "confirm_delete", r#"{"confirm": true}"#, "--json"]).await;
         assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let said: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("answer --json prints JSON ({e}): {out:?}"));
+        assert_eq!(said["stored"], json!(["confirm_delete"]), "{said}");
         let done = api.wait_status(&id, "completed").await;
         assert_eq!(done["result"]["content"][0]["text"], "Deleted keep.txt");
         assert_eq!(

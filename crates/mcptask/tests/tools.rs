@@ -472,7 +472,11 @@ async fn config_check_probes_servers_and_lists_the_live_tasks_an_edit_would_fail
             .map(|s| s["probe"]["ok"].as_bool().unwrap())
             .collect();
         assert_eq!(probes.iter().filter(|ok| !**ok).count(), 1, "{report}");
-        assert_eq!(report["problems"].as_array().map(Vec::len), Some(2), "{report}");
+        assert_eq!(
+            report["problems"].as_array().map(Vec::len),
+            Some(2),
+            "{report}"
+        );
 
         // A database that does not exist yet is said so, and not created.
         let fresh = dir.path().join("fresh.db");

@@ -408,7 +408,13 @@ pub async fn cancel(gw: &Gateway, id: &str, json_out: bool) -> anyhow::Result<i3
 
 /// `answer ID KEY JSON`: for an elicitation, a bare object is taken as the
 /// accepted content; other requests (sampling, roots) take the full result.
-pub async fn answer(gw: &Gateway, id: &str, key: &str, response: &str) -> anyhow::Result<i32> {
+pub async fn answer(
+    gw: &Gateway,
+    id: &str,
+    key: &str,
+    response: &str,
+    json_out: bool,
+) -> anyhow::Result<i32> {
     let value: Value = serde_json::from_str(response)
         .with_context(|| format!("the answer is not valid JSON: {response}"))?;
     let task = gw.get(&format!("/api/v1/tasks/{id}")).await?;
@@ -434,6 +440,9 @@ pub async fn answer(gw: &Gateway, id: &str, key: &str, response: &str) -> anyhow
                 e
             }
         })?;
+    if json_out {
+        outln!("{}", serde_json::to_string_pretty(&out)?);
+    }
     if out["stored"].as_array().is_some_and(|s| !s.is_empty()) {
         eprintln!("answer stored; it will be sent to the server");
         Ok(0)
