@@ -165,6 +165,8 @@ async fn tasks_show_lists_the_fields_and_its_example_answer_is_accepted() {
             "copies (integer, required): Copies; from 1 to 5; default 1",
             "email (string, optional): Send to; format email",
             "urgent (boolean, optional): Urgent?; true or false; default false",
+            "sections (",
+            "any of \"summary\", \"details\", \"appendix\"",
             &format!("decline: mcptask tasks answer {id} delivery '{{\"action\": \"decline\"}}'"),
         ] {
             assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
@@ -194,7 +196,7 @@ async fn tasks_show_lists_the_fields_and_its_example_answer_is_accepted() {
         let done = api.wait_status(&id, "completed").await;
         assert_eq!(
             done["result"]["content"][0]["text"],
-            "Delivering 1 pdf report(s) to user@example.com",
+            "Delivering 1 pdf report(s) to user@example.com with summary",
             "{done:#}"
         );
 

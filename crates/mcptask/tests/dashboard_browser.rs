@@ -224,6 +224,14 @@ async fn the_dashboard_shows_tasks_live_answers_and_cancels_them() {
             picked["result"]["content"][0]["text"], "picked in the browser: computed in 1s",
             "{picked:#}"
         );
+        // The multi-select answer went out as a list of the picked choices.
+        let report_id = result["reportId"].as_str().expect("reportId");
+        let report = api.task(report_id).await;
+        assert_eq!(
+            report["inputs"][0]["response"]["content"],
+            json!({"format": "csv", "copies": 1, "urgent": false, "sections": ["summary", "appendix"]}),
+            "{report:#}"
+        );
         let cancelled = api.task(&slow_id).await;
         assert_eq!(cancelled["status"], "cancelled", "{cancelled:#}");
         assert!(cancelled["cancelRequestedAt"].is_string(), "{cancelled:#}");

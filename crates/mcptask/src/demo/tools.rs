@@ -189,7 +189,7 @@ pub fn registry() -> ToolRegistry {
     r.register(TaskTool::new(
         Tool::new(
             "deliver_report",
-            "Ask how to deliver a report (a form with a choice, a bounded number, an email and a flag), then say what would be sent.",
+            "Ask how to deliver a report (a form with a choice, a bounded number, an email, a flag and a multi-select), then say what would be sent.",
             schema(json!({"type": "object", "properties": {}})),
         ),
         |call| async move {
@@ -206,7 +206,8 @@ pub fn registry() -> ToolRegistry {
                                 {"const": "html", "title": "Web page"}]},
                             "copies": {"type": "integer", "title": "Copies", "minimum": 1, "maximum": 5, "default": 1},
                             "email": {"type": "string", "title": "Send to", "format": "email"},
-                            "urgent": {"type": "boolean", "title": "Urgent?", "default": false}
+                            "urgent": {"type": "boolean", "title": "Urgent?", "default": false},
+                            "sections": {"type": "array", "title": "Sections", "items": {"type": "string", "enum": ["summary", "details", "appendix"]}}
                         }, "required": ["format", "copies"]}),
                     )?,
                 )
@@ -218,7 +219,14 @@ pub fn registry() -> ToolRegistry {
             let copies = c.get("copies").and_then(Value::as_i64).unwrap_or(1);
             let to = c.get("email").and_then(Value::as_str).map(|e| format!(" to {e}")).unwrap_or_default();
             let urgent = if c.get("urgent").and_then(Value::as_bool) == Some(true) { " (urgent)" } else { "" };
-            Ok(text(format!("Delivering {copies} {format} report(s){to}{urgent}")))
+            let sections = c
+                .get("sections")
+                .and_then(Value::as_array)
+                .map(|s| s.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("+"))
+                .filter(|s| !s.is_empty())
+                .map(|s| format!(" with {s}"))
+                .unwrap_or_default();
+            Ok(text(format!("Delivering {copies} {format} report(s){to}{urgent}{sections}")))
         },
     ));
     r.register(

@@ -166,13 +166,37 @@ try {
   await page.locator('[data-testid="result-text"]', { hasText: "picked in the browser: computed in 1s" }).waitFor();
   await page.locator(`tr.task[data-task-id="${pickedId}"][data-status="completed"]`).waitFor();
   log("the picked call completed");
+
+  // 5b. A form with a multi-select: deliver_report asks which sections to
+  // send (an array of choices); the generated answer form offers them as a
+  // multiple select, and the answer carries the picked ones as a list.
+  await toolPick.selectOption("deliver_report");
+  await page.locator('[data-testid="call-description"]', { hasText: "multi-select" }).waitFor();
+  await page.locator('[data-testid="call-go"]').click();
+  await page.waitForFunction((prev) => {
+    const id = document.querySelector('[data-testid="call-out"]').dataset.taskId;
+    return id && id !== prev;
+  }, pickedId);
+  const reportId = await page.locator('[data-testid="call-out"]').getAttribute("data-task-id");
+  log("deliver_report started", reportId);
+  const delivery = page.locator('[data-testid="answer-form-delivery"]');
+  await delivery.waitFor();
+  const sectionsHint = await delivery.locator('[data-field="sections"] [data-testid="field-hint"]').textContent();
+  if (!sectionsHint.includes("any of: summary, details, appendix")) throw new Error(`unexpected hint for sections: ${sectionsHint}`);
+  await delivery.locator('select[name="format"]').selectOption("csv");
+  await delivery.locator('select[name="sections"]').selectOption(["summary", "appendix"]);
+  await delivery.locator('[data-testid="answer-submit"]').click();
+  await page.locator(`[data-testid="detail-card"][data-task-id="${reportId}"][data-status="completed"]`).waitFor();
+  await page.locator('[data-testid="result-text"]', { hasText: "Delivering 1 csv report(s) with summary+appendix" }).waitFor();
+  log("the multi-select answer was taken");
   // Schemas a form cannot express fall back to raw JSON.
   const formability = await page.evaluate(() => [
     formable({ type: "object", properties: { a: { type: "number" }, b: { enum: ["x", "y"] }, c: { type: "boolean" } } }),
     formable({ type: "object", properties: { nested: { type: "object", properties: {} } } }),
     formable({ type: "object", properties: { list: { type: "array", items: { type: "string" } } } }),
+    formable({ type: "object", properties: { tags: { type: "array", items: { enum: ["a", "b"] } } } }),
   ]);
-  if (JSON.stringify(formability) !== "[true,false,false]") throw new Error(`form/JSON choice: ${formability}`);
+  if (JSON.stringify(formability) !== "[true,false,false,true]") throw new Error(`form/JSON choice: ${formability}`);
 
   // 6. The README's screenshot: the answered task selected, the list beside it.
   await row(askId).click();
@@ -182,7 +206,7 @@ try {
 
   const statuses = await page.locator("tr.task").evaluateAll((rows) => rows.map((r) => [r.dataset.taskId, r.dataset.status]));
   if (problems.length) throw new Error(`the page reported problems:\n${problems.join("\n")}`);
-  console.log("RESULT " + JSON.stringify({ askId, slowId, pickedId, statuses: Object.fromEntries(statuses) }));
+  console.log("RESULT " + JSON.stringify({ askId, slowId, pickedId, reportId, statuses: Object.fromEntries(statuses) }));
 } catch (e) {
   console.error("FAILED:", e && e.stack ? e.stack : e);
   if (problems.length) console.error(problems.join("\n"));
