@@ -42,11 +42,12 @@ token = "{operator_token}"
 #   name = "reports"
 #   url = "https://reports.example.com/mcp"
 #   headers = {{ Authorization = "Bearer …" }}
-# or stdio (a child process per gateway); the bundled demo server:
+# or stdio (a child process per gateway); the bundled demo server, keeping
+# its own tasks in a file of its own:
 [[servers]]
 name = "demo"
 command = "mcptask"
-args = ["demo-server", "--stdio"]
+args = ["demo-server", "--stdio", "--database-url", "sqlite:mcptask-demo-server.db"]
 
 # Every task event, POSTed as signed JSON:
 #   [[webhooks]]
