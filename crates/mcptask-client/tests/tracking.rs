@@ -19,6 +19,7 @@ async fn start_task(tracker: &Tracker, tool: &str) -> mcptask_client::RemoteTask
         conversation: Some("conv-1".into()),
         call_id: Some(format!("call-{tool}")),
         correlation: Some(json!({"ticket": 7})),
+        ..Default::default()
     };
     match tracker
         .call_tool("remote", tool, json!({"x": 1}), opts)

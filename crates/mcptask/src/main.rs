@@ -48,6 +48,11 @@ enum Command {
         /// Arguments as a JSON object.
         #[arg(long, default_value = "{}")]
         args: String,
+        /// KEY=JSON: an answer to input the server asks before it starts the
+        /// task (repeatable; a bare object is an accepted form). Without it, a
+        /// terminal is asked field by field.
+        #[arg(long = "input", value_name = "KEY=JSON")]
+        inputs: Vec<String>,
         /// Follow the task with a live progress line until it settles.
         #[arg(long, visible_alias = "follow")]
         wait: bool,
@@ -364,14 +369,22 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             server,
             tool,
             args,
+            inputs,
             wait,
             timeout,
             json,
             gateway,
         } => {
             let gw = cli::client::Gateway::new(&gateway)?;
-            let wait = wait.then(|| timeout.map(Duration::from_secs));
-            exit_with(cli::commands::call(&gw, &server, &tool, &args, wait, json).await?)
+            let call = cli::commands::CallArgs {
+                server: &server,
+                tool: &tool,
+                args: &args,
+                inputs: &inputs,
+                wait: wait.then(|| timeout.map(Duration::from_secs)),
+                json,
+            };
+            exit_with(cli::commands::call(&gw, call).await?)
         }
         Command::Tools {
             server,

@@ -25,6 +25,12 @@ pub struct CallOptions {
     pub call_id: Option<String>,
     /// Free-form data echoed in every event (bounded).
     pub correlation: Option<Value>,
+    /// Answers to input the server asks for before a task exists
+    /// (multi-round-trip), by input key, as a caller learned the questions
+    /// from an earlier [`TrackerError::InputNeeded`]. Each is checked against
+    /// its question when the server asks it; keys it does not ask are
+    /// ignored. They take precedence over the resolver.
+    pub input_responses: std::collections::BTreeMap<String, Value>,
 }
 
 /// What `call_tool` produced.
@@ -68,6 +74,14 @@ impl Tracker {
                 inner.config.policy.limits.max_arguments_bytes
             )));
         }
+        for (key, response) in &options.input_responses {
+            inner
+                .config
+                .policy
+                .limits
+                .check_input_response(response)
+                .map_err(|e| TrackerError::InvalidInput(format!("input response {key:?} {e}")))?;
+        }
         // Before the call: refused after the server created the task, it would
         // leave that task running on the server untracked.
         super::record::bound_correlation(options.correlation.clone(), &inner.config.policy.limits)?;
@@ -80,11 +94,18 @@ impl Tracker {
             .connect(server, Some(&hash), inner.timeouts())
             .await?;
         let mut responses = InputResponses::new();
+        // The server's opaque state of the round in progress: echoed back
+        // unchanged with the answers, as MRTR requires (a server that keeps
+        // its progress there would otherwise start over every round).
+        let mut request_state: Option<String> = None;
         for _round in 0..MAX_MRTR_ROUNDS {
             let mut params =
                 CallToolRequestParams::new(tool.to_string()).with_arguments(arguments.clone());
             if !responses.is_empty() {
                 params = params.with_input_responses(responses.clone());
+            }
+            if let Some(state) = request_state.take() {
+                params = params.with_request_state(state);
             }
             let response = bounded(
                 "tools/call",
@@ -115,10 +136,22 @@ impl Tracker {
                         .await;
                 }
                 CallToolResponse::InputRequired(required) => {
+                    request_state = required.request_state;
                     let requests = required.input_requests.unwrap_or_default();
                     let mut unanswered = Vec::new();
                     for (key, request) in &requests {
                         let request = serde_json::to_value(request).unwrap_or(Value::Null);
+                        if let Some(given) = options.input_responses.get(key) {
+                            check_answer(&request, given).map_err(|e| {
+                                TrackerError::AnswerRejected {
+                                    key: key.clone(),
+                                    field: e.field,
+                                    reason: e.reason,
+                                }
+                            })?;
+                            responses.insert(key.clone(), given.clone());
+                            continue;
+                        }
                         let answer = match &inner.resolver {
                             Some(r) => {
                                 r.resolve(InputContext {
@@ -149,6 +182,10 @@ impl Tracker {
                             }
                             None => unanswered.push(key.clone()),
                         }
+                    }
+                    // State alone (no questions) is a continuation: ask again.
+                    if requests.is_empty() && request_state.is_some() {
+                        continue;
                     }
                     if !unanswered.is_empty() || requests.is_empty() {
                         return Err(TrackerError::InputNeeded {

@@ -21,6 +21,25 @@ pub struct GatewayArgs {
     pub token: Option<String>,
 }
 
+/// An error answer of the gateway API (`{"error": {code, message, details}}`),
+/// kept whole so a command can act on its code and details (e.g. the
+/// questions of a 409 `input_needed`).
+#[derive(Debug)]
+pub struct ApiFailure {
+    pub status: u16,
+    pub code: String,
+    pub message: String,
+    pub details: Value,
+}
+
+impl std::fmt::Display for ApiFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({}, HTTP {})", self.message, self.code, self.status)
+    }
+}
+
+impl std::error::Error for ApiFailure {}
+
 pub struct Gateway {
     base: String,
     token: Option<String>,
@@ -111,7 +130,13 @@ impl Gateway {
         if code == "unauthorized" {
             bail!("{message}\n  fix: pass --token or set MCPTASK_API_TOKEN");
         }
-        bail!("{message} ({code}, HTTP {})", status.as_u16())
+        Err(ApiFailure {
+            status: status.as_u16(),
+            code: code.to_string(),
+            message: message.to_string(),
+            details: body["error"]["details"].clone(),
+        }
+        .into())
     }
 
     pub async fn get(&self, path: &str) -> anyhow::Result<Value> {

@@ -63,26 +63,83 @@ fn print_result(result: &Value) {
     }
 }
 
-/// `mcptask call SERVER TOOL --args JSON [--wait] [--json]`.
-pub async fn call(
-    gw: &Gateway,
-    server: &str,
-    tool: &str,
-    args: &str,
-    wait: Option<Option<Duration>>,
-    json_out: bool,
-) -> anyhow::Result<i32> {
+/// What `mcptask call` asks for.
+pub struct CallArgs<'a> {
+    pub server: &'a str,
+    pub tool: &'a str,
+    pub args: &'a str,
+    /// `--input KEY=JSON`: answers to input asked before the task starts.
+    pub inputs: &'a [String],
+    /// `Some(timeout)`: follow the task until it settles.
+    pub wait: Option<Option<Duration>>,
+    pub json: bool,
+}
+
+/// Most rounds of pre-task input a call answers before giving up.
+const MAX_INPUT_ROUNDS: usize = 10;
+
+/// `mcptask call SERVER TOOL --args JSON [--input KEY=JSON]… [--wait] [--json]`.
+pub async fn call(gw: &Gateway, call: CallArgs<'_>) -> anyhow::Result<i32> {
+    let CallArgs {
+        server,
+        tool,
+        args,
+        wait,
+        json: json_out,
+        ..
+    } = call;
     let arguments: Value =
         serde_json::from_str(args).with_context(|| format!("--args is not valid JSON: {args}"))?;
     if !arguments.is_object() {
         bail!("--args must be a JSON object, e.g. '{{\"seconds\": 5}}'");
     }
-    let out = gw
-        .post(
-            "/api/v1/calls",
-            &json!({"server": server, "tool": tool, "arguments": arguments}),
-        )
-        .await?;
+    let given = super::pre_task::parse_inputs(call.inputs)?;
+    let call_line = format!(
+        "mcptask call {server} {tool} --args {}",
+        super::inputs::shell_quote(args)
+    );
+    // A server may ask for input before it starts the task: answer each
+    // round (from --input, or at the terminal) and call again with every
+    // answer so far, as the gateway relays them to the server.
+    let mut responses = std::collections::BTreeMap::new();
+    let mut rounds = 0;
+    let out = loop {
+        let mut body = json!({"server": server, "tool": tool, "arguments": arguments});
+        if !responses.is_empty() {
+            body["inputResponses"] = json!(responses);
+        }
+        let failure = match gw.post("/api/v1/calls", &body).await {
+            Ok(out) => break out,
+            Err(e) => e,
+        };
+        let Some(needed) = failure
+            .downcast_ref::<super::client::ApiFailure>()
+            .filter(|f| f.code == "input_needed")
+        else {
+            return Err(failure);
+        };
+        let requests = &needed.details["inputRequests"];
+        rounds += 1;
+        let asked_again = requests
+            .as_object()
+            .into_iter()
+            .flatten()
+            .any(|(key, _)| responses.contains_key(key));
+        if asked_again || rounds > MAX_INPUT_ROUNDS {
+            bail!(
+                "{}\n  the server asked again for input it was given; check the answers",
+                needed
+            );
+        }
+        match super::pre_task::answer_round(requests, &given, &call_line).await? {
+            Some(answers) => responses.extend(answers),
+            None => {
+                return Err(anyhow::anyhow!(
+                    "the server needs input before it starts the task (see above)\n  fix: answer with --input KEY=JSON (run in a terminal to be asked)"
+                ));
+            }
+        }
+    };
     if out["outcome"] == "completed" {
         if json_out {
             outln!("{}", serde_json::to_string_pretty(&out)?);

@@ -84,7 +84,7 @@ fn question(id: &str, key: &str, request: &Value) -> Vec<String> {
 }
 
 /// `name (type, required): title — description; choices; bounds; default`.
-fn describe(f: &Field) -> String {
+pub(super) fn describe(f: &Field) -> String {
     let mut details: Vec<String> = Vec::new();
     for text in [&f.title, &f.description].into_iter().flatten() {
         details.push(text.clone());
@@ -158,7 +158,7 @@ fn bounds(what: &str, min: Option<u64>, max: Option<u64>) -> Option<String> {
 /// An answer that fills the form: the defaults where given, otherwise a
 /// value of the right type within the bounds. Fields the form does not
 /// describe well enough to fill are left out.
-fn example(form: &Form) -> String {
+pub(super) fn example(form: &Form) -> String {
     let parts: Vec<String> = form
         .fields
         .iter()
@@ -239,7 +239,7 @@ fn example_value(f: &Field) -> Option<Value> {
 }
 
 /// Single quotes for a POSIX shell (`'` itself as `'\''`).
-fn shell_quote(s: &str) -> String {
+pub(super) fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 

@@ -6,5 +6,6 @@ pub mod dead_letters;
 pub mod exit;
 pub mod inputs;
 pub mod output;
+pub mod pre_task;
 pub mod setup;
 pub mod tools;

@@ -172,6 +172,10 @@ pub struct CallBody {
     principal: Option<String>,
     /// Wait up to this many milliseconds for a task to settle before answering.
     wait_ms: Option<u64>,
+    /// Answers to input asked before the task exists (a 409 `input_needed`
+    /// names the keys and questions), by input key.
+    #[serde(default)]
+    input_responses: std::collections::BTreeMap<String, Value>,
 }
 
 pub async fn call_tool(
@@ -196,12 +200,17 @@ pub async fn call_tool(
             no_nul(name, value)?;
         }
     }
+    for (key, value) in &body.input_responses {
+        plain_text("an input key", Some(key))?;
+        no_nul("inputResponses", value)?;
+    }
     let principal = caller.acting_for(body.principal)?;
     let options = CallOptions {
         principal,
         conversation: body.conversation,
         call_id: body.call_id,
         correlation: body.correlation,
+        input_responses: body.input_responses,
     };
     let arguments = body.arguments.unwrap_or(json!({}));
     match state

@@ -76,7 +76,8 @@ pub fn spec() -> Value {
                 "Call": {"type": "object", "required": ["server", "tool"], "additionalProperties": false, "properties": {
                     "server": {"type": "string"}, "tool": {"type": "string"}, "arguments": {"type": "object"},
                     "conversation": {"type": "string"}, "callId": {"type": "string"}, "correlation": {},
-                    "principal": {"type": "string", "description": "Operators may name any principal; a principal token may only name its own (403 otherwise)"}, "waitMs": {"type": "integer", "minimum": 0, "maximum": 300000}
+                    "principal": {"type": "string", "description": "Operators may name any principal; a principal token may only name its own (403 otherwise)"}, "waitMs": {"type": "integer", "minimum": 0, "maximum": 300000},
+                    "inputResponses": {"type": "object", "additionalProperties": {"type": "object"}, "description": "Answers, by input key, to the questions a 409 input_needed named (details.inputRequests); each is checked against its question (400 invalid_answer naming the field) and relayed when the server asks it"}
                 }},
                 "CallOutcome": {"type": "object", "properties": {"outcome": {"type": "string", "enum": ["completed", "task"]}, "result": {}, "task": {"$ref": "#/components/schemas/TaskDetail"}}},
                 "Tools": {"type": "object", "required": ["server", "tools"], "properties": {"server": {"type": "string"}, "tools": {"type": "array", "items": {"type": "object", "required": ["name", "inputSchema"], "properties": {
@@ -135,7 +136,8 @@ pub fn spec() -> Value {
                     "202": ok("A task is tracked", "CallOutcome"),
                     "403": error_response("A principal token named another principal"),
                     "404": error_response("Unknown server"),
-                    "409": error_response("The tool needs input before it starts"),
+                    "400": error_response("Bad input, or an inputResponses answer that does not fit its question (invalid_answer)"),
+                    "409": error_response("The tool needs input before it starts: details.inputRequests; call again with inputResponses"),
                     "413": error_response("Body too large"),
                     "502": error_response("The remote server failed or broke the protocol")
                 }))
