@@ -190,3 +190,67 @@ async fn the_servers_request_state_is_echoed_back() {
     })
     .await;
 }
+
+/// On a terminal the CLI asks the question field by field (here a real
+/// pseudo-terminal, from util-linux's `script`), re-asking when the answer
+/// does not fit, and the task runs with what was typed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_is_asked_field_by_field() {
+    let script = std::path::Path::new("/usr/bin/script");
+    if !script.exists() {
+        assert!(
+            std::env::var("CI").is_err(),
+            "/usr/bin/script (util-linux) is needed for the terminal test"
+        );
+        eprintln!("SKIPPED: no /usr/bin/script to give the CLI a terminal");
+        return;
+    }
+    with_deadline(Duration::from_secs(240), async {
+        let (server_db, gateway_db) = (Database::sqlite(), Database::sqlite());
+        let server = DemoServer::start(&server_db.url, &[]).await;
+        let gateway = Gateway::start(
+            "gateway",
+            &GatewaySpec::with_tokens(&gateway_db.url, &[("demo", &server.url)]),
+        )
+        .await;
+        let base = gateway.base.clone();
+        let out = tokio::task::spawn_blocking(move || {
+            use std::io::Write;
+            let mut child = Command::new(script)
+                .args([
+                    "-qfec",
+                    &format!("{BIN} call demo test_tool_with_task --wait"),
+                    "/dev/null",
+                ])
+                .env("MCPTASK_GATEWAY", base)
+                .env("MCPTASK_API_TOKEN", OPERATOR)
+                .env("MCPTASK_LOG", "warn")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("run script");
+            // An empty line first: the required name is missing, so the
+            // question is asked again. The pipe stays open until the end
+            // (an early end of input would end the terminal session).
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(b"\nAda\n").unwrap();
+            stdin.flush().unwrap();
+            let out = child.wait_with_output().expect("script output");
+            drop(stdin);
+            out
+        })
+        .await
+        .unwrap();
+        // (The terminal merges the CLI's stdout and stderr into script's stdout.)
+        let shown = text(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{shown}\n{}", text(&out.stderr));
+        assert!(
+            shown.contains("input user_name: What is your name?"),
+            "{shown}"
+        );
+        assert!(shown.contains("that does not fit"), "re-asked: {shown}");
+        assert!(shown.contains("Hello, Ada!"), "{shown}");
+    })
+    .await;
+}
