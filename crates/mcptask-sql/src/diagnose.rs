@@ -14,7 +14,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection};
 /// long enough for a server that is just starting (or a container coming up
 /// next to this one), short enough that a wrong host or port is reported in
 /// seconds rather than after the pool's acquire timeout.
-pub(crate) const PG_PROBE: Duration = Duration::from_secs(5);
+pub(crate) const PG_PROBE: Duration = Duration::from_secs(10);
 
 /// Open one connection to check that the database is there and accepts us,
 /// retrying only what passes on its own (a refused port, a server starting
@@ -69,18 +69,32 @@ pub(crate) async fn probe_postgres(
                 ));
             }
         };
-        let passing = match &e {
-            sqlx::Error::Io(io) => io.kind() == std::io::ErrorKind::ConnectionRefused,
-            // What sqlx's pool also retries: starting up, and a connection
-            // slot not yet freed by the server.
-            sqlx::Error::Database(db) => db.is_transient_in_connect_phase(),
-            _ => false,
-        };
-        if !passing || Instant::now() + pause >= deadline {
+        if !passes(&e) || Instant::now() + pause >= deadline {
             return Err((postgres_reason(options, &at, &e), Some(e)));
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(500));
+    }
+}
+
+/// Whether a connect error passes on its own, so the probe tries again: a
+/// refused port, a connection the server drops while it shuts down or
+/// restarts (end of file, reset, aborted), and what sqlx's pool also
+/// retries (starting up, a connection slot not yet freed). A gateway started
+/// during a database restart must wait for it, not exit.
+fn passes(e: &sqlx::Error) -> bool {
+    use std::io::ErrorKind;
+    match e {
+        sqlx::Error::Io(io) => matches!(
+            io.kind(),
+            ErrorKind::ConnectionRefused
+                | ErrorKind::ConnectionReset
+                | ErrorKind::ConnectionAborted
+                | ErrorKind::UnexpectedEof
+                | ErrorKind::BrokenPipe
+        ),
+        sqlx::Error::Database(db) => db.is_transient_in_connect_phase(),
+        _ => false,
     }
 }
 
@@ -244,6 +258,22 @@ mod tests {
 
     /// The texts sqlx and rustls give (the I/O error carrying rustls' is
     /// what an untrusted certificate surfaces as).
+    #[test]
+    fn a_connection_dropped_by_a_restarting_server_is_tried_again() {
+        use std::io::{Error, ErrorKind};
+        for kind in [
+            ErrorKind::ConnectionRefused,
+            ErrorKind::ConnectionReset,
+            ErrorKind::UnexpectedEof,
+        ] {
+            assert!(passes(&sqlx::Error::Io(Error::from(kind))), "{kind:?}");
+        }
+        assert!(!passes(&sqlx::Error::Io(Error::from(
+            ErrorKind::PermissionDenied
+        ))));
+        assert!(!passes(&sqlx::Error::Configuration("bad url".into())));
+    }
+
     #[test]
     fn postgres_tls_failures_name_the_cause_and_fix() {
         let no_tls = sqlx::Error::Tls("server does not support TLS".into());
