@@ -72,4 +72,6 @@ pub use error::{SERVER_BUSY, TASK_NOT_FOUND, TaskError};
 pub use mcp::{DurableTaskServer, Principal};
 pub use mcptask_core::server::{InterruptPolicy, TaskSupport};
 pub use tool::input;
-pub use tool::{Preflight, TaskContext, TaskExit, TaskTool, ToolCall, ToolRegistry};
+pub use tool::{
+    Lookup, Preflight, TaskContext, TaskExit, TaskTool, ToolCall, ToolRegistry, ToolSource,
+};

@@ -410,6 +410,216 @@ async fn shutdown_drains_then_hands_over(backend: Backend) {
     eventually(&b, &stuck, "failed", status_is("failed")).await;
 }
 
+/// A source whose tools arrive after the runtime started: `NotYet` until the
+/// first listing is published.
+struct LateSource {
+    tools: std::sync::RwLock<Option<mcptask_server::ToolRegistry>>,
+    version: tokio::sync::watch::Sender<u64>,
+}
+
+impl LateSource {
+    fn new() -> std::sync::Arc<Self> {
+        std::sync::Arc::new(LateSource {
+            tools: std::sync::RwLock::new(None),
+            version: tokio::sync::watch::channel(0).0,
+        })
+    }
+    fn publish(&self, registry: mcptask_server::ToolRegistry) {
+        *self.tools.write().unwrap() = Some(registry);
+        self.version.send_modify(|v| *v += 1);
+    }
+}
+
+impl mcptask_server::ToolSource for LateSource {
+    fn lookup(&self, name: &str) -> mcptask_server::Lookup {
+        match &*self.tools.read().unwrap() {
+            None => mcptask_server::Lookup::NotYet,
+            Some(r) => mcptask_server::ToolSource::lookup(r, name),
+        }
+    }
+    fn definitions(&self) -> Vec<rmcp::model::Tool> {
+        self.tools
+            .read()
+            .unwrap()
+            .as_ref()
+            .map(|r| r.definitions())
+            .unwrap_or_default()
+    }
+    fn changed(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.version.subscribe()
+    }
+}
+
+async fn source_runtime(
+    store: std::sync::Arc<dyn mcptask_core::store::ServerTaskStore>,
+    clock: &ManualClock,
+    source: std::sync::Arc<LateSource>,
+    owner: &str,
+) -> mcptask_server::TaskRuntime {
+    let shared: mcptask_core::SharedClock = std::sync::Arc::new(clock.clone());
+    mcptask_server::TaskRuntime::builder_with_source(store, source)
+        .clock(shared)
+        .config(config())
+        .owner_id(owner)
+        .start()
+        .await
+        .expect("start runtime")
+}
+
+/// A `hold` that finishes at once and is rerun after an interruption.
+fn quick_hold() -> mcptask_server::ToolRegistry {
+    let mut r = mcptask_server::ToolRegistry::new();
+    r.register(
+        mcptask_server::TaskTool::new(
+            rmcp::model::Tool::new("hold", "hold", std::sync::Arc::new(Default::default())),
+            |call| async move {
+                Ok(rmcp::model::CallToolResult::success(vec![
+                    rmcp::model::ContentBlock::text(format!(
+                        "rerun attempt {}",
+                        call.ctx.attempt()
+                    )),
+                ]))
+            },
+        )
+        .interrupt(mcptask_server::InterruptPolicy::Rerun),
+    );
+    r
+}
+
+async fn recovery_waits_for_a_tool_not_known_yet(backend: Backend) {
+    let clock = ManualClock::new(1_800_000_000_000);
+    let gate = Gate::new();
+    let a = runtime(backend.server_tasks().await, &clock, &gate, "A").await;
+    let id = a
+        .create_task(request("hold", json!({})))
+        .await
+        .unwrap()
+        .task_id;
+    eventually(&a, &id, "working", status_is("working")).await;
+
+    // A dies; B starts before its source has listed any tool.
+    let source = LateSource::new();
+    let b = source_runtime(backend.server_tasks().await, &clock, source.clone(), "B").await;
+    clock.advance(LEASE + 1);
+    b.maintenance().heartbeat_once().await.unwrap();
+    assert_eq!(b.maintenance().recover_once().await.unwrap(), 1);
+    // Not failed "tool not available", not running: left for a later pass.
+    let t = b.get_task(&id, None).await.unwrap();
+    assert_eq!(t.status(), rmcp::model::TaskStatus::Working, "{t:?}");
+    assert!(!b.is_running_here(&id));
+    // Another pass while the tool is still unknown changes nothing.
+    b.maintenance().recover_once().await.unwrap();
+    assert_eq!(
+        b.get_task(&id, None).await.unwrap().status(),
+        rmcp::model::TaskStatus::Working
+    );
+
+    // The tool appears: the next pass recovers the task under B's policy (rerun).
+    source.publish(quick_hold());
+    assert_eq!(b.maintenance().recover_once().await.unwrap(), 1);
+    let v = eventually(&b, &id, "completed", status_is("completed")).await;
+    assert_eq!(v["result"]["content"][0]["text"], "rerun attempt 2", "{v}");
+}
+
+async fn recovery_fails_a_task_whose_tool_is_unknown(backend: Backend) {
+    let clock = ManualClock::new(1_800_000_000_000);
+    let gate = Gate::new();
+    let a = runtime(backend.server_tasks().await, &clock, &gate, "A").await;
+    let id = a
+        .create_task(request("hold", json!({})))
+        .await
+        .unwrap()
+        .task_id;
+    eventually(&a, &id, "working", status_is("working")).await;
+    // B's source has listed its tools, and `hold` is not among them.
+    let source = LateSource::new();
+    source.publish(mcptask_server::ToolRegistry::new());
+    let b = source_runtime(backend.server_tasks().await, &clock, source, "B").await;
+    clock.advance(LEASE + 1);
+    b.maintenance().heartbeat_once().await.unwrap();
+    assert_eq!(b.maintenance().recover_once().await.unwrap(), 1);
+    let v = eventually(&b, &id, "failed", status_is("failed")).await;
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not available"),
+        "{v}"
+    );
+}
+
+async fn a_changing_source_changes_the_served_tools(backend: Backend) {
+    let clock = ManualClock::new(1_800_000_000_000);
+    let source = LateSource::new();
+    let rt = source_runtime(backend.server_tasks().await, &clock, source.clone(), "A").await;
+    let mut changed = rt.tools().changed();
+    assert!(rt.tools().definitions().is_empty());
+    assert!(matches!(
+        rt.create_task(request("hold", json!({}))).await,
+        Err(TaskError::UnknownTool(_))
+    ));
+
+    source.publish(quick_hold());
+    assert!(changed.has_changed().unwrap(), "the change is announced");
+    changed.borrow_and_update();
+    let names: Vec<_> = rt
+        .tools()
+        .definitions()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert_eq!(names, ["hold"]);
+    // The MCP handler serves what the source serves now.
+    let server = mcptask_server::DurableTaskServer::new(rt.clone());
+    assert!(rmcp::ServerHandler::get_tool(&server, "hold").is_some());
+    let id = rt
+        .create_task(request("hold", json!({})))
+        .await
+        .unwrap()
+        .task_id;
+    let v = eventually(&rt, &id, "completed", status_is("completed")).await;
+    assert_eq!(v["result"]["content"][0]["text"], "rerun attempt 1", "{v}");
+
+    // The tool goes away: listed no more, and new calls are refused.
+    source.publish(mcptask_server::ToolRegistry::new());
+    assert!(changed.has_changed().unwrap());
+    assert!(rt.tools().definitions().is_empty());
+    assert!(rmcp::ServerHandler::get_tool(&server, "hold").is_none());
+    assert!(matches!(
+        rt.create_task(request("hold", json!({}))).await,
+        Err(TaskError::UnknownTool(_))
+    ));
+}
+
+async fn a_registry_is_a_source_that_never_changes(backend: Backend) {
+    let clock = ManualClock::new(1_800_000_000_000);
+    let gate = Gate::new();
+    let rt = runtime(backend.server_tasks().await, &clock, &gate, "A").await;
+    let changed = rt.tools().changed();
+    let listed: Vec<_> = rt
+        .tools()
+        .definitions()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    let registered: Vec<_> = rt
+        .registry()
+        .definitions()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert_eq!(listed, registered);
+    assert!(matches!(
+        rt.tools().lookup("echo"),
+        mcptask_server::Lookup::Found(_)
+    ));
+    assert!(matches!(
+        rt.tools().lookup("nope"),
+        mcptask_server::Lookup::Unknown
+    ));
+    assert!(!changed.has_changed().unwrap());
+}
+
 mcptask_sql::on_both_backends! {
     fail_policy_reports_interruption => super::fail_policy_reports_interruption;
     rerun_policy_replays_answers => super::rerun_policy_replays_answers;
@@ -422,4 +632,8 @@ mcptask_sql::on_both_backends! {
     keys_are_never_reissued_and_bad_answers_rejected => super::keys_are_never_reissued_and_bad_answers_rejected;
     oversized_arguments_are_refused_without_a_row => super::oversized_arguments_are_refused_without_a_row;
     shutdown_drains_then_hands_over => super::shutdown_drains_then_hands_over;
+    recovery_waits_for_a_tool_not_known_yet => super::recovery_waits_for_a_tool_not_known_yet;
+    recovery_fails_a_task_whose_tool_is_unknown => super::recovery_fails_a_task_whose_tool_is_unknown;
+    a_changing_source_changes_the_served_tools => super::a_changing_source_changes_the_served_tools;
+    a_registry_is_a_source_that_never_changes => super::a_registry_is_a_source_that_never_changes;
 }
