@@ -620,6 +620,179 @@ async fn a_registry_is_a_source_that_never_changes(backend: Backend) {
     assert!(!changed.has_changed().unwrap());
 }
 
+/// `stateful` (Rerun): saves what it saw, asks "q" and withdraws it when the
+/// gate opens for its attempt, then waits; a rerun returns the saved state.
+/// `big_state`: tries to save more than the payload limit.
+fn stateful_tools(gate: &Gate) -> mcptask_server::ToolRegistry {
+    let mut r = mcptask_server::ToolRegistry::new();
+    let g = gate.clone();
+    r.register(
+        mcptask_server::TaskTool::new(
+            rmcp::model::Tool::new(
+                "stateful",
+                "stateful",
+                std::sync::Arc::new(Default::default()),
+            ),
+            move |call| {
+                let g = g.clone();
+                async move {
+                    let ctx = &call.ctx;
+                    let seen = ctx.state();
+                    ctx.save_state(json!({"attempt": ctx.attempt(), "seen": seen}))
+                        .await?;
+                    assert_eq!(
+                        ctx.state(),
+                        Some(json!({"attempt": ctx.attempt(), "seen": seen}))
+                    );
+                    if ctx.attempt() == 1 {
+                        let req = mcptask_server::input::elicit_form(
+                            "q?",
+                            json!({"type": "object", "properties": {"v": {"type": "string"}}}),
+                        )
+                        .unwrap();
+                        tokio::select! {
+                            _ = ctx.request_input("q", req) => {}
+                            _ = g.wait(1) => ctx.withdraw_inputs(&["q".to_string()]).await?,
+                        }
+                        ctx.set_status_message("question withdrawn").await?;
+                        ctx.cancelled().await;
+                        return Err(mcptask_server::TaskExit::Cancelled);
+                    }
+                    Ok(rmcp::model::CallToolResult::success(vec![
+                        rmcp::model::ContentBlock::text(format!(
+                            "saw {}",
+                            seen.unwrap_or_default()
+                        )),
+                    ]))
+                }
+            },
+        )
+        .interrupt(mcptask_server::InterruptPolicy::Rerun),
+    );
+    r.register(mcptask_server::TaskTool::new(
+        rmcp::model::Tool::new("big_state", "big", std::sync::Arc::new(Default::default())),
+        |call| async move {
+            call.ctx
+                .save_state(json!({"blob": "x".repeat(4096)}))
+                .await?;
+            Ok(rmcp::model::CallToolResult::success(vec![]))
+        },
+    ));
+    r
+}
+
+async fn task_state_survives_a_rerun_and_questions_can_be_withdrawn(backend: Backend) {
+    let clock = ManualClock::new(1_800_000_000_000);
+    let gate = Gate::new();
+    let small = mcptask_server::RuntimeConfig {
+        limits: mcptask_core::payload::PayloadLimits {
+            max_arguments_bytes: 1024,
+            ..Default::default()
+        },
+        ..config()
+    };
+    let a = runtime_with(
+        backend.server_tasks().await,
+        &clock,
+        stateful_tools(&gate),
+        small.clone(),
+        "A",
+    )
+    .await;
+    let id = a
+        .create_task(request("stateful", json!({})))
+        .await
+        .unwrap()
+        .task_id;
+    eventually(&a, &id, "input_required", status_is("input_required")).await;
+    // The question becomes moot: it is withdrawn and the task works again.
+    gate.release(1);
+    let v = eventually(&a, &id, "working without questions", |v| {
+        v["statusMessage"] == "question withdrawn"
+    })
+    .await;
+    assert_eq!(v["status"], "working", "{v}");
+    assert!(v.get("inputRequests").is_none(), "{v}");
+
+    // A dies: the rerun on B reads the state attempt 1 saved.
+    let b = runtime_with(
+        backend.server_tasks().await,
+        &clock,
+        stateful_tools(&gate),
+        small,
+        "B",
+    )
+    .await;
+    clock.advance(LEASE + 1);
+    b.maintenance().heartbeat_once().await.unwrap();
+    assert_eq!(b.maintenance().recover_once().await.unwrap(), 1);
+    let v = eventually(&b, &id, "completed", status_is("completed")).await;
+    assert_eq!(
+        v["result"]["content"][0]["text"], r#"saw {"attempt":1,"seen":null}"#,
+        "{v}"
+    );
+
+    // State beyond the payload limit is refused with a clear error.
+    let big = b
+        .create_task(request("big_state", json!({})))
+        .await
+        .unwrap()
+        .task_id;
+    let v = eventually(&b, &big, "failed", status_is("failed")).await;
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("task state is"),
+        "{v}"
+    );
+}
+
+async fn tasks_are_listed_per_principal(backend: Backend) {
+    let clock = ManualClock::new(1_800_000_000_000);
+    let gate = Gate::new();
+    let rt = runtime(backend.server_tasks().await, &clock, &gate, "A").await;
+    let mut alice = Vec::new();
+    for _ in 0..3 {
+        let mut req = request("hold", json!({}));
+        req.principal = Some("alice".into());
+        alice.push(rt.create_task(req).await.unwrap().task_id);
+        clock.advance(1);
+    }
+    let mut req = request("echo", json!({}));
+    req.principal = Some("bob".into());
+    let bob = rt.create_task(req).await.unwrap().task_id;
+    for _ in 0..400 {
+        let t = rt.get_task(&bob, Some("bob")).await.unwrap();
+        if t.status() == rmcp::model::TaskStatus::Completed {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    let (first, next) = rt.list_tasks(Some("alice"), false, None, 2).await.unwrap();
+    let (second, last) = rt
+        .list_tasks(Some("alice"), false, next.as_ref(), 2)
+        .await
+        .unwrap();
+    assert!(last.is_none());
+    let listed: Vec<_> = first
+        .iter()
+        .chain(&second)
+        .map(|t| t.task_id.clone())
+        .collect();
+    alice.reverse();
+    assert_eq!(listed, alice, "newest first, each once");
+
+    let (bobs, _) = rt.list_tasks(Some("bob"), false, None, 10).await.unwrap();
+    assert_eq!(bobs.len(), 1);
+    assert_eq!(bobs[0].task_id, bob);
+    let (live, _) = rt.list_tasks(Some("bob"), true, None, 10).await.unwrap();
+    assert!(live.is_empty(), "bob's only task is settled");
+    let (anonymous, _) = rt.list_tasks(None, false, None, 10).await.unwrap();
+    assert!(anonymous.is_empty());
+}
+
 mcptask_sql::on_both_backends! {
     fail_policy_reports_interruption => super::fail_policy_reports_interruption;
     rerun_policy_replays_answers => super::rerun_policy_replays_answers;
@@ -636,4 +809,6 @@ mcptask_sql::on_both_backends! {
     recovery_fails_a_task_whose_tool_is_unknown => super::recovery_fails_a_task_whose_tool_is_unknown;
     a_changing_source_changes_the_served_tools => super::a_changing_source_changes_the_served_tools;
     a_registry_is_a_source_that_never_changes => super::a_registry_is_a_source_that_never_changes;
+    task_state_survives_a_rerun_and_questions_can_be_withdrawn => super::task_state_survives_a_rerun_and_questions_can_be_withdrawn;
+    tasks_are_listed_per_principal => super::tasks_are_listed_per_principal;
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use mcptask_core::server::{CancelOutcome, NewServerTask};
+use mcptask_core::server::{CancelOutcome, NewServerTask, TaskCursor};
 use mcptask_core::store::ServerTaskStore;
 use mcptask_core::{SystemClock, ids, lease};
 use rmcp::model::{DetailedTask, InputResponses, JsonObject, Task};
@@ -24,6 +24,9 @@ use crate::TaskError;
 use crate::config::RuntimeConfig;
 use crate::mcp::wire;
 use crate::tool::{ToolRegistry, ToolSource};
+
+/// Most tasks one [`TaskRuntime::list_tasks`] page returns.
+pub const MAX_LIST_LIMIT: i64 = 100;
 
 /// How long shutdown waits for stopped work to unwind after its deadline.
 const STOPPED_WORK_GRACE: Duration = Duration::from_secs(5);
@@ -213,6 +216,48 @@ impl TaskRuntime {
     ) -> Result<DetailedTask, TaskError> {
         let view = self.inner.visible(task_id, principal).await?;
         wire::detailed_task(&view, self.inner.clock.now_ms())
+    }
+
+    /// The tasks bound to `principal` (`None`: the anonymous callers'
+    /// tasks), newest first, at most `limit` (capped at [`MAX_LIST_LIMIT`]),
+    /// after `cursor`; only live ones with `live_only`. Returns the page and
+    /// the cursor of the next one, if any. Tasks past retention are left out.
+    ///
+    /// ```no_run
+    /// # async fn demo(runtime: mcptask_server::TaskRuntime) -> Result<(), mcptask_server::TaskError> {
+    /// let mut cursor = None;
+    /// loop {
+    ///     let (tasks, next) = runtime.list_tasks(Some("alice"), true, cursor.as_ref(), 50).await?;
+    ///     for t in tasks { println!("{} {:?}", t.task_id, t.status); }
+    ///     match next { Some(c) => cursor = Some(c), None => break }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn list_tasks(
+        &self,
+        principal: Option<&str>,
+        live_only: bool,
+        cursor: Option<&TaskCursor>,
+        limit: i64,
+    ) -> Result<(Vec<Task>, Option<TaskCursor>), TaskError> {
+        let now = self.inner.clock.now_ms();
+        let page = self
+            .inner
+            .store
+            .list_tasks(
+                principal,
+                live_only,
+                cursor,
+                limit.clamp(1, MAX_LIST_LIMIT),
+                now,
+            )
+            .await?;
+        let tasks = page
+            .tasks
+            .iter()
+            .map(|r| wire::listed_task(r, now))
+            .collect();
+        Ok((tasks, page.next))
     }
 
     /// `tasks/update`: store answers to outstanding input requests (others are

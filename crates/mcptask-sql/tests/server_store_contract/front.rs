@@ -195,3 +195,75 @@ mcptask_sql::on_both_backends! {
         assert_eq!(second.next, None);
     }
 }
+
+/// A row written under the schema of migration 0004, then the database
+/// migrated: the row reads back with no driver and is listed, and its driver
+/// state can be saved under its claim.
+async fn old_row_survives_migration_0005(url: &str) {
+    let store = mcptask_sql::open(url)
+        .await
+        .expect("migrate to the latest schema");
+    let tasks = store.server_tasks();
+    let r = tasks
+        .get_task("old")
+        .await
+        .unwrap()
+        .expect("old row kept")
+        .record;
+    assert_eq!(
+        (r.tool.as_str(), &r.driver, &r.driver_state),
+        ("slow", &None, &None)
+    );
+    let page = tasks
+        .list_tasks(Some("alice"), true, None, 10, T0)
+        .await
+        .unwrap();
+    assert_eq!(page.tasks.len(), 1);
+    assert!(
+        tasks
+            .save_state(&r.fence().unwrap(), &json!({"bindings": 0}), T0 + 1)
+            .await
+            .unwrap()
+    );
+}
+
+const OLD_ROW: &str = "INSERT INTO server_tasks (id, principal, tool, arguments, status,
+        created_at, updated_at, owner, claim_token)
+     VALUES ('old', 'alice', 'slow', '{}', 'working', 1, 1, 'A', 'k')";
+
+#[tokio::test]
+async fn migration_0005_keeps_a_populated_sqlite_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("old.db").display());
+    {
+        let options = url
+            .parse::<sqlx::sqlite::SqliteConnectOptions>()
+            .unwrap()
+            .create_if_missing(true);
+        let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+        sqlx::migrate!("./migrations/sqlite")
+            .run_to(4, &pool)
+            .await
+            .unwrap();
+        sqlx::query(OLD_ROW).execute(&pool).await.unwrap();
+        pool.close().await;
+    }
+    old_row_survives_migration_0005(&url).await;
+}
+
+#[tokio::test]
+async fn migration_0005_keeps_a_populated_postgres_database() {
+    let Some(url) = mcptask_sql::testkit::pg::fresh_database().await else {
+        return;
+    };
+    {
+        let pool = sqlx::PgPool::connect(&url).await.unwrap();
+        sqlx::migrate!("./migrations/postgres")
+            .run_to(4, &pool)
+            .await
+            .unwrap();
+        sqlx::query(OLD_ROW).execute(&pool).await.unwrap();
+        pool.close().await;
+    }
+    old_row_survives_migration_0005(&url).await;
+}
