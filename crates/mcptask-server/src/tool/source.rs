@@ -18,6 +18,9 @@ use super::registry::ToolRegistry;
 use super::task_tool::TaskTool;
 
 /// The answer of [`ToolSource::lookup`].
+// A lookup lives for one call, create or recovery and is matched at once:
+// boxing the tool would cost an allocation per call to save stack bytes.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone)]
 pub enum Lookup {
     /// The source serves this tool.
