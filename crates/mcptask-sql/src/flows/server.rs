@@ -476,9 +476,13 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
         let limit = limit.max(1);
         let mut conn = self.reader.acquire().await.map_err(db_err)?;
         // One more than asked: whether a next page exists is known exactly.
+        let sql = match principal {
+            Some(_) => B::SQL.list_tasks,
+            None => B::SQL.list_anonymous_tasks,
+        };
         let rows = B::fetch_all(
             &mut conn,
-            B::SQL.list_tasks,
+            sql,
             args![
                 principal,
                 live_only,

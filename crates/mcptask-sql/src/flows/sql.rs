@@ -75,6 +75,9 @@ pub struct Statements {
     pub settle_input_status: &'static str,
     /// A principal's tasks, newest first, after a keyset cursor.
     pub list_tasks: &'static str,
+    /// The anonymous callers' tasks (`principal IS NULL`), likewise; `$1`
+    /// must be NULL.
+    pub list_anonymous_tasks: &'static str,
     // --- remote tasks -------------------------------------------------------
     /// Record a remote task handle unless the handle is already tracked.
     pub insert_remote: &'static str,
@@ -248,6 +251,28 @@ macro_rules! claim_due {
 }
 pub(crate) use claim_due;
 
+/// A page of tasks matching `$principal` (which reads `$1`): `$2` live
+/// only, `$3` now (retention), `$4`/`$5` the keyset cursor (created_at, id;
+/// NULL for the first page), `$6` limit.
+macro_rules! list_tasks_where {
+    ($principal:tt) => {
+        concat!(
+            "SELECT * FROM server_tasks
+             WHERE ",
+            $principal,
+            "
+               AND (NOT $2 OR ",
+            $crate::flows::sql::live!("status"),
+            ")
+               AND (purge_at IS NULL OR purge_at > $3)
+               AND ($4 IS NULL OR (created_at, id) < ($4, $5))
+             ORDER BY created_at DESC, id DESC
+             LIMIT $6"
+        )
+    };
+}
+pub(crate) use list_tasks_where;
+
 /// Build a backend's [`Statements`] from its dialect fragments.
 macro_rules! statements {
     (
@@ -256,8 +281,7 @@ macro_rules! statements {
         signal: $signal:expr,
         in_list: ($in:tt, $in_end:tt),
         greatest_least: ($max:tt, $min:tt),
-        live_index_hint: $active_hint:tt,
-        null_safe_eq: $null_eq:tt $(,)?
+        live_index_hint: $active_hint:tt $(,)?
     ) => {
         $crate::flows::sql::Statements {
             insert_task: "INSERT INTO server_tasks (id, principal, tool, arguments, call_inputs,
@@ -345,16 +369,14 @@ macro_rules! statements {
                  WHERE id = $1 AND ",
                 $crate::flows::sql::live!("status")
             ),
-            // Keyset walk of server_tasks_principal_created; `$1` NULL lists
-            // the anonymous callers' tasks (a NULL-safe comparison).
-            list_tasks: concat!(
-                "SELECT * FROM server_tasks
-                 WHERE principal ", $null_eq, " $1
-                   AND (NOT $2 OR ", $crate::flows::sql::live!("status"), ")
-                   AND (purge_at IS NULL OR purge_at > $3)
-                   AND ($4 IS NULL OR (created_at, id) < ($4, $5))
-                 ORDER BY created_at DESC, id DESC
-                 LIMIT $6"
+            // Keyset walks of server_tasks_principal_created. Two statements,
+            // not one NULL-safe comparison: PostgreSQL cannot use an index
+            // for `IS NOT DISTINCT FROM` (a sequential scan and a sort of
+            // every task), while `= $1` and `IS NULL` are index conditions on
+            // both backends.
+            list_tasks: $crate::flows::sql::list_tasks_where!("principal = $1"),
+            list_anonymous_tasks: $crate::flows::sql::list_tasks_where!(
+                "principal IS NULL AND CAST($1 AS TEXT) IS NULL"
             ),
             heartbeat: "INSERT INTO server_owners (owner_id, started_at, heartbeat_at, lease_expires_at)
                  VALUES ($1, $2, $2, $3)

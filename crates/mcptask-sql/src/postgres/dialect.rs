@@ -69,7 +69,6 @@ static SQL: Statements = statements! {
     in_list: ("= ANY(", ")"),
     greatest_least: ("GREATEST", "LEAST"),
     live_index_hint: "",
-    null_safe_eq: "IS NOT DISTINCT FROM",
 };
 
 #[cfg(test)]

@@ -25,8 +25,6 @@ static SQL: Statements = statements! {
     // Without statistics SQLite prefers the status index for the live filter
     // and sorts every live task; the partial index is ordered already.
     live_index_hint: " INDEXED BY remote_tasks_active",
-    // `IS` is SQLite's NULL-safe equality, and it can use an index.
-    null_safe_eq: "IS",
 };
 
 impl Dialect for Sqlite {
