@@ -793,6 +793,35 @@ async fn tasks_are_listed_per_principal(backend: Backend) {
     assert!(anonymous.is_empty());
 }
 
+async fn a_deferred_task_cancelled_meanwhile_settles_cancelled(backend: Backend) {
+    let clock = ManualClock::new(1_800_000_000_000);
+    let gate = Gate::new();
+    let a = runtime(backend.server_tasks().await, &clock, &gate, "A").await;
+    let id = a
+        .create_task(request("hold", json!({})))
+        .await
+        .unwrap()
+        .task_id;
+    eventually(&a, &id, "working", status_is("working")).await;
+    let source = LateSource::new();
+    let b = source_runtime(backend.server_tasks().await, &clock, source.clone(), "B").await;
+    clock.advance(LEASE + 1);
+    b.maintenance().heartbeat_once().await.unwrap();
+    assert_eq!(b.maintenance().recover_once().await.unwrap(), 1);
+    assert_eq!(
+        b.get_task(&id, None).await.unwrap().status(),
+        rmcp::model::TaskStatus::Working
+    );
+    // Cancelled while it waits for its tool: the next pass re-reads it and
+    // settles it cancelled, without running the (now known) tool.
+    b.cancel_task(&id, None).await.unwrap();
+    source.publish(quick_hold());
+    b.maintenance().recover_once().await.unwrap();
+    let v = eventually(&b, &id, "cancelled", status_is("cancelled")).await;
+    assert!(v.get("result").is_none(), "{v}");
+    assert!(!b.is_running_here(&id));
+}
+
 mcptask_sql::on_both_backends! {
     fail_policy_reports_interruption => super::fail_policy_reports_interruption;
     rerun_policy_replays_answers => super::rerun_policy_replays_answers;
@@ -811,4 +840,5 @@ mcptask_sql::on_both_backends! {
     a_registry_is_a_source_that_never_changes => super::a_registry_is_a_source_that_never_changes;
     task_state_survives_a_rerun_and_questions_can_be_withdrawn => super::task_state_survives_a_rerun_and_questions_can_be_withdrawn;
     tasks_are_listed_per_principal => super::tasks_are_listed_per_principal;
+    a_deferred_task_cancelled_meanwhile_settles_cancelled => super::a_deferred_task_cancelled_meanwhile_settles_cancelled;
 }
