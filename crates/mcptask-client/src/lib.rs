@@ -54,6 +54,7 @@ pub mod remote;
 mod resolver;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+pub mod tls;
 mod tracker;
 mod workers;
 

@@ -77,6 +77,9 @@ impl TestClient {
         if let Some(token) = bearer {
             config = config.auth_header(token.to_string());
         }
+        // reqwest panics without a rustls provider when another crate in the
+        // build (mcptask-client's `tls` feature) turned its TLS on.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let transport = StreamableHttpClientTransport::from_config(config);
         let service = client_config(lifecycle)
             .serve_with_lifecycle(transport, lifecycle_mode(lifecycle))

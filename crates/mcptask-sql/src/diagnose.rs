@@ -96,6 +96,8 @@ fn postgres_reason(options: &PgConnectOptions, at: &str, e: &sqlx::Error) -> Str
             std::io::ErrorKind::TimedOut => {
                 format!("no answer from {at} (is the host reachable? a firewall dropping packets?)")
             }
+            // rustls' handshake errors (an untrusted certificate) travel as I/O errors.
+            _ if io.to_string().contains("certificate") => tls_failure(at, io),
             _ => format!("cannot connect to {at}: {io}"),
         },
         sqlx::Error::Database(db) => {
@@ -124,9 +126,7 @@ fn postgres_reason(options: &PgConnectOptions, at: &str, e: &sqlx::Error) -> Str
                 _ => format!("{} (SQLSTATE {code})", db.message()),
             }
         }
-        sqlx::Error::Tls(tls) => format!(
-            "TLS with {at} failed: {tls} (this build has no TLS support: use sslmode=disable or prefer, or reach PostgreSQL over a trusted network)"
-        ),
+        sqlx::Error::Tls(tls) => tls_failure(at, tls.as_ref()),
         other => format!("cannot connect to {at}: {other}"),
     }
 }
@@ -211,9 +211,62 @@ fn writable_dir(dir: &Path) -> bool {
     }
 }
 
+/// A failed TLS handshake with PostgreSQL, in plain words.
+fn tls_failure(at: &str, e: &(dyn std::error::Error + 'static)) -> String {
+    let text = e.to_string();
+    if text.contains("does not support TLS") {
+        return format!(
+            "PostgreSQL at {at} does not support TLS, and the URL requires it (enable ssl on the server, or use sslmode=prefer or disable on a trusted network)"
+        );
+    }
+    if text.contains("not built with TLS") || text.contains("TLS upgrade required") {
+        return format!(
+            "TLS with {at} is not available: this build has no TLS support (build mcptask-sql with its `tls` feature, or use sslmode=disable on a trusted network)"
+        );
+    }
+    let lower = text.to_ascii_lowercase();
+    if lower.contains("unknownissuer") || lower.contains("unknown issuer") {
+        return format!(
+            "TLS with {at} failed: the server's certificate is not trusted (issued by a CA this host does not know); if it is self-signed, add its CA to the system store, point SSL_CERT_FILE at it, or name it with sslrootcert= in the URL"
+        );
+    }
+    if lower.contains("notvalidforname") || lower.contains("not valid for name") {
+        return format!(
+            "TLS with {at} failed: the server's certificate is not valid for this host name (use the name it was issued for, or sslmode=verify-ca)"
+        );
+    }
+    format!("TLS with {at} failed: {text}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The texts sqlx and rustls give (the I/O error carrying rustls' is
+    /// what an untrusted certificate surfaces as).
+    #[test]
+    fn postgres_tls_failures_name_the_cause_and_fix() {
+        let no_tls = sqlx::Error::Tls("server does not support TLS".into());
+        let said = match &no_tls {
+            sqlx::Error::Tls(e) => tls_failure("db:5432", e.as_ref()),
+            _ => unreachable!(),
+        };
+        assert!(
+            said.contains("does not support TLS") && said.contains("sslmode=prefer"),
+            "{said}"
+        );
+        let untrusted = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "invalid peer certificate: UnknownIssuer",
+        );
+        let said = tls_failure("db:5432", &untrusted);
+        assert!(
+            said.contains("certificate is not trusted")
+                && said.contains("SSL_CERT_FILE")
+                && !said.contains("UnknownIssuer"),
+            "{said}"
+        );
+    }
 
     #[test]
     fn sqlite_paths_that_cannot_be_a_database_are_named() {

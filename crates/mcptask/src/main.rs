@@ -312,6 +312,8 @@ fn init_logging() {
 
 fn main() -> std::process::ExitCode {
     init_logging();
+    // One TLS provider (ring) for every https:// client and PostgreSQL TLS.
+    mcptask_client::tls::install_crypto_provider();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -7,7 +7,7 @@
 
 mod support;
 
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,20 +20,7 @@ use support::*;
 
 /// `mcptask ARGS…` against `gateway`, off the async runtime.
 async fn mcptask(gateway: &str, args: &[&str]) -> Output {
-    let gateway = gateway.to_string();
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        Command::new(BIN)
-            .args(&args)
-            .env("MCPTASK_GATEWAY", gateway)
-            .env("MCPTASK_API_TOKEN", OPERATOR)
-            .env("MCPTASK_LOG", "warn")
-            .env("RUST_BACKTRACE", "1")
-            .output()
-            .expect("run mcptask")
-    })
-    .await
-    .unwrap()
+    run_cli(gateway, OPERATOR, args).await
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -146,13 +133,8 @@ async fn a_wrong_answer_is_refused_naming_the_field_and_nothing_is_stored() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_show_lists_the_fields_and_its_example_answer_is_accepted() {
     with_deadline(Duration::from_secs(240), async {
-        let (server_db, gateway_db) = (Database::sqlite(), Database::sqlite());
-        let server = DemoServer::start(&server_db.url, &[]).await;
-        let gateway = Gateway::start(
-            "gateway",
-            &GatewaySpec::with_tokens(&gateway_db.url, &[("demo", &server.url)]),
-        )
-        .await;
+        let stack = DemoStack::start().await;
+        let gateway = &stack.gateway;
         let api = gateway.client(Some(OPERATOR));
         let id = asked(&api, "deliver_report", json!({}), "delivery").await;
 

@@ -380,13 +380,8 @@ async fn serve_flags_override_the_environment_and_the_file() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_list_pages_and_every_acting_command_speaks_json() {
     with_deadline(Duration::from_secs(240), async {
-        let (server_db, gateway_db) = (Database::sqlite(), Database::sqlite());
-        let server = DemoServer::start(&server_db.url, &[]).await;
-        let gateway = Gateway::start(
-            "gateway",
-            &GatewaySpec::with_tokens(&gateway_db.url, &[("demo", &server.url)]),
-        )
-        .await;
+        let stack = DemoStack::start().await;
+        let gateway = &stack.gateway;
         let alice = gateway.client(Some(ALICE));
         let mut ids = Vec::new();
         for _ in 0..5 {

@@ -176,6 +176,8 @@ async fn unusable_servers_are_reported_with_their_cause_and_fix() {
         let locked =
             DemoServer::start(&server_db.url, &["--auth-token", "s3cret-token=alice"]).await;
         let down = closed_addr();
+        // https:// to a plain-HTTP server: the TLS handshake gets HTTP back.
+        let locked_addr = locked.url.split('/').nth(2).unwrap().to_string();
         let html = canned_http(
             "200 OK",
             "text/html; charset=utf-8",
@@ -224,11 +226,11 @@ async fn unusable_servers_are_reported_with_their_cause_and_fix() {
             ),
             (
                 "tls",
-                format!("url = {}", q(&format!("https://{down}/mcp"))),
+                format!("url = {}", q(&format!("https://{}/mcp", locked_addr))),
                 vec![
-                    format!("cannot connect to \"tls\" at https://{down}/mcp"),
-                    "https:// needs TLS".into(),
-                    "http://".into(),
+                    format!("cannot connect to \"tls\" at https://{locked_addr}/mcp"),
+                    "did not answer in TLS".into(),
+                    "use http://".into(),
                 ],
             ),
             (

@@ -59,6 +59,8 @@ impl RawResponse {
 
 impl Raw {
     fn new(url: &str, bearer: Option<&str>) -> Self {
+        // reqwest panics without a TLS provider installed first.
+        mcptask_client::tls::install_crypto_provider();
         Raw {
             http: reqwest::Client::builder()
                 // A hang is a failure, not a stuck test.

@@ -14,21 +14,7 @@ use serde_json::{Value, json};
 use support::*;
 
 async fn mcptask(gateway: &str, args: &[&str]) -> Output {
-    let gateway = gateway.to_string();
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        Command::new(BIN)
-            .args(&args)
-            .env("MCPTASK_GATEWAY", gateway)
-            .env("MCPTASK_API_TOKEN", OPERATOR)
-            .env("MCPTASK_LOG", "warn")
-            .env("RUST_BACKTRACE", "1")
-            .stdin(std::process::Stdio::null())
-            .output()
-            .expect("run mcptask")
-    })
-    .await
-    .unwrap()
+    run_cli(gateway, OPERATOR, args).await
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -206,13 +192,8 @@ async fn a_terminal_is_asked_field_by_field() {
         return;
     }
     with_deadline(Duration::from_secs(240), async {
-        let (server_db, gateway_db) = (Database::sqlite(), Database::sqlite());
-        let server = DemoServer::start(&server_db.url, &[]).await;
-        let gateway = Gateway::start(
-            "gateway",
-            &GatewaySpec::with_tokens(&gateway_db.url, &[("demo", &server.url)]),
-        )
-        .await;
+        let stack = DemoStack::start().await;
+        let gateway = &stack.gateway;
         let base = gateway.base.clone();
         let out = tokio::task::spawn_blocking(move || {
             use std::io::Write;

@@ -11,27 +11,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::run_cli as mcptask;
 use support::*;
 
 const LIMIT: Duration = Duration::from_secs(240);
-
-/// `mcptask ARGS…` as a user's shell runs it, against `gateway` with `token`.
-async fn mcptask(gateway: &str, token: &str, args: &[&str]) -> std::process::Output {
-    let (gateway, token) = (gateway.to_string(), token.to_string());
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        Command::new(BIN)
-            .args(&args)
-            .env("MCPTASK_GATEWAY", gateway)
-            .env("MCPTASK_API_TOKEN", token)
-            .env("MCPTASK_LOG", "warn")
-            .env("RUST_BACKTRACE", "1")
-            .output()
-            .expect("run mcptask")
-    })
-    .await
-    .unwrap()
-}
 
 /// `mcptask config check --config PATH EXTRA…` in `dir`.
 async fn config_check(dir: &Path, config: &Path, extra: &[&str]) -> std::process::Output {

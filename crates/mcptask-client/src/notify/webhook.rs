@@ -37,9 +37,7 @@ impl WebhookNotifier {
         secret: impl Into<Vec<u8>>,
         timeout: Duration,
     ) -> Result<Self, String> {
-        let client = reqwest::Client::builder()
-            .timeout(timeout)
-            .build()
+        let client = crate::tls::build_http_client(|| reqwest::Client::builder().timeout(timeout))
             .map_err(|e| format!("cannot build the webhook HTTP client: {e}"))?;
         Ok(Self {
             url: url.into(),
@@ -99,7 +97,10 @@ impl Notifier for WebhookNotifier {
             .body(body)
             .send()
             .await
-            .map_err(|e| NotifyError::Transient(format!("webhook POST failed: {e}")))?;
+            .map_err(|e| {
+                let why = crate::tls::tls_failure(&e).unwrap_or_else(|| e.to_string());
+                NotifyError::Transient(format!("webhook POST failed: {why}"))
+            })?;
         let status = response.status();
         if status.is_success() {
             Ok(())

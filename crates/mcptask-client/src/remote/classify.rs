@@ -245,6 +245,7 @@ mod tests {
         let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}/mcp", closed.local_addr().unwrap());
         drop(closed);
+        crate::tls::install_crypto_provider();
         let refused = reqwest::Client::new().post(&url).send().await.unwrap_err();
         let e = ServiceError::TransportSend(DynamicTransportError::from_parts(
             "rmcp::transport::worker::WorkerTransport<rmcp::transport::streamable_http_client::StreamableHttpClientWorker<reqwest::Client>>",

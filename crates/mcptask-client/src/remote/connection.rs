@@ -160,7 +160,14 @@ pub(super) async fn open(def: &ServerDef) -> Result<Session, RemoteError> {
             if !custom.is_empty() {
                 config = config.custom_headers(custom);
             }
-            let transport = StreamableHttpClientTransport::from_config(config);
+            // rmcp's own default client would panic where this one reports.
+            let http = crate::tls::build_http_client(|| {
+                reqwest::Client::builder()
+                    .pool_max_idle_per_host(0)
+                    .redirect(same_origin_redirect_policy())
+            })
+            .map_err(|e| fail(format!("cannot build the HTTP client: {e}")))?;
+            let transport = StreamableHttpClientTransport::with_client(http, config);
             client_config()
                 .serve_with_lifecycle(transport, lifecycle)
                 .await
@@ -197,4 +204,28 @@ pub(super) async fn open(def: &ServerDef) -> Result<Session, RemoteError> {
 fn http_header_name(name: &str) -> Result<http::HeaderName, String> {
     name.parse()
         .map_err(|_| format!("header name {name:?} is invalid"))
+}
+
+/// rmcp's default client's redirect policy (not public there): only
+/// same-origin 307/308, which keep the method and body, up to 10 hops. A
+/// 301/302/303 would turn the POST into a bodyless GET, and a cross-origin
+/// hop would replay the session id and headers to another host.
+fn same_origin_redirect_policy() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let preserves_body = matches!(
+            attempt.status(),
+            reqwest::StatusCode::TEMPORARY_REDIRECT | reqwest::StatusCode::PERMANENT_REDIRECT
+        );
+        let same_origin = attempt
+            .previous()
+            .first()
+            .is_some_and(|original| original.origin() == attempt.url().origin());
+        if !preserves_body || !same_origin {
+            attempt.stop()
+        } else if attempt.previous().len() > 10 {
+            attempt.error("exceeded 10 redirects")
+        } else {
+            attempt.follow()
+        }
+    })
 }

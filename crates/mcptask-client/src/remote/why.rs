@@ -176,13 +176,16 @@ fn reqwest_failure(e: &reqwest::Error) -> String {
         return "no answer in time (is the host reachable? a firewall dropping packets?)"
             .to_string();
     }
+    if let Some(text) = crate::tls::tls_failure(chained) {
+        return text;
+    }
     if let Some(text) = find::<io::Error>(chained).and_then(io_kind_failure) {
         return text;
     }
-    // hyper's connector refuses https:// when no TLS is compiled in; its
-    // error has no kind, only this text.
+    // hyper's connector refuses https:// when no TLS is compiled in (the
+    // `tls` feature off); its error has no kind, only this text.
     if chain(chained).contains("scheme is not http") {
-        return "https:// needs TLS, which this build of mcptask does not include (use an http:// URL, e.g. through a TLS-terminating proxy on this host)".to_string();
+        return "https:// needs TLS, which this build does not include (build with the `tls` feature, or use an http:// URL, e.g. through a TLS-terminating proxy on this host)".to_string();
     }
     if e.is_builder() {
         return format!("the URL cannot be used: {}", root(chained));

@@ -48,10 +48,10 @@ pub struct Gateway {
 
 impl Gateway {
     pub fn new(args: &GatewayArgs) -> anyhow::Result<Self> {
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(330))
-            .build()
-            .context("building the HTTP client")?;
+        let http = mcptask_client::tls::build_http_client(|| {
+            reqwest::Client::builder().timeout(Duration::from_secs(330))
+        })
+        .context("building the HTTP client")?;
         let base = args.gateway.trim_end_matches('/');
         // Without a scheme the request would fail as "cannot reach the
         // gateway", blaming a gateway that may well be running.

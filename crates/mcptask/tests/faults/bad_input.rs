@@ -449,6 +449,8 @@ async fn generated_jsonrpc_never_5xx_never_changes_tasks() {
         let (_db, server, _gateway, witnesses) = setup().await;
         let client = server.client().await;
         let before = server_state(&client, &witnesses.server).await;
+        // reqwest panics without a TLS provider installed first.
+        mcptask_client::tls::install_crypto_provider();
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(30))
             .build()
@@ -700,6 +702,8 @@ async fn generated_api_requests_never_5xx_never_change_tasks() {
 async fn control_characters_in_ids_and_keys_are_invalid_params() {
     with_deadline(Duration::from_secs(120), async {
         let (_db, server, gateway, witnesses) = setup().await;
+        // reqwest panics without a TLS provider installed first.
+        mcptask_client::tls::install_crypto_provider();
         let http = reqwest::Client::new();
         let ask = &witnesses.server[1];
         let client = server.client().await;

@@ -60,6 +60,8 @@ impl Reply {
 
 impl Api {
     pub fn new(base: &str, token: Option<&str>) -> Api {
+        // reqwest panics without a TLS provider installed first.
+        mcptask_client::tls::install_crypto_provider();
         Api {
             http: reqwest::Client::builder()
                 // A hang is a failure, not a stuck test.

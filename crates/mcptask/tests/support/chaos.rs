@@ -22,6 +22,8 @@ impl SlowProxy {
         use axum::body::Body;
         use axum::http::{StatusCode, header};
         use axum::response::IntoResponse;
+        // reqwest panics without a TLS provider installed first.
+        mcptask_client::tls::install_crypto_provider();
         let client = reqwest::Client::new();
         let target = target.trim_end_matches('/').to_string();
         let rng = Arc::new(Mutex::new(Rng(seed)));

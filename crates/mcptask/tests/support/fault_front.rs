@@ -110,6 +110,8 @@ impl FaultFront {
             held: Vec::new(),
             epoch: shared.epoch.clone(),
         };
+        // reqwest panics without a TLS provider installed first.
+        mcptask_client::tls::install_crypto_provider();
         let client = reqwest::Client::new();
         let target = target.trim_end_matches('/').to_string();
         let state = shared.clone();

@@ -11,6 +11,7 @@
 
 pub mod api;
 pub mod chaos;
+pub mod cli_run;
 pub mod demo_server;
 pub mod fault_front;
 pub mod flaky_webhook;
@@ -30,6 +31,7 @@ use std::time::Duration;
 
 pub use api::*;
 pub use chaos::*;
+pub use cli_run::*;
 pub use demo_server::*;
 pub use fault_front::*;
 pub use flaky_webhook::*;

@@ -99,6 +99,8 @@ impl ScriptedServer {
             .expect("bind the scripted server");
         let addr = listener.local_addr().expect("local addr");
         let script = Arc::new(Mutex::new(Script::default()));
+        // reqwest panics without a TLS provider installed first.
+        mcptask_client::tls::install_crypto_provider();
         let proxy = Proxy {
             upstream: upstream.to_string(),
             http: reqwest::Client::builder().build().expect("reqwest client"),
