@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::StoreError;
 use crate::server::{
     AnswerOutcome, CancelOutcome, ExpiredTask, Fence, InputState, NewServerTask, Outcome,
-    ServerTaskRecord, ServerTaskView, TaskSignal,
+    ServerTaskRecord, ServerTaskView, TaskCursor, TaskPage, TaskSignal,
 };
 
 /// Durable storage for server-side tasks.
@@ -127,6 +127,36 @@ pub trait ServerTaskStore: Send + Sync + 'static {
     /// Cross-process wake-ups (task ids), if the backend has a push channel
     /// (PostgreSQL `LISTEN/NOTIFY`). `None` when only the backstop applies.
     async fn listen_signals(&self) -> Result<Option<BoxStream<'static, String>>, StoreError>;
+
+    /// Fenced: replace the task's driver state (`driver_state`) in one
+    /// update. The caller bounds its size (the runtime applies
+    /// [`PayloadLimits::max_arguments_bytes`](crate::payload::PayloadLimits)).
+    async fn save_state(&self, fence: &Fence, state: &Value, now: i64) -> Result<bool, StoreError>;
+
+    /// Fenced: withdraw input requests the task no longer waits for. The
+    /// unanswered rows of `keys` are deleted (answered ones stay: their
+    /// answers are part of the task's history); when no unanswered key is
+    /// left the task is `working` again. `false` when the fence failed.
+    async fn withdraw_inputs(
+        &self,
+        fence: &Fence,
+        keys: &[String],
+        now: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// The tasks bound to `principal` (`None`: the tasks of anonymous
+    /// callers, not every task), newest first (ties by id descending), at
+    /// most `limit`, starting after `cursor`; only live ones with `live_only`.
+    /// Tasks past their retention (`purge_at <= now`) are left out. A keyset
+    /// walk of the `(principal, created_at, id)` index.
+    async fn list_tasks(
+        &self,
+        principal: Option<&str>,
+        live_only: bool,
+        cursor: Option<&TaskCursor>,
+        limit: i64,
+        now: i64,
+    ) -> Result<TaskPage, StoreError>;
 }
 
 /// Durable storage for remote tasks tracked by a gateway.

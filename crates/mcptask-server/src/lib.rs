@@ -67,9 +67,11 @@ pub mod testkit;
 pub mod tool;
 
 pub use config::RuntimeConfig;
-pub use engine::{CreateRequest, Maintenance, RuntimeBuilder, TaskRuntime};
+pub use engine::{CreateRequest, MAX_LIST_LIMIT, Maintenance, RuntimeBuilder, TaskRuntime};
 pub use error::{SERVER_BUSY, TASK_NOT_FOUND, TaskError};
 pub use mcp::{DurableTaskServer, Principal};
 pub use mcptask_core::server::{InterruptPolicy, TaskSupport};
 pub use tool::input;
-pub use tool::{Preflight, TaskContext, TaskExit, TaskTool, ToolCall, ToolRegistry};
+pub use tool::{
+    Lookup, Preflight, TaskContext, TaskExit, TaskTool, ToolCall, ToolRegistry, ToolSource,
+};

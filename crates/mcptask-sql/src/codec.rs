@@ -51,6 +51,8 @@ pub(crate) fn server_task<B: Backend>(row: &B::Row) -> Result<ServerTaskRecord, 
         owner: B::column(row, "owner")?,
         claim_token: B::column(row, "claim_token")?,
         purge_at: B::column(row, "purge_at")?,
+        driver: B::column(row, "driver")?,
+        driver_state: parse_opt_json("driver_state", B::column(row, "driver_state")?)?,
     })
 }
 

@@ -89,10 +89,18 @@ impl std::fmt::Debug for Store {
 }
 
 /// Open a store and apply pending migrations (idempotent).
+///
+/// When migrations were applied, the store is opened again: connections
+/// opened before hold the old schema, and SQLite reports a `SELECT *` of a
+/// table that gained columns with the old column list on them (a read of the
+/// new columns then fails).
 pub async fn open(url: &str) -> Result<Store, OpenError> {
     let store = open_without_migrating(url).await?;
-    migrate(&store, url).await?;
-    Ok(store)
+    if migrate(&store, url).await? == 0 {
+        return Ok(store);
+    }
+    store.close().await;
+    open_without_migrating(url).await
 }
 
 /// Open a store without touching its schema.

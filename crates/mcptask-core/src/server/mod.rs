@@ -76,6 +76,12 @@ pub struct NewServerTask {
     pub owner: String,
     /// Token of the current claim, if claimed.
     pub claim_token: String,
+    /// What drives the task's work when it is not a native tool (the proxy's
+    /// driver name, e.g. `"sep2663"`); `None` for a native tool.
+    pub driver: Option<String>,
+    /// The driver's durable state (JSON), rewritten with
+    /// [`ServerTaskStore::save_state`](crate::store::ServerTaskStore::save_state).
+    pub driver_state: Option<Value>,
 }
 
 impl NewServerTask {
@@ -88,6 +94,7 @@ impl NewServerTask {
     ///     id: "t".into(), principal: None, tool: "x".into(), arguments: serde_json::json!({}),
     ///     call_inputs: None, created_at: 5, ttl_ms: None, poll_interval_ms: Some(100),
     ///     status_message: None, owner: "A".into(), claim_token: "k".into(),
+    ///     driver: None, driver_state: None,
     /// };
     /// let r = new.into_record();
     /// assert_eq!((r.attempt, r.updated_at, r.owner.as_deref()), (1, 5, Some("A")));
@@ -112,6 +119,8 @@ impl NewServerTask {
             owner: Some(self.owner),
             claim_token: Some(self.claim_token),
             purge_at: None,
+            driver: self.driver,
+            driver_state: self.driver_state,
         }
     }
 }
@@ -155,6 +164,52 @@ pub struct ServerTaskRecord {
     pub claim_token: Option<String>,
     /// When a terminal task stops being readable and may be deleted.
     pub purge_at: Option<i64>,
+    /// What drives the task's work when it is not a native tool; `None` for
+    /// a native tool.
+    pub driver: Option<String>,
+    /// The driver's durable state (JSON), if any was saved.
+    pub driver_state: Option<Value>,
+}
+
+/// Where a page of [`ServerTaskStore::list_tasks`](crate::store::ServerTaskStore::list_tasks)
+/// resumes: after the task created at `created_at` with id `id` (tasks are
+/// listed newest first, ties by id descending).
+///
+/// ```
+/// use mcptask_core::server::{NewServerTask, TaskCursor};
+/// let r = NewServerTask {
+///     id: "t".into(), principal: None, tool: "x".into(), arguments: serde_json::json!({}),
+///     call_inputs: None, created_at: 5, ttl_ms: None, poll_interval_ms: None,
+///     status_message: None, owner: "A".into(), claim_token: "k".into(),
+///     driver: None, driver_state: None,
+/// }.into_record();
+/// assert_eq!(TaskCursor::after(&r), TaskCursor { created_at: 5, id: "t".into() });
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskCursor {
+    /// Creation time of the last task of the previous page.
+    pub created_at: i64,
+    /// Id of the last task of the previous page.
+    pub id: String,
+}
+
+impl TaskCursor {
+    /// The cursor that resumes after `record`.
+    pub fn after(record: &ServerTaskRecord) -> Self {
+        TaskCursor {
+            created_at: record.created_at,
+            id: record.id.clone(),
+        }
+    }
+}
+
+/// One page of [`ServerTaskStore::list_tasks`](crate::store::ServerTaskStore::list_tasks).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskPage {
+    /// The tasks, newest first.
+    pub tasks: Vec<ServerTaskRecord>,
+    /// Where the next page starts; `None` when this page is the last.
+    pub next: Option<TaskCursor>,
 }
 
 impl ServerTaskRecord {

@@ -22,6 +22,7 @@ use crate::TaskStatus;
 ///     id: "t".into(), principal: None, tool: "x".into(), arguments: serde_json::json!({}),
 ///     call_inputs: None, created_at: 0, ttl_ms: Some(1_000), poll_interval_ms: None,
 ///     status_message: None, owner: "A".into(), claim_token: "k".into(),
+///     driver: None, driver_state: None,
 /// }.into_record();
 /// assert_eq!(seen_at(&record, 999).status, TaskStatus::Working);
 /// let late = seen_at(&record, 1_000);
@@ -82,6 +83,8 @@ mod tests {
             status_message: Some("crunching".into()),
             owner: "A".into(),
             claim_token: "k".into(),
+            driver: None,
+            driver_state: None,
         }
         .into_record();
         r.status = status;

@@ -18,12 +18,13 @@ use super::batcher::CreateBatcher;
 use super::quota::LiveQuota;
 use super::{RuntimeInner, TaskRuntime, maintenance, signals};
 use crate::config::RuntimeConfig;
-use crate::tool::ToolRegistry;
+use crate::tool::{ToolRegistry, ToolSource};
 
 /// Builder for a [`TaskRuntime`]; see [`TaskRuntime::builder`].
 pub struct RuntimeBuilder {
     pub(super) store: Arc<dyn ServerTaskStore>,
     pub(super) registry: ToolRegistry,
+    pub(super) source: Arc<dyn ToolSource>,
     pub(super) clock: SharedClock,
     pub(super) config: RuntimeConfig,
     pub(super) owner: Option<String>,
@@ -70,6 +71,8 @@ impl RuntimeBuilder {
             clock: self.clock,
             config: self.config,
             registry: self.registry,
+            source: self.source,
+            deferred: Default::default(),
             owner,
             local: Default::default(),
             creator,

@@ -70,7 +70,8 @@ pub(crate) fn spawn_work(
         call_inputs,
         cancel,
         wake_rx,
-    );
+    )
+    .with_state(record.driver_state.clone());
     // The handler is called inside the guarded future, not here: its
     // synchronous part (before its first `.await`) runs user code too, and a
     // panic there must end the task `failed` like any other, not unwind into

@@ -17,13 +17,21 @@ use super::batcher::CreateBatcher;
 use super::local::LocalWork;
 use super::quota::LiveQuota;
 use crate::config::RuntimeConfig;
-use crate::tool::ToolRegistry;
+use crate::tool::{ToolRegistry, ToolSource};
 
 pub(crate) struct RuntimeInner {
     pub(crate) store: Arc<dyn ServerTaskStore>,
     pub(crate) clock: SharedClock,
     pub(crate) config: RuntimeConfig,
+    /// The registry the runtime was built with (empty when built with a source).
     pub(crate) registry: ToolRegistry,
+    /// Where tools are looked up and listed.
+    pub(crate) source: Arc<dyn ToolSource>,
+    /// Tasks recovery claimed whose tool the source could not resolve yet
+    /// ([`Lookup::NotYet`](crate::tool::Lookup::NotYet)): retried at each
+    /// recovery pass; if this process dies first, the claim lapses with its
+    /// lease and another replica recovers them.
+    pub(crate) deferred: std::sync::Mutex<Vec<mcptask_core::server::ServerTaskRecord>>,
     /// This process incarnation's owner id (the holder of its owner lease).
     pub(crate) owner: String,
     /// Task work running in this process.

@@ -56,10 +56,12 @@ impl Maintenance {
     }
 
     /// Claim tasks whose owner's lease lapsed and apply each tool's interrupt
-    /// policy. Returns how many were claimed.
+    /// policy; first retry the tasks an earlier pass claimed while their tool
+    /// was not known yet ([`Lookup::NotYet`](crate::tool::Lookup::NotYet)).
+    /// Returns how many were claimed or retried.
     pub async fn recover_once(&self) -> Result<usize, StoreError> {
         let rt = &self.rt;
-        let mut total = 0;
+        let mut total = rt.retry_deferred().await;
         loop {
             let now = rt.clock.now_ms();
             let claimed = rt

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use mcptask_core::server::{CancelOutcome, NewServerTask};
+use mcptask_core::server::{CancelOutcome, NewServerTask, TaskCursor};
 use mcptask_core::store::ServerTaskStore;
 use mcptask_core::{SystemClock, ids, lease};
 use rmcp::model::{DetailedTask, InputResponses, JsonObject, Task};
@@ -23,7 +23,10 @@ use super::{RuntimeBuilder, RuntimeInner};
 use crate::TaskError;
 use crate::config::RuntimeConfig;
 use crate::mcp::wire;
-use crate::tool::ToolRegistry;
+use crate::tool::{ToolRegistry, ToolSource};
+
+/// Most tasks one [`TaskRuntime::list_tasks`] page returns.
+pub const MAX_LIST_LIMIT: i64 = 100;
 
 /// How long shutdown waits for stopped work to unwind after its deadline.
 const STOPPED_WORK_GRACE: Duration = Duration::from_secs(5);
@@ -48,11 +51,45 @@ pub struct TaskRuntime {
 }
 
 impl TaskRuntime {
-    /// Start configuring a runtime over `store` serving `registry`.
+    /// Start configuring a runtime over `store` serving `registry` (a fixed
+    /// set of tools).
     pub fn builder(store: Arc<dyn ServerTaskStore>, registry: ToolRegistry) -> RuntimeBuilder {
+        let source: Arc<dyn ToolSource> = Arc::new(registry.clone());
         RuntimeBuilder {
             store,
             registry,
+            source,
+            clock: Arc::new(SystemClock),
+            config: RuntimeConfig::default(),
+            owner: None,
+        }
+    }
+
+    /// Start configuring a runtime over `store` serving the tools of `source`,
+    /// which may change while the runtime runs (see [`ToolSource`]).
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use mcptask_server::{TaskRuntime, ToolRegistry, ToolSource};
+    ///
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = mcptask_sql::open("sqlite:mcptask.db").await?;
+    /// // Any `ToolSource`; a registry is the fixed one.
+    /// let source: Arc<dyn ToolSource> = Arc::new(ToolRegistry::new());
+    /// let runtime = TaskRuntime::builder_with_source(store.server_tasks(), source)
+    ///     .start()
+    ///     .await?;
+    /// assert!(runtime.tools().definitions().is_empty());
+    /// # Ok(()) }
+    /// ```
+    pub fn builder_with_source(
+        store: Arc<dyn ServerTaskStore>,
+        source: Arc<dyn ToolSource>,
+    ) -> RuntimeBuilder {
+        RuntimeBuilder {
+            store,
+            registry: ToolRegistry::new(),
+            source,
             clock: Arc::new(SystemClock),
             config: RuntimeConfig::default(),
             owner: None,
@@ -64,9 +101,17 @@ impl TaskRuntime {
         &self.inner.owner
     }
 
-    /// The tools this runtime serves.
+    /// The registry this runtime was built with by [`TaskRuntime::builder`];
+    /// empty for a runtime built with [`TaskRuntime::builder_with_source`].
+    /// [`TaskRuntime::tools`] is what the runtime actually serves.
     pub fn registry(&self) -> &ToolRegistry {
         &self.inner.registry
+    }
+
+    /// The source of the tools this runtime serves (calls, creates, recovery
+    /// and `tools/list` all ask it).
+    pub fn tools(&self) -> &Arc<dyn ToolSource> {
+        &self.inner.source
     }
 
     /// The settings the runtime was started with.
@@ -92,10 +137,10 @@ impl TaskRuntime {
             return Err(TaskError::ShuttingDown);
         }
         let tool = rt
-            .registry
-            .get(&request.tool)
-            .ok_or_else(|| TaskError::UnknownTool(request.tool.clone()))?
-            .clone();
+            .source
+            .lookup(&request.tool)
+            .found()
+            .ok_or_else(|| TaskError::UnknownTool(request.tool.clone()))?;
         let arguments = Value::Object(request.arguments);
         rt.check_arguments(&arguments)?;
         let call_inputs = if request.call_inputs.is_empty() {
@@ -122,6 +167,8 @@ impl TaskRuntime {
             status_message: None,
             owner: rt.owner.clone(),
             claim_token: lease::mint_token(),
+            driver: None,
+            driver_state: None,
         };
         let slot = rt
             .quota
@@ -169,6 +216,48 @@ impl TaskRuntime {
     ) -> Result<DetailedTask, TaskError> {
         let view = self.inner.visible(task_id, principal).await?;
         wire::detailed_task(&view, self.inner.clock.now_ms())
+    }
+
+    /// The tasks bound to `principal` (`None`: the anonymous callers'
+    /// tasks), newest first, at most `limit` (capped at [`MAX_LIST_LIMIT`]),
+    /// after `cursor`; only live ones with `live_only`. Returns the page and
+    /// the cursor of the next one, if any. Tasks past retention are left out.
+    ///
+    /// ```no_run
+    /// # async fn demo(runtime: mcptask_server::TaskRuntime) -> Result<(), mcptask_server::TaskError> {
+    /// let mut cursor = None;
+    /// loop {
+    ///     let (tasks, next) = runtime.list_tasks(Some("alice"), true, cursor.as_ref(), 50).await?;
+    ///     for t in tasks { println!("{} {:?}", t.task_id, t.status); }
+    ///     match next { Some(c) => cursor = Some(c), None => break }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn list_tasks(
+        &self,
+        principal: Option<&str>,
+        live_only: bool,
+        cursor: Option<&TaskCursor>,
+        limit: i64,
+    ) -> Result<(Vec<Task>, Option<TaskCursor>), TaskError> {
+        let now = self.inner.clock.now_ms();
+        let page = self
+            .inner
+            .store
+            .list_tasks(
+                principal,
+                live_only,
+                cursor,
+                limit.clamp(1, MAX_LIST_LIMIT),
+                now,
+            )
+            .await?;
+        let tasks = page
+            .tasks
+            .iter()
+            .map(|r| wire::listed_task(r, now))
+            .collect();
+        Ok((tasks, page.next))
     }
 
     /// `tasks/update`: store answers to outstanding input requests (others are

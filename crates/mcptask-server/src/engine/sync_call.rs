@@ -29,8 +29,9 @@ impl TaskRuntime {
     ) -> Result<CallToolResult, ErrorData> {
         let tool = self
             .inner
-            .registry
-            .get(tool)
+            .source
+            .lookup(tool)
+            .found()
             .ok_or_else(|| ErrorData::from(TaskError::UnknownTool(tool.to_string())))?;
         self.inner
             .check_arguments(&Value::Object(arguments.clone()))?;

@@ -129,14 +129,15 @@ impl ServerHandler for DurableTaskServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items(
-            self.runtime.registry().definitions(),
+            self.runtime.tools().definitions(),
         ))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
         self.runtime
-            .registry()
-            .get(name)
+            .tools()
+            .lookup(name)
+            .found()
             .map(|t| t.definition().clone())
     }
 
@@ -148,10 +149,10 @@ impl ServerHandler for DurableTaskServer {
         let name = request.name.to_string();
         let tool = self
             .runtime
-            .registry()
-            .get(&name)
-            .ok_or_else(|| ErrorData::from(TaskError::UnknownTool(name.clone())))?
-            .clone();
+            .tools()
+            .lookup(&name)
+            .found()
+            .ok_or_else(|| ErrorData::from(TaskError::UnknownTool(name.clone())))?;
         let arguments = request.arguments.unwrap_or_default();
         let call_inputs = request.input_responses.unwrap_or_default();
         let principal = (self.principal)(&context);

@@ -95,6 +95,20 @@ pub fn detailed_task(view: &ServerTaskView, now: i64) -> Result<DetailedTask, Ta
     Ok(DetailedTask::new(task, payload))
 }
 
+/// A stored task as a listing shows it at `now` (status, message and
+/// times; no result or input requests). A live task past its TTL reads as
+/// `failed`, as in [`detailed_task`].
+pub fn listed_task(record: &ServerTaskRecord, now: i64) -> Task {
+    let seen = reading::seen_at(record, now);
+    let r = &*seen;
+    base_task(
+        r,
+        wire_status(r.status),
+        r.updated_at,
+        r.status_message.as_deref(),
+    )
+}
+
 /// The seed `Task` of a just-created task, for `CreateTaskResult`.
 pub fn created_task(record: &ServerTaskRecord) -> Task {
     base_task(

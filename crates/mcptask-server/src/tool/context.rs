@@ -48,6 +48,8 @@ struct Inner {
     call_inputs: InputResponses,
     cancel: CancellationToken,
     task: Option<TaskMode>,
+    /// The driver state as last saved (or as stored when the work started).
+    state: std::sync::Mutex<Option<Value>>,
 }
 
 struct TaskMode {
@@ -74,6 +76,7 @@ impl TaskContext {
                 call_inputs,
                 cancel,
                 task: Some(TaskMode { rt, fence, wake }),
+                state: Default::default(),
             }),
         }
     }
@@ -91,8 +94,15 @@ impl TaskContext {
                 call_inputs,
                 cancel,
                 task: None,
+                state: Default::default(),
             }),
         }
+    }
+
+    /// Start from the driver state stored with the task.
+    pub(crate) fn with_state(self, state: Option<Value>) -> Self {
+        *self.inner.state.lock().expect("state") = state;
+        self
     }
 
     /// The task id, or `None` for a synchronous call.
@@ -230,6 +240,81 @@ impl TaskContext {
             }
         }
         Ok(answers)
+    }
+
+    /// The durable state this task's work saved with [`TaskContext::save_state`]
+    /// (in this attempt or an earlier, interrupted one), or `None`.
+    ///
+    /// A rerun after a crash reads here what the interrupted attempt had done
+    /// (a proxy's driver: which upstream task it was following).
+    pub fn state(&self) -> Option<Value> {
+        self.inner.state.lock().expect("state").clone()
+    }
+
+    /// Save `state` with the task, fenced by this process's claim: a rerun on
+    /// any replica reads it back with [`TaskContext::state`].
+    ///
+    /// State larger than the runtime's
+    /// [`PayloadLimits::max_arguments_bytes`](mcptask_core::payload::PayloadLimits)
+    /// is refused with an error and nothing is written. [`TaskExit::Lost`]
+    /// when the claim is gone. In a synchronous call it is only kept in
+    /// memory.
+    ///
+    /// ```no_run
+    /// # async fn work(ctx: mcptask_server::TaskContext) -> Result<(), mcptask_server::TaskExit> {
+    /// match ctx.state() {
+    ///     Some(saved) => { /* resume from `saved` */ let _ = saved; }
+    ///     None => ctx.save_state(serde_json::json!({"step": 1})).await?,
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn save_state(&self, state: Value) -> Result<(), TaskExit> {
+        let Some(task) = &self.inner.task else {
+            *self.inner.state.lock().expect("state") = Some(state);
+            return Ok(());
+        };
+        let size = mcptask_core::payload::json_size(&state);
+        let max = task.rt.config.limits.max_arguments_bytes;
+        if size > max {
+            return Err(TaskExit::Error(ErrorData::internal_error(
+                format!("task state is {size} bytes; this server keeps at most {max}"),
+                None,
+            )));
+        }
+        let now = task.rt.clock.now_ms();
+        let ok = task
+            .rt
+            .retrying("save task state", || {
+                task.rt.store.save_state(&task.fence, &state, now)
+            })
+            .await?;
+        if !ok {
+            return Err(TaskExit::Lost);
+        }
+        *self.inner.state.lock().expect("state") = Some(state);
+        Ok(())
+    }
+
+    /// Withdraw input requests the work no longer waits for (the question
+    /// was settled elsewhere). Unanswered keys among `keys` stop being shown
+    /// to clients and the task reads `working` again once none is left;
+    /// answered keys keep their answers. Fenced: [`TaskExit::Lost`] when the
+    /// claim is gone. Does nothing in a synchronous call.
+    ///
+    /// A pending [`TaskContext::request_inputs`] for a withdrawn key never
+    /// completes: drop it (a `select!` with whatever made the question moot).
+    pub async fn withdraw_inputs(&self, keys: &[String]) -> Result<(), TaskExit> {
+        let Some(task) = &self.inner.task else {
+            return Ok(());
+        };
+        let now = task.rt.clock.now_ms();
+        let ok = task
+            .rt
+            .retrying("withdraw inputs", || {
+                task.rt.store.withdraw_inputs(&task.fence, keys, now)
+            })
+            .await?;
+        if ok { Ok(()) } else { Err(TaskExit::Lost) }
     }
 
     /// Whether `tasks/cancel` was received (or, synchronously, the request was cancelled).

@@ -8,8 +8,10 @@
 mod context;
 pub mod input;
 mod registry;
+mod source;
 mod task_tool;
 
 pub use context::{TaskContext, TaskExit};
 pub use registry::ToolRegistry;
+pub use source::{Lookup, ToolSource};
 pub use task_tool::{Preflight, TaskTool, ToolCall};

@@ -32,7 +32,7 @@ impl Gate {
     pub fn release(&self, attempt: i64) {
         self.0.send_replace(attempt);
     }
-    async fn wait(&self, attempt: i64) {
+    pub async fn wait(&self, attempt: i64) {
         let mut rx = self.0.subscribe();
         let _ = rx.wait_for(|released| *released >= attempt).await;
     }

@@ -243,4 +243,27 @@ impl ServerTaskStore for PausedStore {
     async fn listen_signals(&self) -> Result<Option<BoxStream<'static, String>>, StoreError> {
         self.inner.listen_signals().await
     }
+    async fn save_state(&self, fence: &Fence, state: &Value, now: i64) -> Result<bool, StoreError> {
+        self.inner.save_state(fence, state, now).await
+    }
+    async fn withdraw_inputs(
+        &self,
+        fence: &Fence,
+        keys: &[String],
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        self.inner.withdraw_inputs(fence, keys, now).await
+    }
+    async fn list_tasks(
+        &self,
+        principal: Option<&str>,
+        live_only: bool,
+        cursor: Option<&mcptask_core::server::TaskCursor>,
+        limit: i64,
+        now: i64,
+    ) -> Result<mcptask_core::server::TaskPage, StoreError> {
+        self.inner
+            .list_tasks(principal, live_only, cursor, limit, now)
+            .await
+    }
 }

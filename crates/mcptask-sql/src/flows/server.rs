@@ -13,7 +13,8 @@ use futures::stream::BoxStream;
 use mcptask_core::StoreError;
 use mcptask_core::server::{
     AnswerOutcome, CancelOutcome, ExpiredTask, Fence, InputState, NewServerTask, Outcome,
-    ServerTaskRecord, ServerTaskView, TaskSignal, expired_error, input_conflict, reading,
+    ServerTaskRecord, ServerTaskView, TaskCursor, TaskPage, TaskSignal, expired_error,
+    input_conflict, reading,
 };
 use mcptask_core::store::ServerTaskStore;
 use serde_json::Value;
@@ -100,6 +101,8 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
                     t.poll_interval_ms,
                     &t.owner,
                     &t.claim_token,
+                    &t.driver,
+                    t.driver_state.as_ref().map(to_json_text),
                 ],
             )
             .await?;
@@ -408,5 +411,98 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
 
     async fn listen_signals(&self) -> Result<Option<BoxStream<'static, String>>, StoreError> {
         B::listen_signals(&self.reader).await
+    }
+
+    async fn save_state(&self, fence: &Fence, state: &Value, now: i64) -> Result<bool, StoreError> {
+        let mut conn = self.writer.acquire().await.map_err(db_err)?;
+        let changed = B::execute(
+            &mut conn,
+            B::SQL.save_state,
+            args![
+                &fence.task_id,
+                &fence.owner,
+                &fence.token,
+                to_json_text(state),
+                now
+            ],
+        )
+        .await?;
+        Ok(changed == 1)
+    }
+
+    async fn withdraw_inputs(
+        &self,
+        fence: &Fence,
+        keys: &[String],
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let mut tx = B::begin_write(&self.writer).await?;
+        let fenced = B::execute(
+            &mut tx,
+            B::SQL.touch_fenced,
+            args![&fence.task_id, &fence.owner, &fence.token, now],
+        )
+        .await?;
+        if fenced != 1 {
+            return Ok(false);
+        }
+        if !keys.is_empty() {
+            let list: Vec<&str> = keys.iter().map(String::as_str).collect();
+            B::execute(
+                &mut tx,
+                B::SQL.withdraw_inputs,
+                vec![fence.task_id.as_str().into(), super::Arg::TextList(list)],
+            )
+            .await?;
+        }
+        B::execute(
+            &mut tx,
+            B::SQL.settle_input_status,
+            args![&fence.task_id, now],
+        )
+        .await?;
+        tx.commit().await.map_err(db_err)?;
+        Ok(true)
+    }
+
+    async fn list_tasks(
+        &self,
+        principal: Option<&str>,
+        live_only: bool,
+        cursor: Option<&TaskCursor>,
+        limit: i64,
+        now: i64,
+    ) -> Result<TaskPage, StoreError> {
+        let limit = limit.max(1);
+        let mut conn = self.reader.acquire().await.map_err(db_err)?;
+        // One more than asked: whether a next page exists is known exactly.
+        let sql = match principal {
+            Some(_) => B::SQL.list_tasks,
+            None => B::SQL.list_anonymous_tasks,
+        };
+        let rows = B::fetch_all(
+            &mut conn,
+            sql,
+            args![
+                principal,
+                live_only,
+                now,
+                cursor.map(|c| c.created_at),
+                cursor.map(|c| c.id.as_str()),
+                limit.saturating_add(1),
+            ],
+        )
+        .await?;
+        let mut tasks = rows
+            .iter()
+            .map(codec::server_task::<B>)
+            .collect::<Result<Vec<_>, _>>()?;
+        let next = if tasks.len() as i64 > limit {
+            tasks.truncate(limit as usize);
+            tasks.last().map(TaskCursor::after)
+        } else {
+            None
+        };
+        Ok(TaskPage { tasks, next })
     }
 }

@@ -66,6 +66,18 @@ pub struct Statements {
     /// Wake the owner of task `$1` in other processes; `None` where the
     /// backend has no push channel.
     pub signal: Option<&'static str>,
+    /// Fenced: replace the driver state.
+    pub save_state: &'static str,
+    /// Delete the unanswered input rows of a list of keys.
+    pub withdraw_inputs: &'static str,
+    /// `input_required` while a key is unanswered, else `working` (no signal:
+    /// the owner itself withdrew).
+    pub settle_input_status: &'static str,
+    /// A principal's tasks, newest first, after a keyset cursor.
+    pub list_tasks: &'static str,
+    /// The anonymous callers' tasks (`principal IS NULL`), likewise; `$1`
+    /// must be NULL.
+    pub list_anonymous_tasks: &'static str,
     // --- remote tasks -------------------------------------------------------
     /// Record a remote task handle unless the handle is already tracked.
     pub insert_remote: &'static str,
@@ -239,6 +251,28 @@ macro_rules! claim_due {
 }
 pub(crate) use claim_due;
 
+/// A page of tasks matching `$principal` (which reads `$1`): `$2` live
+/// only, `$3` now (retention), `$4`/`$5` the keyset cursor (created_at, id;
+/// NULL for the first page), `$6` limit.
+macro_rules! list_tasks_where {
+    ($principal:tt) => {
+        concat!(
+            "SELECT * FROM server_tasks
+             WHERE ",
+            $principal,
+            "
+               AND (NOT $2 OR ",
+            $crate::flows::sql::live!("status"),
+            ")
+               AND (purge_at IS NULL OR purge_at > $3)
+               AND ($4 IS NULL OR (created_at, id) < ($4, $5))
+             ORDER BY created_at DESC, id DESC
+             LIMIT $6"
+        )
+    };
+}
+pub(crate) use list_tasks_where;
+
 /// Build a backend's [`Statements`] from its dialect fragments.
 macro_rules! statements {
     (
@@ -252,8 +286,9 @@ macro_rules! statements {
         $crate::flows::sql::Statements {
             insert_task: "INSERT INTO server_tasks (id, principal, tool, arguments, call_inputs,
                     status, status_message, created_at, updated_at, ttl_ms, expires_at,
-                    poll_interval_ms, owner, claim_token)
-                 VALUES ($1, $2, $3, $4, $5, 'working', $6, $7, $7, $8, $9, $10, $11, $12)",
+                    poll_interval_ms, owner, claim_token, driver, driver_state)
+                 VALUES ($1, $2, $3, $4, $5, 'working', $6, $7, $7, $8, $9, $10, $11, $12,
+                         $13, $14)",
             // One statement, one snapshot: the status and the outstanding
             // inputs always agree.
             get_task: "SELECT t.*, i.key AS input_key, i.request AS input_request
@@ -315,6 +350,33 @@ macro_rules! statements {
                 "UPDATE server_tasks SET attempt = attempt + 1, updated_at = $4 WHERE ",
                 $crate::flows::sql::server_fence!(),
                 " RETURNING attempt"
+            ),
+            save_state: concat!(
+                "UPDATE server_tasks SET driver_state = $4, updated_at = $5 WHERE ",
+                $crate::flows::sql::server_fence!()
+            ),
+            withdraw_inputs: concat!(
+                "DELETE FROM server_task_inputs
+                 WHERE task_id = $1 AND response IS NULL AND key ",
+                $in, "$2", $in_end
+            ),
+            settle_input_status: concat!(
+                "UPDATE server_tasks SET
+                    status = CASE WHEN EXISTS (SELECT 1 FROM server_task_inputs
+                                               WHERE task_id = $1 AND response IS NULL)
+                                  THEN 'input_required' ELSE 'working' END,
+                    updated_at = $2
+                 WHERE id = $1 AND ",
+                $crate::flows::sql::live!("status")
+            ),
+            // Keyset walks of server_tasks_principal_created. Two statements,
+            // not one NULL-safe comparison: PostgreSQL cannot use an index
+            // for `IS NOT DISTINCT FROM` (a sequential scan and a sort of
+            // every task), while `= $1` and `IS NULL` are index conditions on
+            // both backends.
+            list_tasks: $crate::flows::sql::list_tasks_where!("principal = $1"),
+            list_anonymous_tasks: $crate::flows::sql::list_tasks_where!(
+                "principal IS NULL AND CAST($1 AS TEXT) IS NULL"
             ),
             heartbeat: "INSERT INTO server_owners (owner_id, started_at, heartbeat_at, lease_expires_at)
                  VALUES ($1, $2, $2, $3)

@@ -7,6 +7,7 @@
 
 mod claims;
 mod faults;
+mod front;
 mod inputs;
 mod retention;
 mod support;

@@ -32,6 +32,8 @@ pub(crate) fn new_task(id: &str, owner: &str, ttl_ms: Option<i64>) -> NewServerT
         status_message: Some("queued".into()),
         owner: owner.to_string(),
         claim_token: format!("tok-{id}-{owner}"),
+        driver: None,
+        driver_state: None,
     }
 }
 
