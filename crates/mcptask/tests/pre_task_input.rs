@@ -29,13 +29,8 @@ fn name_question() -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pre_task_question_is_answered_through_the_api_and_the_cli() {
     with_deadline(Duration::from_secs(240), async {
-        let (server_db, gateway_db) = (Database::sqlite(), Database::sqlite());
-        let server = DemoServer::start(&server_db.url, &[]).await;
-        let gateway = Gateway::start(
-            "gateway",
-            &GatewaySpec::with_tokens(&gateway_db.url, &[("demo", &server.url)]),
-        )
-        .await;
+        let stack = DemoStack::start().await;
+        let gateway = &stack.gateway;
         let api = gateway.client(Some(OPERATOR));
         let call = |responses: Value| {
             json!({"server": "demo", "tool": "test_tool_with_task", "arguments": {}, "inputResponses": responses})

@@ -25,6 +25,23 @@ use crate::codec::{self, OutcomeColumns, parse_json, parse_status, to_json_text}
 use crate::error::db_err;
 
 impl<B: Backend> SqlStore<B> {
+    /// A write transaction that starts by touching the fenced task: `None`
+    /// (and nothing written) when the claim was lost.
+    async fn begin_fenced(
+        &self,
+        fence: &Fence,
+        now: i64,
+    ) -> Result<Option<sqlx::Transaction<'static, B>>, StoreError> {
+        let mut tx = B::begin_write(&self.writer).await?;
+        let fenced = B::execute(
+            &mut tx,
+            B::SQL.touch_fenced,
+            args![&fence.task_id, &fence.owner, &fence.token, now],
+        )
+        .await?;
+        Ok((fenced == 1).then_some(tx))
+    }
+
     /// Wake the owner of `task_id` in other processes, if the backend can.
     async fn signal(conn: &mut B::Connection, task_id: &str) -> Result<(), StoreError> {
         if let Some(sql) = B::SQL.signal {
@@ -153,16 +170,9 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
         requests: &[(String, Value)],
         now: i64,
     ) -> Result<Option<Vec<(String, InputState)>>, StoreError> {
-        let mut tx = B::begin_write(&self.writer).await?;
-        let fenced = B::execute(
-            &mut tx,
-            B::SQL.touch_fenced,
-            args![&fence.task_id, &fence.owner, &fence.token, now],
-        )
-        .await?;
-        if fenced != 1 {
+        let Some(mut tx) = self.begin_fenced(fence, now).await? else {
             return Ok(None);
-        }
+        };
         for (key, request) in requests {
             B::execute(
                 &mut tx,
@@ -436,16 +446,9 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
         keys: &[String],
         now: i64,
     ) -> Result<bool, StoreError> {
-        let mut tx = B::begin_write(&self.writer).await?;
-        let fenced = B::execute(
-            &mut tx,
-            B::SQL.touch_fenced,
-            args![&fence.task_id, &fence.owner, &fence.token, now],
-        )
-        .await?;
-        if fenced != 1 {
+        let Some(mut tx) = self.begin_fenced(fence, now).await? else {
             return Ok(false);
-        }
+        };
         if !keys.is_empty() {
             let list: Vec<&str> = keys.iter().map(String::as_str).collect();
             B::execute(

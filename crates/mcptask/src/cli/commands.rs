@@ -175,32 +175,13 @@ async fn follow_json(gw: &Gateway, id: &str, timeout: Option<Duration>) -> anyho
         loop {
             let task = gw.get(&format!("/api/v1/tasks/{id}")).await?;
             if terminal(task["status"].as_str().unwrap_or("")) {
-                return anyhow::Ok(task);
+                outln!("{}", serde_json::to_string_pretty(&task)?);
+                return Ok(outcome_code(&task));
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     };
-    let until = async {
-        match timeout {
-            Some(t) => tokio::time::sleep(t).await,
-            None => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        task = settled => {
-            let task = task?;
-            outln!("{}", serde_json::to_string_pretty(&task)?);
-            Ok(outcome_code(&task))
-        }
-        _ = until => {
-            eprintln!("--timeout reached: stopped waiting; task {id} goes on in the gateway");
-            Ok(exit::WAIT_TIMED_OUT)
-        }
-        _ = tokio::signal::ctrl_c() => {
-            eprintln!("interrupted: stopped waiting; task {id} goes on in the gateway");
-            Ok(exit::INTERRUPTED)
-        }
-    }
+    wait_or_stop(id, timeout, false, settled).await
 }
 
 /// The exit code a settled task maps to (see docs/CLI.md, exit codes).
@@ -214,10 +195,20 @@ fn outcome_code(task: &Value) -> i32 {
 }
 
 /// Follow a task with a live progress line until it settles.
-/// Follow a task until it settles, `timeout` passes, or Ctrl-C: the last two
-/// only stop the waiting, and say so, since the task goes on in the gateway.
 pub async fn follow(gw: &Gateway, id: &str, timeout: Option<Duration>) -> anyhow::Result<i32> {
     let live = std::io::stderr().is_terminal();
+    wait_or_stop(id, timeout, live, follow_until_settled(gw, id, live)).await
+}
+
+/// Wait for `settled` (the exit code of a settled task) unless `timeout`
+/// passes or Ctrl-C comes first: those only stop the waiting, and say so,
+/// since the task goes on in the gateway.
+async fn wait_or_stop(
+    id: &str,
+    timeout: Option<Duration>,
+    live: bool,
+    settled: impl std::future::Future<Output = anyhow::Result<i32>>,
+) -> anyhow::Result<i32> {
     let stopped = |why: String| {
         if live {
             eprint!("\r\x1b[2K");
@@ -233,7 +224,7 @@ pub async fn follow(gw: &Gateway, id: &str, timeout: Option<Duration>) -> anyhow
         }
     };
     tokio::select! {
-        settled = follow_until_settled(gw, id, live) => settled,
+        settled = settled => settled,
         _ = until => {
             stopped(format!("--timeout {}s reached", timeout.unwrap_or_default().as_secs()));
             Ok(exit::WAIT_TIMED_OUT)
