@@ -142,13 +142,8 @@ impl Tracker {
                     for (key, request) in &requests {
                         let request = serde_json::to_value(request).unwrap_or(Value::Null);
                         if let Some(given) = options.input_responses.get(key) {
-                            check_answer(&request, given).map_err(|e| {
-                                TrackerError::AnswerRejected {
-                                    key: key.clone(),
-                                    field: e.field,
-                                    reason: e.reason,
-                                }
-                            })?;
+                            check_answer(&request, given)
+                                .map_err(|e| TrackerError::rejected(key, e))?;
                             responses.insert(key.clone(), given.clone());
                             continue;
                         }

@@ -79,3 +79,14 @@ impl From<RemoteError> for TrackerError {
         }
     }
 }
+
+impl TrackerError {
+    /// The answer to `key` does not fit its question.
+    pub(crate) fn rejected(key: &str, e: mcptask_core::elicit::AnswerError) -> Self {
+        TrackerError::AnswerRejected {
+            key: key.to_string(),
+            field: e.field,
+            reason: e.reason,
+        }
+    }
+}

@@ -93,11 +93,7 @@ impl Tracker {
             if answered.contains(key) {
                 continue;
             }
-            check_answer(request, answer).map_err(|e| TrackerError::AnswerRejected {
-                key: key.clone(),
-                field: e.field,
-                reason: e.reason,
-            })?;
+            check_answer(request, answer).map_err(|e| TrackerError::rejected(key, e))?;
         }
         Ok(())
     }
