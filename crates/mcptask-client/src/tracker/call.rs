@@ -31,6 +31,12 @@ pub struct CallOptions {
     /// its question when the server asks it; keys it does not ask are
     /// ignored. They take precedence over the resolver.
     pub input_responses: std::collections::BTreeMap<String, Value>,
+    /// The server's `requestState` from the round these answers reply to
+    /// (as a caller got it in [`TrackerError::InputNeeded`]). With it, the
+    /// first request already carries the answers and the state, as a
+    /// multi-round-trip retry does; without it the answers are given when the
+    /// server asks.
+    pub request_state: Option<String>,
 }
 
 /// What `call_tool` produced.
@@ -93,11 +99,16 @@ impl Tracker {
             .servers
             .connect(server, Some(&hash), inner.timeouts())
             .await?;
-        let mut responses = InputResponses::new();
         // The server's opaque state of the round in progress: echoed back
         // unchanged with the answers, as MRTR requires (a server that keeps
         // its progress there would otherwise start over every round).
-        let mut request_state: Option<String> = None;
+        let mut request_state: Option<String> = options.request_state.clone();
+        // A caller continuing a round it was shown answers it at once.
+        let mut responses: InputResponses = if request_state.is_some() {
+            options.input_responses.clone()
+        } else {
+            InputResponses::new()
+        };
         for _round in 0..MAX_MRTR_ROUNDS {
             let mut params =
                 CallToolRequestParams::new(tool.to_string()).with_arguments(arguments.clone());
@@ -186,6 +197,7 @@ impl Tracker {
                         return Err(TrackerError::InputNeeded {
                             keys: unanswered,
                             requests: serde_json::to_value(&requests).unwrap_or(Value::Null),
+                            request_state,
                         });
                     }
                 }

@@ -55,6 +55,9 @@ pub enum TrackerError {
         keys: Vec<String>,
         /// The server's `inputRequests`, as sent.
         requests: Value,
+        /// The server's `requestState` of that round, to give back with the
+        /// answers ([`CallOptions::request_state`](super::CallOptions::request_state)).
+        request_state: Option<String>,
     },
     /// `wait` gave up; the task (as last read) is still live.
     #[error("timed out waiting; the task is still {}", .0.status)]

@@ -42,6 +42,14 @@ pub struct CreateRequest {
     pub principal: Option<String>,
     /// Answers from a multi-round-trip exchange that preceded the task.
     pub call_inputs: InputResponses,
+    /// The driver that runs the task's work, stored with the task (a proxy's
+    /// upstream protocol, e.g. `"sep2663"`); `None` for a native tool.
+    pub driver: Option<String>,
+    /// Durable state the work starts from, as if an earlier attempt had saved
+    /// it with [`TaskContext::save_state`](crate::TaskContext::save_state)
+    /// (a proxy records here which upstream task the front task follows, in
+    /// the same commit as the task itself).
+    pub state: Option<Value>,
 }
 
 /// The durable task runtime. Cheap to clone; clones share everything.
@@ -167,9 +175,12 @@ impl TaskRuntime {
             status_message: None,
             owner: rt.owner.clone(),
             claim_token: lease::mint_token(),
-            driver: None,
-            driver_state: None,
+            driver: request.driver,
+            driver_state: request.state,
         };
+        if let Some(state) = &new.driver_state {
+            rt.check_arguments(state)?;
+        }
         let slot = rt
             .quota
             .admit(new.principal.as_deref())

@@ -203,6 +203,7 @@ impl ServerHandler for DurableTaskServer {
                 arguments,
                 principal,
                 call_inputs,
+                ..Default::default()
             })
             .await?;
         Ok(CallToolResponse::Task(CreateTaskResult::new(task)))

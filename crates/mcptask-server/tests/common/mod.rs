@@ -148,8 +148,7 @@ pub fn request(tool: &str, args: Value) -> CreateRequest {
     CreateRequest {
         tool: tool.into(),
         arguments: args.as_object().cloned().unwrap_or_default(),
-        principal: None,
-        call_inputs: Default::default(),
+        ..Default::default()
     }
 }
 

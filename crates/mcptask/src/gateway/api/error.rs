@@ -91,8 +91,12 @@ impl From<TrackerError> for ApiError {
             TrackerError::Protocol(_) => {
                 ApiError::new(StatusCode::BAD_GATEWAY, "protocol_error", message)
             }
-            TrackerError::InputNeeded { requests, .. } => ApiError {
-                details: Some(json!({"inputRequests": requests})),
+            TrackerError::InputNeeded {
+                requests,
+                request_state,
+                ..
+            } => ApiError {
+                details: Some(json!({"inputRequests": requests, "requestState": request_state})),
                 ..ApiError::new(StatusCode::CONFLICT, "input_needed", message)
             },
             TrackerError::Timeout(_) => {

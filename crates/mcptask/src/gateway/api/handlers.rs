@@ -176,6 +176,8 @@ pub struct CallBody {
     /// names the keys and questions), by input key.
     #[serde(default)]
     input_responses: std::collections::BTreeMap<String, Value>,
+    /// The `requestState` of the 409 being answered, given back unchanged.
+    request_state: Option<String>,
 }
 
 pub async fn call_tool(
@@ -211,6 +213,7 @@ pub async fn call_tool(
         call_id: body.call_id,
         correlation: body.correlation,
         input_responses: body.input_responses,
+        request_state: body.request_state,
     };
     let arguments = body.arguments.unwrap_or(json!({}));
     match state
