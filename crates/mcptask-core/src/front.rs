@@ -72,7 +72,7 @@ fn write_canonical(value: &Value, out: &mut String) {
 /// ```
 pub fn progress_message(progress: f64, total: Option<f64>, message: Option<&str>) -> String {
     let number = match total {
-        Some(t) if t == 100.0 => format!("{}%", num(progress)),
+        Some(100.0) => format!("{}%", num(progress)),
         Some(t) if t == 1.0 && progress <= 1.0 => format!("{}%", num(progress * 100.0)),
         Some(t) => format!("{}/{}", num(progress), num(t)),
         None => num(progress),
