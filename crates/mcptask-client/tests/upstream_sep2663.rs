@@ -24,15 +24,13 @@ const TIMEOUTS: Timeouts = Timeouts {
 };
 
 async fn done(mut call: upstream::SyncCall) -> Result<rmcp::model::CallToolResult, UpstreamError> {
-    loop {
-        match tokio::time::timeout(Duration::from_secs(10), call.next())
-            .await
-            .expect("an event within 10 s")
-        {
-            Some(SyncEvent::Done(r)) => return r,
-            Some(other) => panic!("unexpected {other:?}"),
-            None => panic!("no Done"),
-        }
+    match tokio::time::timeout(Duration::from_secs(10), call.next())
+        .await
+        .expect("an event within 10 s")
+    {
+        Some(SyncEvent::Done(r)) => r,
+        Some(other) => panic!("unexpected {other:?}"),
+        None => panic!("no Done"),
     }
 }
 
