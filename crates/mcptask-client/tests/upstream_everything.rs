@@ -451,3 +451,48 @@ async fn sep1686_task_asks_through_related_task_and_cancels() {
     drop((task, other, pool, registry));
     assert_children_gone(tag).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lanes_are_exclusive_reused_and_closed_when_idle() {
+    let tag = "lanes";
+    let Some(registry) = everything_or_skip("lanes_are_exclusive_reused_and_closed_when_idle", tag)
+    else {
+        return;
+    };
+    let pool = registry
+        .lanes(
+            "everything",
+            LaneOptions {
+                max_lanes: 1,
+                idle_ttl: Duration::from_millis(1500),
+                connect_timeout: TIMEOUTS.connect,
+                call_timeout: TIMEOUTS.call,
+            },
+        )
+        .unwrap();
+    let lane = pool.acquire().await.unwrap();
+    let first = tagged_processes(tag);
+    assert_eq!(first.len(), 1);
+    // The only lane is taken: a second caller waits.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), pool.acquire())
+            .await
+            .is_err(),
+        "a second lane was handed out beyond max_lanes"
+    );
+    drop(lane);
+    let again = tokio::time::timeout(Duration::from_secs(5), pool.acquire())
+        .await
+        .expect("the released lane is handed out")
+        .unwrap();
+    assert_eq!(
+        tagged_processes(tag),
+        first,
+        "the idle session was not reused"
+    );
+    drop(again);
+    // Idle past idle_ttl: closed while the pool lives on.
+    assert_children_gone(tag).await;
+    drop(pool);
+    drop(registry);
+}
