@@ -496,3 +496,56 @@ async fn lanes_are_exclusive_reused_and_closed_when_idle() {
     drop(pool);
     drop(registry);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn detects_sep1686_over_http_by_a_raw_probe() {
+    let tag = "http";
+    let test = "detects_sep1686_over_http_by_a_raw_probe";
+    let Some(stdio) = everything_or_skip(test, tag) else {
+        return;
+    };
+    let (def, _) = stdio.get("everything").unwrap();
+    let Transport::Stdio {
+        command, args, env, ..
+    } = def.transport
+    else {
+        unreachable!()
+    };
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut child = tokio::process::Command::new(command)
+        .arg(&args[0])
+        .arg("streamableHttp")
+        .envs(env)
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(Instant::now() < deadline, "the HTTP server never listened");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let registry = ServerRegistry::new();
+    registry.upsert(ServerDef::http(
+        "everything",
+        format!("http://127.0.0.1:{port}/mcp"),
+    ));
+    let info = registry.protocol("everything", TIMEOUTS).await.unwrap();
+    assert_eq!(info.protocol, Protocol::Sep1686);
+    assert_eq!(
+        info.task_support("simulate-research-query"),
+        TaskSupport::Required
+    );
+    assert_eq!(info.task_support("echo"), TaskSupport::Forbidden);
+    drop(registry);
+    child.kill().await.unwrap();
+    assert_children_gone(tag).await;
+}

@@ -7,6 +7,7 @@ pub mod classify;
 mod connection;
 pub(crate) mod handler;
 pub(crate) mod lanes;
+mod probe;
 mod registry;
 mod server_def;
 pub(crate) mod snapshot;

@@ -160,10 +160,11 @@ impl ServerRegistry {
     }
 
     /// Which tasks protocol `name` speaks, detected once per definition on a
-    /// lane (then reused for calls) and cached. For stdio servers the raw
-    /// `initialize` and `tools/list` answers decide; over HTTP only rmcp's
-    /// decoded view is available, which tells SEP-2663 from the rest but
-    /// cannot see SEP-1686: configure those with [`ServerRegistry::set_protocol`].
+    /// lane (then reused for calls) and cached. The raw `initialize` and
+    /// `tools/list` answers decide: read by the stdio tap, or, for an HTTP
+    /// server that is not SEP-2663, by a one-shot raw probe session (rmcp's
+    /// HTTP client drops SEP-1686's fields). [`ServerRegistry::set_protocol`]
+    /// overrides detection.
     ///
     /// ```no_run
     /// # async fn demo(registry: mcptask_client::ServerRegistry, t: mcptask_client::remote::Timeouts) -> Result<(), mcptask_client::remote::RemoteError> {
@@ -189,7 +190,18 @@ impl ServerRegistry {
             ..LaneOptions::default()
         };
         let lane = self.lanes(name, options)?.acquire().await?;
-        let info = lane.info().clone();
+        let mut info = lane.info().clone();
+        drop(lane);
+        if info.protocol != crate::upstream::Protocol::Sep2663
+            && matches!(entry.def.transport, Transport::Http { .. })
+        {
+            // rmcp's HTTP client cannot show what tells SEP-1686 apart.
+            let (init, tools) =
+                tokio::time::timeout(timeouts.call, super::probe::discover(&entry.def))
+                    .await
+                    .map_err(|_| RemoteError::Transient(format!("probing {name:?} timed out")))??;
+            info = crate::upstream::detect::classify(Some(&init), None, false, tools);
+        }
         *entry.upstream.lock().expect("upstream lock") = Some(info.clone());
         Ok(info)
     }
