@@ -197,10 +197,16 @@ impl SyncCall {
             }
         }
         self.finished = true;
-        // The call is over: the lane goes back to the pool for the next one.
+        let outcome = self.outcome.take().expect("outcome set before finish");
+        // The call is over: the lane goes back to the pool for the next one,
+        // unless it ended without the server's answer (a timeout, a broken
+        // transport): the server may still be working on it.
         self.route = None;
+        if let (Err(UpstreamError::Remote(_)), Some(lane)) = (&outcome, self.lane.as_mut()) {
+            lane.discard();
+        }
         self.lane = None;
-        SyncEvent::Done(self.outcome.take().expect("outcome set before finish"))
+        SyncEvent::Done(outcome)
     }
 
     fn event(&mut self, event: CallEvent) -> SyncEvent {
