@@ -109,8 +109,10 @@ impl Tap {
 /// Ask the kernel to kill the child when the thread that spawned it dies
 /// (Linux): with `kill_on_drop` this covers an orderly drop, and this covers
 /// a SIGKILLed proxy, which would otherwise leave a child that does not exit
-/// on stdin EOF (the everything server keeps running). The spawning thread
-/// is a tokio worker, which lives as long as the runtime.
+/// on stdin EOF (the everything server keeps running). The signal follows
+/// the spawning *thread*: a tokio worker, which lives as long as the
+/// runtime. (A spawn from a thread that exits early, e.g. inside
+/// `block_in_place`, would lose its child with the thread; nothing here does.)
 pub(crate) fn tie_to_parent(cmd: &mut Command) {
     #[cfg(target_os = "linux")]
     // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
