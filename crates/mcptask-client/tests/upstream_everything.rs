@@ -549,3 +549,56 @@ async fn detects_sep1686_over_http_by_a_raw_probe() {
     child.kill().await.unwrap();
     assert_children_gone(tag).await;
 }
+
+/// The upstream withdraws an unanswered question (for a SEP-1686 task its
+/// SDK times the request out 60 s after queueing it and sends
+/// `notifications/cancelled`): the ask says so, a late answer reaches
+/// nobody, and the task goes on with its default. (The synchronous
+/// `trigger-elicitation-request` waits 10 minutes, too long for a test.)
+/// Takes about a minute.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unanswered_ask_is_withdrawn_by_the_upstream() {
+    let tag = "withdrawn";
+    let Some(registry) = everything_or_skip("unanswered_ask_is_withdrawn_by_the_upstream", tag)
+    else {
+        return;
+    };
+    let pool = lanes(&registry);
+    let task = legacy::create(
+        pool.acquire().await.unwrap(),
+        "simulate-research-query",
+        json!({"topic": "python", "ambiguous": true}),
+        None,
+    )
+    .await
+    .unwrap();
+    let result = async {
+        tokio::time::timeout(Duration::from_secs(150), task.result())
+            .await
+            .expect("the task ends within 150 s")
+    };
+    let ignore = async {
+        let ask = tokio::time::timeout(Duration::from_secs(30), task.next_ask())
+            .await
+            .expect("a question within 30 s")
+            .expect("session alive");
+        let asked = Instant::now();
+        tokio::time::timeout(Duration::from_secs(120), ask.withdrawn().cancelled())
+            .await
+            .expect("the upstream withdraws its question within 120 s");
+        assert!(
+            asked.elapsed() > Duration::from_secs(30),
+            "withdrawn too early: {:?}",
+            asked.elapsed()
+        );
+        assert!(!ask.respond(Ok(
+            json!({"action": "accept", "content": {"interpretation": "snake"}})
+        )));
+    };
+    let (result, ()) = tokio::join!(result, ignore);
+    let text = text_of(&result.unwrap());
+    assert!(!text.contains("snake"), "{text}");
+    assert!(text.contains("python"), "{text}");
+    drop((task, pool, registry));
+    assert_children_gone(tag).await;
+}
