@@ -19,6 +19,8 @@
 //!   claim due tasks, call the servers and apply what they learned, fenced.
 //! - [`remote`]: the servers themselves: registry and pooled connections,
 //!   validating what they send, and classifying their failures.
+//! - [`upstream`]: calling servers that do not speak durable tasks (plain
+//!   synchronous tools, SEP-1686) for a proxy, on exclusive sessions.
 //! - [`notify`]: where events go (in-process stream, signed webhooks).
 //! - `config`: [`TrackerConfig`], the one home of every tracker setting.
 //!
@@ -56,6 +58,7 @@ mod resolver;
 pub mod testkit;
 pub mod tls;
 mod tracker;
+pub mod upstream;
 mod workers;
 
 pub use config::{InvalidSetting, TrackerConfig};

@@ -20,6 +20,7 @@ pub mod client;
 pub mod clock;
 pub mod elicit;
 pub mod error;
+pub mod front;
 pub mod ids;
 pub mod lease;
 pub mod payload;

@@ -12,6 +12,7 @@ use rmcp::{Peer, RoleClient};
 use tokio::sync::Mutex;
 
 use super::RemoteError;
+use super::handler::UpstreamHandler;
 use super::server_def::{ServerDef, Transport};
 
 pub(super) type Session = RunningService<RoleClient, ClientConfig>;
@@ -138,36 +139,8 @@ pub(super) async fn open(def: &ServerDef) -> Result<Session, RemoteError> {
     };
     let name = &def.name;
     match &def.transport {
-        Transport::Http { url, headers } => {
-            let fail = |e: String| {
-                RemoteError::Transient(format!("cannot connect to {name:?} at {url}: {e}"))
-            };
-            use rmcp::transport::StreamableHttpClientTransport;
-            use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-            let mut config = StreamableHttpClientTransportConfig::with_uri(url.clone());
-            let mut custom = HashMap::new();
-            for (k, v) in headers {
-                if k.eq_ignore_ascii_case("authorization") {
-                    config = config.auth_header(v.trim_start_matches("Bearer ").to_string());
-                    continue;
-                }
-                let name = http_header_name(k).map_err(RemoteError::ConnectionUnavailable)?;
-                let value = v.parse().map_err(|_| {
-                    RemoteError::ConnectionUnavailable(format!("header {k:?} has an invalid value"))
-                })?;
-                custom.insert(name, value);
-            }
-            if !custom.is_empty() {
-                config = config.custom_headers(custom);
-            }
-            // rmcp's own default client would panic where this one reports.
-            let http = crate::tls::build_http_client(|| {
-                reqwest::Client::builder()
-                    .pool_max_idle_per_host(0)
-                    .redirect(same_origin_redirect_policy())
-            })
-            .map_err(|e| fail(format!("cannot build the HTTP client: {e}")))?;
-            let transport = StreamableHttpClientTransport::with_client(http, config);
+        Transport::Http { .. } => {
+            let (transport, fail) = http_transport(def)?;
             client_config()
                 .serve_with_lifecycle(transport, lifecycle)
                 .await
@@ -181,6 +154,7 @@ pub(super) async fn open(def: &ServerDef) -> Result<Session, RemoteError> {
         } => {
             let mut cmd = tokio::process::Command::new(command);
             cmd.args(args).envs(env).kill_on_drop(true);
+            super::tap::tie_to_parent(&mut cmd);
             if let Some(dir) = cwd {
                 cmd.current_dir(dir);
             }
@@ -197,6 +171,112 @@ pub(super) async fn open(def: &ServerDef) -> Result<Session, RemoteError> {
                 .serve_with_lifecycle(transport, lifecycle)
                 .await
                 .map_err(|e| fail(super::why::stdio_init_failure(&e)))
+        }
+    }
+}
+
+type Fail<'a> = Box<dyn Fn(String) -> RemoteError + Send + Sync + 'a>;
+
+/// The Streamable HTTP transport to `def` (which must be an HTTP server),
+/// with the way to word a failure to reach it.
+fn http_transport(
+    def: &ServerDef,
+) -> Result<
+    (
+        rmcp::transport::StreamableHttpClientTransport<reqwest::Client>,
+        Fail<'_>,
+    ),
+    RemoteError,
+> {
+    let Transport::Http { url, headers } = &def.transport else {
+        return Err(RemoteError::ConnectionUnavailable(format!(
+            "{:?} is not an HTTP server",
+            def.name
+        )));
+    };
+    let name = &def.name;
+    let fail: Fail<'_> = Box::new(move |e: String| {
+        RemoteError::Transient(format!("cannot connect to {name:?} at {url}: {e}"))
+    });
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.clone());
+    let mut custom = HashMap::new();
+    for (k, v) in headers {
+        if k.eq_ignore_ascii_case("authorization") {
+            config = config.auth_header(v.trim_start_matches("Bearer ").to_string());
+            continue;
+        }
+        let name = http_header_name(k).map_err(RemoteError::ConnectionUnavailable)?;
+        let value = v.parse().map_err(|_| {
+            RemoteError::ConnectionUnavailable(format!("header {k:?} has an invalid value"))
+        })?;
+        custom.insert(name, value);
+    }
+    if !custom.is_empty() {
+        config = config.custom_headers(custom);
+    }
+    // rmcp's own default client would panic where this one reports.
+    let http = crate::tls::build_http_client(|| {
+        reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .redirect(same_origin_redirect_policy())
+    })
+    .map_err(|e| fail(format!("cannot build the HTTP client: {e}")))?;
+    Ok((
+        StreamableHttpClientTransport::with_client(http, config),
+        fail,
+    ))
+}
+
+/// A session to an upstream that relays input ([`UpstreamHandler`]), with the
+/// raw-answer tap for stdio servers (HTTP sessions have none).
+pub(crate) type UpstreamSession = RunningService<RoleClient, UpstreamHandler>;
+
+/// Open an upstream session to `def` (see `upstream::lanes`).
+pub(crate) async fn open_upstream(
+    def: &ServerDef,
+    handler: UpstreamHandler,
+) -> Result<(UpstreamSession, Option<Arc<super::tap::Tap>>), RemoteError> {
+    let lifecycle = ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: None,
+    };
+    let name = &def.name;
+    match &def.transport {
+        Transport::Http { .. } => {
+            let (transport, fail) = http_transport(def)?;
+            let session = handler
+                .serve_with_lifecycle(transport, lifecycle)
+                .await
+                .map_err(|e| fail(super::why::init_failure(&e)))?;
+            Ok((session, None))
+        }
+        Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let mut cmd = tokio::process::Command::new(command);
+            cmd.args(args).envs(env);
+            if let Some(dir) = cwd {
+                cmd.current_dir(dir);
+            }
+            let fail =
+                |e: String| RemoteError::Transient(format!("cannot start server {name:?}: {e}"));
+            let (sink, stream, tap) = super::tap::spawn(cmd).map_err(|e| {
+                fail(super::why::spawn_failure(
+                    command,
+                    cwd.as_deref().map(std::path::Path::new),
+                    &e,
+                ))
+            })?;
+            let session = handler
+                .serve_with_lifecycle((sink, stream), lifecycle)
+                .await
+                .map_err(|e| fail(super::why::stdio_init_failure(&e)))?;
+            Ok((session, Some(tap)))
         }
     }
 }

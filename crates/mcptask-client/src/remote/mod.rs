@@ -5,14 +5,19 @@
 
 pub mod classify;
 mod connection;
+pub(crate) mod handler;
+pub(crate) mod lanes;
+mod probe;
 mod registry;
 mod server_def;
 pub(crate) mod snapshot;
+pub(crate) mod tap;
 mod tools;
 mod why;
 
 pub use classify::RemoteError;
 pub(crate) use connection::bounded;
 pub use connection::{Connection, Timeouts};
+pub use lanes::{Lane, LaneOptions, LanePool};
 pub use registry::{Health, ServerRegistry};
 pub use server_def::{ServerDef, Transport};

@@ -9,7 +9,9 @@ use tokio::sync::Mutex;
 
 use super::RemoteError;
 use super::connection::{Connection, Heard, Slot, Timeouts, open};
+use super::lanes::{LaneOptions, LanePool};
 use super::server_def::{ServerDef, Transport};
+use crate::upstream::UpstreamInfo;
 
 struct Entry {
     def: ServerDef,
@@ -17,6 +19,10 @@ struct Entry {
     session: Slot,
     heard: Heard,
     health: std::sync::Mutex<Health>,
+    /// Detected (or configured) tasks protocol, for `protocol`.
+    upstream: std::sync::Mutex<Option<UpstreamInfo>>,
+    /// Exclusive sessions for relayed calls, made on first use.
+    lanes: std::sync::OnceLock<LanePool>,
 }
 
 /// What the tracker last saw of a server.
@@ -63,6 +69,8 @@ impl ServerRegistry {
                 state: "unknown",
                 ..Default::default()
             }),
+            upstream: Default::default(),
+            lanes: Default::default(),
         });
         let mut map = self.entries.write().expect("server registry lock");
         // Only an identical definition keeps the pooled connection: a rotated
@@ -128,6 +136,81 @@ impl ServerRegistry {
                 h.last_error_at = Some(now);
             }
         }
+    }
+
+    fn entry(&self, name: &str) -> Result<Arc<Entry>, RemoteError> {
+        self.entries
+            .read()
+            .expect("server registry lock")
+            .get(name)
+            .cloned()
+            .ok_or_else(|| RemoteError::ConnectionUnavailable(format!("no server named {name:?}")))
+    }
+
+    /// The exclusive-session pool of `name` for relayed calls
+    /// (`upstream::sync_call`, `upstream::legacy`). Made on first use with
+    /// `options` (later calls get the same pool); replacing the definition
+    /// with [`ServerRegistry::upsert`] starts a new one.
+    pub fn lanes(&self, name: &str, options: LaneOptions) -> Result<LanePool, RemoteError> {
+        let entry = self.entry(name)?;
+        Ok(entry
+            .lanes
+            .get_or_init(|| LanePool::new(entry.def.clone(), options))
+            .clone())
+    }
+
+    /// Which tasks protocol `name` speaks, detected once per definition on a
+    /// lane (then reused for calls) and cached. The raw `initialize` and
+    /// `tools/list` answers decide: read by the stdio tap, or, for an HTTP
+    /// server that is not SEP-2663, by a one-shot raw probe session (rmcp's
+    /// HTTP client drops SEP-1686's fields). [`ServerRegistry::set_protocol`]
+    /// overrides detection.
+    ///
+    /// ```no_run
+    /// # async fn demo(registry: mcptask_client::ServerRegistry, t: mcptask_client::remote::Timeouts) -> Result<(), mcptask_client::remote::RemoteError> {
+    /// use mcptask_client::upstream::{Protocol, TaskSupport};
+    /// let info = registry.protocol("everything", t).await?;
+    /// if info.protocol == Protocol::Sep1686 && info.task_support("simulate-research-query") == TaskSupport::Required {
+    ///     // drive it with upstream::legacy
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn protocol(
+        &self,
+        name: &str,
+        timeouts: Timeouts,
+    ) -> Result<UpstreamInfo, RemoteError> {
+        let entry = self.entry(name)?;
+        if let Some(info) = entry.upstream.lock().expect("upstream lock").clone() {
+            return Ok(info);
+        }
+        let options = LaneOptions {
+            connect_timeout: timeouts.connect,
+            call_timeout: timeouts.call,
+            ..LaneOptions::default()
+        };
+        let lane = self.lanes(name, options)?.acquire().await?;
+        let mut info = lane.info().clone();
+        drop(lane);
+        if info.protocol != crate::upstream::Protocol::Sep2663
+            && matches!(entry.def.transport, Transport::Http { .. })
+        {
+            // rmcp's HTTP client cannot show what tells SEP-1686 apart.
+            let (init, tools) =
+                tokio::time::timeout(timeouts.call, super::probe::discover(&entry.def))
+                    .await
+                    .map_err(|_| RemoteError::Transient(format!("probing {name:?} timed out")))??;
+            info = crate::upstream::detect::classify(Some(&init), None, false, tools);
+        }
+        *entry.upstream.lock().expect("upstream lock") = Some(info.clone());
+        Ok(info)
+    }
+
+    /// Say what `name` speaks instead of detecting it (configuration; the
+    /// hook for HTTP servers speaking SEP-1686).
+    pub fn set_protocol(&self, name: &str, info: UpstreamInfo) -> Result<(), RemoteError> {
+        *self.entry(name)?.upstream.lock().expect("upstream lock") = Some(info);
+        Ok(())
     }
 
     /// Configured server names, sorted.

@@ -5,6 +5,7 @@
 //! stores only lock the row, call them, and write the result back fenced.
 
 pub mod delivery;
+pub mod legacy;
 pub mod transition;
 
 use serde::{Deserialize, Serialize};

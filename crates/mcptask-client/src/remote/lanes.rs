@@ -1,0 +1,284 @@
+//! Lanes: exclusive upstream sessions, a small pool per server.
+//!
+//! A server→client request (elicitation, sampling) cannot be attributed to
+//! one of several calls in flight on a shared session, so a synchronous
+//! call, or a SEP-1686 task, gets a session of its own for its duration.
+//! Idle lanes are reused; a lane idle longer than `idle_ttl` is closed (its
+//! stdio child killed), and so is every idle lane when the pool is dropped.
+//! A lane whose call was cancelled is not reused: the upstream may still
+//! work on it and send requests or progress a later call would take for its own.
+
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use rmcp::{Peer, RoleClient};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::RemoteError;
+use super::connection::{UpstreamSession, open_upstream};
+use super::handler::UpstreamHandler;
+use super::server_def::ServerDef;
+use super::tap::Tap;
+use crate::upstream::UpstreamInfo;
+use crate::upstream::detect::classify;
+
+/// Sizing and timing of a [`LanePool`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaneOptions {
+    /// Most sessions open at once to the server (default 4).
+    pub max_lanes: usize,
+    /// An idle session is closed after this long (default 60 s).
+    pub idle_ttl: Duration,
+    /// Bound on opening a session (the definition's own wins; default 10 s).
+    pub connect_timeout: Duration,
+    /// Bound on the short calls made on a lane (`tools/list`, `tasks/get`, `tasks/cancel`;
+    /// the definition's own wins; default 30 s).
+    pub call_timeout: Duration,
+}
+
+impl Default for LaneOptions {
+    fn default() -> Self {
+        Self {
+            max_lanes: 4,
+            idle_ttl: Duration::from_secs(60),
+            connect_timeout: Duration::from_secs(10),
+            call_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+pub(crate) struct LaneSession {
+    pub(crate) service: UpstreamSession,
+    pub(crate) handler: UpstreamHandler,
+    pub(crate) tap: Option<Arc<Tap>>,
+    pub(crate) info: UpstreamInfo,
+}
+
+struct PoolInner {
+    def: ServerDef,
+    opts: LaneOptions,
+    permits: Arc<Semaphore>,
+    idle: Mutex<Vec<(LaneSession, Instant)>>,
+}
+
+impl PoolInner {
+    fn prune(&self) {
+        let mut idle = self.idle.lock().expect("lanes lock");
+        let ttl = self.opts.idle_ttl;
+        // Dropping a session closes it (and kills its child).
+        idle.retain(|(s, at)| at.elapsed() < ttl && !s.service.is_transport_closed());
+    }
+}
+
+/// The lanes to one upstream server (cheap to clone).
+///
+/// ```no_run
+/// use mcptask_client::ServerDef;
+/// use mcptask_client::remote::{LaneOptions, LanePool};
+/// # async fn demo() -> Result<(), mcptask_client::remote::RemoteError> {
+/// let pool = LanePool::new(ServerDef::stdio("everything", "npx", vec!["server-everything".into(), "stdio".into()]), LaneOptions::default());
+/// let lane = pool.acquire().await?; // waits while all lanes are busy
+/// println!("{:?}", lane.info().protocol);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct LanePool {
+    inner: Arc<PoolInner>,
+}
+
+impl LanePool {
+    /// A pool for `def`; opens nothing until the first [`LanePool::acquire`].
+    pub fn new(def: ServerDef, mut opts: LaneOptions) -> Self {
+        opts.max_lanes = opts.max_lanes.max(1);
+        if let Some(t) = def.connect_timeout {
+            opts.connect_timeout = t;
+        }
+        if let Some(t) = def.call_timeout {
+            opts.call_timeout = t;
+        }
+        let inner = Arc::new(PoolInner {
+            def,
+            opts,
+            permits: Arc::new(Semaphore::new(opts.max_lanes)),
+            idle: Mutex::new(Vec::new()),
+        });
+        // Closes lanes idle too long even when nobody acquires; ends with the pool.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let weak: Weak<PoolInner> = Arc::downgrade(&inner);
+            let period = (opts.idle_ttl / 2).max(Duration::from_millis(100));
+            rt.spawn(async move {
+                loop {
+                    tokio::time::sleep(period).await;
+                    match weak.upgrade() {
+                        Some(inner) => inner.prune(),
+                        None => return,
+                    }
+                }
+            });
+        }
+        Self { inner }
+    }
+
+    /// The server this pool reaches.
+    pub fn def(&self) -> &ServerDef {
+        &self.inner.def
+    }
+
+    /// The pool's options (with the definition's timeouts applied).
+    pub fn options(&self) -> LaneOptions {
+        self.inner.opts
+    }
+
+    /// An exclusive session: an idle one if there is one, else a new one;
+    /// waits while `max_lanes` are in use (bound it with a timeout if needed).
+    pub async fn acquire(&self) -> Result<Lane, RemoteError> {
+        let permit = self
+            .inner
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("lane semaphore is never closed");
+        self.inner.prune();
+        let reused = self.inner.idle.lock().expect("lanes lock").pop();
+        let session = match reused {
+            Some((s, _)) => s,
+            None => self.open().await?,
+        };
+        Ok(Lane {
+            session: Some(session),
+            pool: Arc::downgrade(&self.inner),
+            reusable: true,
+            _permit: permit,
+        })
+    }
+
+    async fn open(&self) -> Result<LaneSession, RemoteError> {
+        let def = &self.inner.def;
+        let timeout = self.inner.opts.connect_timeout;
+        let handler = UpstreamHandler::default();
+        let connect = async {
+            let (service, tap) = open_upstream(def, handler.clone()).await?;
+            let info = self.describe(&service, tap.as_deref()).await?;
+            Ok::<_, RemoteError>(LaneSession {
+                service,
+                handler,
+                tap,
+                info,
+            })
+        };
+        match tokio::time::timeout(timeout, connect).await {
+            Ok(r) => r,
+            Err(_) => Err(RemoteError::Transient(format!(
+                "cannot connect to {:?}: no session within {timeout:?}",
+                def.name
+            ))),
+        }
+    }
+
+    /// Detect the protocol. Tools are listed (which fills the tap) only when
+    /// there is a tap to read them from.
+    async fn describe(
+        &self,
+        service: &UpstreamSession,
+        tap: Option<&Tap>,
+    ) -> Result<UpstreamInfo, RemoteError> {
+        let peer_info = service.peer_info();
+        let negotiated = peer_info.as_ref().map(|i| &i.protocol_version);
+        let declares = peer_info
+            .as_ref()
+            .is_some_and(|i| i.capabilities.supports_tasks());
+        let Some(tap) = tap else {
+            return Ok(classify(None, negotiated, declares, Vec::new()));
+        };
+        let init = tap.initialize();
+        let lists_tools = init
+            .as_ref()
+            .is_some_and(|i| i.pointer("/capabilities/tools").is_some());
+        if lists_tools {
+            let list = service.peer().list_all_tools();
+            match tokio::time::timeout(self.inner.opts.call_timeout, list).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => {
+                    return Err(RemoteError::Transient(format!(
+                        "{:?}: tools/list failed: {e}",
+                        self.inner.def.name
+                    )));
+                }
+                Err(_) => {
+                    return Err(RemoteError::Transient(format!(
+                        "{:?}: tools/list timed out",
+                        self.inner.def.name
+                    )));
+                }
+            }
+        }
+        Ok(classify(init.as_ref(), negotiated, declares, tap.tools()))
+    }
+}
+
+/// One exclusive upstream session, leased from a [`LanePool`]; it goes back
+/// to the pool when dropped (unless it was spoiled, see [`Lane::discard`]).
+pub struct Lane {
+    session: Option<LaneSession>,
+    pool: Weak<PoolInner>,
+    reusable: bool,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Lane {
+    fn session(&self) -> &LaneSession {
+        self.session
+            .as_ref()
+            .expect("lane session present until drop")
+    }
+
+    /// The rmcp peer of this session.
+    pub fn peer(&self) -> &Peer<RoleClient> {
+        self.session().service.peer()
+    }
+
+    /// What the server is (detected when the session opened).
+    pub fn info(&self) -> &UpstreamInfo {
+        &self.session().info
+    }
+
+    /// Bound on short calls on this lane.
+    pub fn call_timeout(&self) -> Duration {
+        self.pool
+            .upgrade()
+            .map(|p| p.opts.call_timeout)
+            .unwrap_or(LaneOptions::default().call_timeout)
+    }
+
+    /// Close this session instead of returning it to the pool (the upstream
+    /// may still be working on a withdrawn call).
+    pub fn discard(&mut self) {
+        self.reusable = false;
+    }
+
+    pub(crate) fn handler(&self) -> &UpstreamHandler {
+        &self.session().handler
+    }
+
+    pub(crate) fn tap(&self) -> Option<&Arc<Tap>> {
+        self.session().tap.as_ref()
+    }
+}
+
+impl Drop for Lane {
+    fn drop(&mut self) {
+        let Some(session) = self.session.take() else {
+            return;
+        };
+        if !self.reusable || session.service.is_transport_closed() {
+            return;
+        }
+        if let Some(pool) = self.pool.upgrade() {
+            pool.idle
+                .lock()
+                .expect("lanes lock")
+                .push((session, Instant::now()));
+        }
+    }
+}

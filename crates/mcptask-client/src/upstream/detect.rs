@@ -1,0 +1,166 @@
+//! Which tasks protocol an upstream speaks, read from the raw `initialize`
+//! and `tools/list` answers (rmcp drops the SEP-1686 fields on decode).
+
+use rmcp::model::{ProtocolVersion, TASKS_EXTENSION_ID};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The tasks protocol an upstream server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// Durable tasks (SEP-2663): negotiated 2026-07-28 or later and the
+    /// server declares the `io.modelcontextprotocol/tasks` extension. The
+    /// tracker drives these.
+    Sep2663,
+    /// The 2025-11-25 tasks protocol (SEP-1686): the server declares
+    /// `capabilities.tasks.requests.tools.call`; which tools take a task is
+    /// per tool ([`UpstreamInfo::task_support`]). Driven by `upstream::legacy`.
+    Sep1686,
+    /// No tasks: every call is synchronous (`upstream::sync_call`).
+    Plain,
+}
+
+/// A tool's `execution.taskSupport` (SEP-1686; absent means forbidden).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskSupport {
+    /// Must not be called with `task` (the default).
+    Forbidden,
+    /// May be called either way.
+    Optional,
+    /// Must be called with `task`.
+    Required,
+}
+
+/// What an upstream server is, as far as relaying calls to it goes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpstreamInfo {
+    /// The tasks protocol it speaks.
+    pub protocol: Protocol,
+    /// The negotiated protocol version, e.g. `2025-11-25`.
+    pub protocol_version: String,
+    /// Its tool definitions as sent, `execution` and `annotations` included
+    /// (empty when only rmcp's decoded view was available: HTTP).
+    pub tools: Vec<Value>,
+}
+
+impl UpstreamInfo {
+    /// How `tool` may be called on a SEP-1686 server (`Forbidden` for an
+    /// unknown tool or another protocol).
+    ///
+    /// ```
+    /// use mcptask_client::upstream::{Protocol, TaskSupport, UpstreamInfo};
+    /// let info = UpstreamInfo {
+    ///     protocol: Protocol::Sep1686,
+    ///     protocol_version: "2025-11-25".into(),
+    ///     tools: vec![serde_json::json!({"name": "research", "execution": {"taskSupport": "required"}})],
+    /// };
+    /// assert_eq!(info.task_support("research"), TaskSupport::Required);
+    /// assert_eq!(info.task_support("echo"), TaskSupport::Forbidden);
+    /// ```
+    pub fn task_support(&self, tool: &str) -> TaskSupport {
+        if self.protocol != Protocol::Sep1686 {
+            return TaskSupport::Forbidden;
+        }
+        self.tools
+            .iter()
+            .find(|t| t.get("name").and_then(Value::as_str) == Some(tool))
+            .and_then(|t| t.pointer("/execution/taskSupport"))
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .unwrap_or(TaskSupport::Forbidden)
+    }
+}
+
+/// Decide from the raw `initialize` result (stdio tap), else from rmcp's
+/// decoded view (`negotiated` version and whether the server declared the
+/// tasks extension).
+pub(crate) fn classify(
+    raw_initialize: Option<&Value>,
+    negotiated: Option<&ProtocolVersion>,
+    declares_tasks_extension: bool,
+    tools: Vec<Value>,
+) -> UpstreamInfo {
+    let version = raw_initialize
+        .and_then(|r| r.get("protocolVersion"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .or_else(|| negotiated.map(|v| v.to_string()))
+        .unwrap_or_default();
+    let modern = negotiated.is_some_and(|v| *v >= ProtocolVersion::V_2026_07_28)
+        || version.as_str() >= "2026-07-28";
+    let extension = declares_tasks_extension
+        || raw_initialize
+            .and_then(|r| r.pointer("/capabilities/extensions"))
+            .and_then(Value::as_object)
+            .is_some_and(|e| e.contains_key(TASKS_EXTENSION_ID));
+    let legacy_tasks = raw_initialize
+        .and_then(|r| r.pointer("/capabilities/tasks/requests/tools/call"))
+        .is_some();
+    let protocol = if modern && extension {
+        Protocol::Sep2663
+    } else if legacy_tasks {
+        Protocol::Sep1686
+    } else {
+        Protocol::Plain
+    };
+    UpstreamInfo {
+        protocol,
+        protocol_version: version,
+        tools,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn everything_server_is_sep1686() {
+        // docs/design/proxy/everything-server.md, `initialize`.
+        let init = json!({"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true},
+            "tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}}});
+        let tools = vec![
+            json!({"name":"echo","execution":{"taskSupport":"forbidden"}}),
+            json!({"name":"simulate-research-query","execution":{"taskSupport":"required"}}),
+            json!({"name":"maybe","execution":{"taskSupport":"optional"}}),
+            json!({"name":"bare"}),
+        ];
+        let info = classify(
+            Some(&init),
+            Some(&ProtocolVersion::V_2025_11_25),
+            false,
+            tools,
+        );
+        assert_eq!(info.protocol, Protocol::Sep1686);
+        assert_eq!(info.protocol_version, "2025-11-25");
+        assert_eq!(
+            info.task_support("simulate-research-query"),
+            TaskSupport::Required
+        );
+        assert_eq!(info.task_support("maybe"), TaskSupport::Optional);
+        assert_eq!(info.task_support("echo"), TaskSupport::Forbidden);
+        assert_eq!(info.task_support("bare"), TaskSupport::Forbidden);
+    }
+
+    #[test]
+    fn modern_with_extension_is_sep2663_and_without_is_plain() {
+        let v = ProtocolVersion::V_2026_07_28;
+        assert_eq!(
+            classify(None, Some(&v), true, vec![]).protocol,
+            Protocol::Sep2663
+        );
+        assert_eq!(
+            classify(None, Some(&v), false, vec![]).protocol,
+            Protocol::Plain
+        );
+        // A legacy session that declares the extension is not SEP-2663.
+        let old = ProtocolVersion::V_2025_11_25;
+        assert_eq!(
+            classify(None, Some(&old), true, vec![]).protocol,
+            Protocol::Plain
+        );
+    }
+}

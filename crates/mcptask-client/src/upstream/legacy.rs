@@ -1,0 +1,186 @@
+//! The 2025-11-25 tasks protocol (SEP-1686) as TypeScript-SDK servers speak
+//! it, on one lane pinned for the task's life: such a task lives in the
+//! upstream session that created it (in memory), so every call about it,
+//! and the server's questions for it, use that session.
+//!
+//! rmcp 3.11 does not model SEP-1686, so the calls are custom requests and
+//! the answers are read leniently from JSON (`mcptask_core::client::legacy`).
+//!
+//! A SEP-1686 server delivers a task's questions only while a `tasks/result`
+//! is open: keep one [`LegacyTaskHandle::result`] running from creation and
+//! read [`LegacyTaskHandle::next_ask`] beside it.
+
+use mcptask_core::client::legacy::{self as read, CancelRefusal, LegacyTask};
+use rmcp::model::{CallToolResult, ClientRequest, CustomRequest, ServerResult};
+use serde_json::{Value, json};
+use tokio::sync::{Mutex, mpsc};
+
+use super::sync_call::call_result;
+use super::{Ask, Lane, UpstreamError};
+use crate::remote::RemoteError;
+use crate::remote::handler::RouteGuard;
+
+/// A SEP-1686 task on its lane. Dropping it returns the lane to the pool
+/// (the upstream task keeps running there until it ends or expires; its
+/// later questions are refused).
+pub struct LegacyTaskHandle {
+    created: LegacyTask,
+    asks: Mutex<mpsc::UnboundedReceiver<Ask>>,
+    _route: RouteGuard,
+    lane: Lane,
+}
+
+/// How a [`LegacyTaskHandle::cancel`] ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CancelOutcome {
+    /// The server cancelled it; its task object as it answered.
+    Cancelled(LegacyTask),
+    /// It had already ended (SEP-1686 refuses the cancel); its status now.
+    AlreadyTerminal(LegacyTask),
+}
+
+/// Start `name(arguments)` as a SEP-1686 task (a `tools/call` with
+/// `task: {ttl}`; the server may choose another ttl). Only for tools whose
+/// `taskSupport` is `required` or `optional`: a forbidden tool runs and then
+/// fails the call.
+///
+/// ```no_run
+/// use mcptask_client::upstream::{legacy, LanePool};
+/// # async fn demo(pool: LanePool) -> Result<(), Box<dyn std::error::Error>> {
+/// let task = legacy::create(pool.acquire().await?, "simulate-research-query",
+///     serde_json::json!({"topic": "rust"}), Some(60_000)).await?;
+/// let result = task.result().await?; // blocks until the task ends
+/// # Ok(()) }
+/// ```
+pub async fn create(
+    lane: Lane,
+    name: &str,
+    arguments: Value,
+    ttl_ms: Option<u64>,
+) -> Result<LegacyTaskHandle, UpstreamError> {
+    let task = match ttl_ms {
+        Some(ttl) => json!({ "ttl": ttl }),
+        None => json!({}),
+    };
+    let params = json!({ "name": name, "arguments": arguments, "task": task });
+    let answer = request(&lane, "tools/call", params, true).await?;
+    let created = read::created(&answer)
+        .map_err(|e| UpstreamError::Remote(RemoteError::Protocol(format!("tools/call: {e}"))))?;
+    let (sink, asks) = mpsc::unbounded_channel();
+    let route = lane.handler().attach_task(&created.task_id, sink);
+    Ok(LegacyTaskHandle {
+        created,
+        asks: Mutex::new(asks),
+        _route: route,
+        lane,
+    })
+}
+
+impl LegacyTaskHandle {
+    /// The server's task id.
+    pub fn id(&self) -> &str {
+        &self.created.task_id
+    }
+
+    /// The task as the creation answer described it.
+    pub fn created(&self) -> &LegacyTask {
+        &self.created
+    }
+
+    /// `tasks/get`: the task's status now.
+    pub async fn status(&self) -> Result<LegacyTask, UpstreamError> {
+        let answer = request(
+            &self.lane,
+            "tasks/get",
+            json!({ "taskId": self.id() }),
+            true,
+        )
+        .await?;
+        read::snapshot(&answer)
+            .map_err(|e| UpstreamError::Remote(RemoteError::Protocol(format!("tasks/get: {e}"))))
+    }
+
+    /// `tasks/result`: blocks until the task ends, then its tool result (a
+    /// failed tool is a result with `isError`), or the server's error (e.g.
+    /// `-32603 … has no result stored` for a cancelled task). Unbounded in
+    /// time: the caller bounds it. The server's questions arrive meanwhile
+    /// on [`LegacyTaskHandle::next_ask`].
+    pub async fn result(&self) -> Result<CallToolResult, UpstreamError> {
+        let answer = self
+            .lane
+            .peer()
+            .send_request(ClientRequest::CustomRequest(CustomRequest::new(
+                "tasks/result",
+                Some(json!({ "taskId": self.id() })),
+            )))
+            .await
+            .map_err(|e| UpstreamError::from_service("tasks/result", e))?;
+        call_result(answer)
+    }
+
+    /// `tasks/cancel`. A task that had already ended is not an error.
+    pub async fn cancel(&self) -> Result<CancelOutcome, UpstreamError> {
+        match request(
+            &self.lane,
+            "tasks/cancel",
+            json!({ "taskId": self.id() }),
+            true,
+        )
+        .await
+        {
+            Ok(answer) => read::snapshot(&answer)
+                .map(CancelOutcome::Cancelled)
+                .map_err(|e| {
+                    UpstreamError::Remote(RemoteError::Protocol(format!("tasks/cancel: {e}")))
+                }),
+            Err(UpstreamError::Rpc(e))
+                if read::cancel_refusal(e.code.0, &e.message) == CancelRefusal::AlreadyTerminal =>
+            {
+                self.status().await.map(CancelOutcome::AlreadyTerminal)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The next question the server asks for this task (marked with its
+    /// `related-task`); `None` once the session is gone.
+    pub async fn next_ask(&self) -> Option<Ask> {
+        self.asks.lock().await.recv().await
+    }
+
+    /// The lane the task lives on.
+    pub fn lane(&self) -> &Lane {
+        &self.lane
+    }
+}
+
+/// A custom request whose answer is read as raw JSON (rmcp decodes it into
+/// whichever `ServerResult` variant fits, sometimes dropping fields).
+async fn request(
+    lane: &Lane,
+    method: &'static str,
+    params: Value,
+    bounded: bool,
+) -> Result<Value, UpstreamError> {
+    let call = lane
+        .peer()
+        .send_request(ClientRequest::CustomRequest(CustomRequest::new(
+            method,
+            Some(params),
+        )));
+    let answer = if bounded {
+        crate::remote::bounded(method, lane.call_timeout(), call).await
+    } else {
+        call.await
+    }
+    .map_err(|e| UpstreamError::from_service(method, e))?;
+    result_json(method, answer)
+}
+
+fn result_json(method: &str, answer: ServerResult) -> Result<Value, UpstreamError> {
+    match answer {
+        ServerResult::CustomResult(v) => Ok(v.0),
+        other => serde_json::to_value(&other)
+            .map_err(|e| UpstreamError::Remote(RemoteError::Protocol(format!("{method}: {e}")))),
+    }
+}

@@ -1,0 +1,52 @@
+//! Calling upstream MCP servers that do not speak durable tasks (SEP-2663)
+//! on behalf of a front server: what protocol a server speaks
+//! ([`UpstreamInfo`], `ServerRegistry::protocol`), plain synchronous calls
+//! that report progress and relay the server's questions ([`sync_call`]),
+//! and the 2025-11-25 tasks protocol (SEP-1686, [`legacy`]).
+//!
+//! Every operation runs on a [`Lane`]: an upstream session exclusive to one
+//! call or task, leased from the server's [`LanePool`], because rmcp cannot
+//! attribute a server→client request to one of several calls on a session.
+
+pub(crate) mod detect;
+pub mod legacy;
+mod sync_call;
+
+pub use crate::remote::handler::Ask;
+pub use crate::remote::lanes::{Lane, LaneOptions, LanePool};
+pub use detect::{Protocol, TaskSupport, UpstreamInfo};
+pub use sync_call::{SyncCall, SyncEvent, SyncOptions, sync_call};
+
+use rmcp::ErrorData;
+use rmcp::service::ServiceError;
+
+use crate::remote::RemoteError;
+
+/// Why an upstream operation did not produce a result.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum UpstreamError {
+    /// The server answered with a JSON-RPC error.
+    #[error("{}", .0.message)]
+    Rpc(ErrorData),
+    /// The server could not be reached, timed out, or broke the protocol.
+    #[error(transparent)]
+    Remote(#[from] RemoteError),
+    /// We withdrew the call.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl UpstreamError {
+    pub(crate) fn from_service(operation: &str, e: ServiceError) -> Self {
+        match e {
+            ServiceError::McpError(data) => Self::Rpc(data),
+            ServiceError::Timeout { timeout } => Self::Remote(RemoteError::Transient(format!(
+                "{operation}: no answer within {timeout:?}"
+            ))),
+            ServiceError::UnexpectedResponse => Self::Remote(RemoteError::Protocol(format!(
+                "{operation}: the server answered with an unexpected result"
+            ))),
+            other => Self::Remote(RemoteError::Transient(format!("{operation}: {other}"))),
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! A plain synchronous `tools/call` on an exclusive lane, as a stream of
+//! events: progress, the server's questions, and the outcome.
+
+use std::time::Duration;
+
+use futures::FutureExt;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientCapabilities,
+    ClientRequest, ProgressNotificationParam, ProtocolVersion, RequestMetaObject, ServerResult,
+};
+use rmcp::service::PeerRequestOptions;
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::{Ask, Lane, UpstreamError};
+use crate::remote::RemoteError;
+use crate::remote::handler::{CallEvent, RouteGuard};
+
+/// How to make a [`sync_call`].
+#[derive(Debug, Clone, Default)]
+pub struct SyncOptions {
+    /// Declare the tasks extension on the call (2026-07-28 sessions only).
+    /// Off by default: the call is meant to be answered synchronously, so a
+    /// SEP-2663 server must not turn it into a task.
+    pub declare_tasks: bool,
+    /// Bound on the whole call; `None` waits as long as the server works
+    /// (cancel with [`SyncCall::cancel`]).
+    pub timeout: Option<Duration>,
+}
+
+/// What a synchronous call reports, in order; [`SyncEvent::Done`] is last.
+#[derive(Debug)]
+pub enum SyncEvent {
+    /// A `notifications/progress` for this call.
+    Progress {
+        /// Progress so far.
+        progress: f64,
+        /// Total, if the server knows it.
+        total: Option<f64>,
+        /// The server's text, if any (see `mcptask_core::front::progress_message`).
+        message: Option<String>,
+    },
+    /// The server asks something (elicitation, sampling, roots) and waits.
+    Ask(Ask),
+    /// The call's outcome.
+    Done(Result<CallToolResult, UpstreamError>),
+}
+
+/// A synchronous call in flight; owns its lane until `Done` (then the lane
+/// goes back to the pool) or until dropped.
+/// Dropping it before `Done` withdraws the call like [`SyncCall::cancel`].
+pub struct SyncCall {
+    lane: Option<Lane>,
+    events: mpsc::UnboundedReceiver<CallEvent>,
+    response: Option<JoinHandle<Result<ServerResult, UpstreamError>>>,
+    request_id: rmcp::model::RequestId,
+    /// Progress lines the stdio tap had counted before the call.
+    progress_base: Option<u64>,
+    progress_seen: u64,
+    outcome: Option<Result<CallToolResult, UpstreamError>>,
+    finished: bool,
+    route: Option<RouteGuard>,
+}
+
+/// Start `tools/call name(arguments)` on `lane` and return its events.
+///
+/// ```no_run
+/// use mcptask_client::upstream::{sync_call, LanePool, LaneOptions, SyncEvent, SyncOptions};
+/// # async fn demo(pool: LanePool) -> Result<(), Box<dyn std::error::Error>> {
+/// let lane = pool.acquire().await?;
+/// let mut call = sync_call(lane, "trigger-long-running-operation",
+///     serde_json::json!({"duration": 3, "steps": 3}), SyncOptions::default()).await?;
+/// while let Some(event) = call.next().await {
+///     match event {
+///         SyncEvent::Progress { progress, total, .. } => println!("{progress}/{total:?}"),
+///         SyncEvent::Ask(ask) => { ask.respond(Ok(serde_json::json!({"action": "decline"}))); }
+///         SyncEvent::Done(result) => println!("{:?}", result?),
+///     }
+/// }
+/// # Ok(()) }
+/// ```
+pub async fn sync_call(
+    lane: Lane,
+    name: &str,
+    arguments: Value,
+    options: SyncOptions,
+) -> Result<SyncCall, UpstreamError> {
+    let arguments = match arguments {
+        Value::Object(map) => Some(map),
+        Value::Null => None,
+        other => {
+            return Err(UpstreamError::Remote(RemoteError::Protocol(format!(
+                "tool arguments must be an object, not {other}"
+            ))));
+        }
+    };
+    let mut params = CallToolRequestParams::new(name.to_string());
+    if let Some(args) = arguments {
+        params = params.with_arguments(args);
+    }
+    let mut request_options = PeerRequestOptions::default();
+    request_options.timeout = options.timeout;
+    let modern = lane
+        .peer()
+        .peer_info()
+        .is_some_and(|i| i.protocol_version >= ProtocolVersion::V_2026_07_28);
+    // Sampling is deprecated (SEP-2577) but still relayed; see remote::handler.
+    #[allow(deprecated)]
+    if modern && !options.declare_tasks {
+        // Stamped after the session's own capabilities, so this wins.
+        let mut meta = RequestMetaObject::default();
+        meta.set_client_capabilities(
+            ClientCapabilities::builder()
+                .enable_elicitation()
+                .enable_sampling()
+                .build(),
+        );
+        request_options = request_options.with_meta(meta);
+    }
+
+    let (sink, events) = mpsc::unbounded_channel();
+    let route = lane.handler().attach_call(sink);
+    let progress_base = lane.tap().map(|t| t.progress_lines());
+    let handle = lane
+        .peer()
+        .send_request_with_option(
+            ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params)),
+            request_options,
+        )
+        .await
+        .map_err(|e| UpstreamError::from_service("tools/call", e))?;
+    let request_id = handle.id.clone();
+    let response = tokio::spawn(
+        handle
+            .await_response()
+            .map(|r| r.map_err(|e| UpstreamError::from_service("tools/call", e))),
+    );
+    Ok(SyncCall {
+        lane: Some(lane),
+        events,
+        response: Some(response),
+        request_id,
+        progress_base,
+        progress_seen: 0,
+        outcome: None,
+        finished: false,
+        route: Some(route),
+    })
+}
+
+impl SyncCall {
+    /// The next event; `None` after [`SyncEvent::Done`].
+    pub async fn next(&mut self) -> Option<SyncEvent> {
+        if self.finished {
+            return None;
+        }
+        if self.outcome.is_some() {
+            return Some(self.finish().await);
+        }
+        let next = {
+            let response = self.response.as_mut()?;
+            tokio::select! {
+                biased;
+                Some(event) = self.events.recv() => Ok(event),
+                joined = response => Err(joined),
+            }
+        };
+        match next {
+            Ok(event) => Some(self.event(event)),
+            Err(joined) => {
+                self.response = None;
+                self.outcome = Some(match joined {
+                    Ok(r) => r.and_then(call_result),
+                    Err(e) => Err(UpstreamError::Remote(RemoteError::Transient(format!(
+                        "tools/call: {e}"
+                    )))),
+                });
+                Some(self.finish().await)
+            }
+        }
+    }
+
+    /// The answer came; hand out the progress that preceded it first.
+    /// rmcp dispatches notifications on tasks of their own, so they may
+    /// reach us after the answer: on stdio the tap counted how many precede
+    /// it (waited for up to 2 s), elsewhere a 50 ms grace picks up stragglers.
+    async fn finish(&mut self) -> SyncEvent {
+        let expected = match (self.progress_base, self.lane.as_ref().and_then(|l| l.tap())) {
+            (Some(base), Some(tap)) => Some(tap.progress_lines().saturating_sub(base)),
+            _ => None,
+        };
+        if expected.is_none_or(|n| self.progress_seen < n) {
+            let grace = Duration::from_millis(if expected.is_some() { 2000 } else { 50 });
+            if let Ok(Some(event)) = tokio::time::timeout(grace, self.events.recv()).await {
+                return self.event(event);
+            }
+        }
+        self.finished = true;
+        let outcome = self.outcome.take().expect("outcome set before finish");
+        // The call is over: the lane goes back to the pool for the next one,
+        // unless it ended without the server's answer (a timeout, a broken
+        // transport): the server may still be working on it.
+        self.route = None;
+        if let (Err(UpstreamError::Remote(_)), Some(lane)) = (&outcome, self.lane.as_mut()) {
+            lane.discard();
+        }
+        self.lane = None;
+        SyncEvent::Done(outcome)
+    }
+
+    fn event(&mut self, event: CallEvent) -> SyncEvent {
+        match event {
+            CallEvent::Progress(p) => {
+                self.progress_seen += 1;
+                progress_event(p)
+            }
+            CallEvent::Ask(ask) => SyncEvent::Ask(ask),
+        }
+    }
+
+    /// Withdraw the call: `notifications/cancelled` goes upstream and the
+    /// lane is closed rather than reused (the server may keep working on it).
+    pub async fn cancel(mut self) {
+        self.withdraw().await;
+    }
+
+    async fn withdraw(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        if let Some(response) = self.response.take() {
+            response.abort();
+        }
+        self.route = None;
+        if let Some(mut lane) = self.lane.take() {
+            let _ = lane
+                .peer()
+                .notify_cancelled(CancelledNotificationParam::new(
+                    Some(self.request_id.clone()),
+                    Some("cancelled by the caller".into()),
+                ))
+                .await;
+            lane.discard();
+        }
+    }
+}
+
+impl Drop for SyncCall {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        if let Some(response) = self.response.take() {
+            response.abort();
+        }
+        self.route = None;
+        if let Some(mut lane) = self.lane.take() {
+            lane.discard();
+            let id = self.request_id.clone();
+            let peer = lane.peer().clone();
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move {
+                    let _ = peer
+                        .notify_cancelled(CancelledNotificationParam::new(
+                            Some(id),
+                            Some("the caller went away".into()),
+                        ))
+                        .await;
+                    drop(lane);
+                });
+            }
+        }
+    }
+}
+
+fn progress_event(p: ProgressNotificationParam) -> SyncEvent {
+    SyncEvent::Progress {
+        progress: p.progress,
+        total: p.total,
+        message: p.message,
+    }
+}
+
+/// A `tools/call` answer as a `CallToolResult`, whichever variant of the
+/// untagged `ServerResult` rmcp decoded it into.
+pub(crate) fn call_result(result: ServerResult) -> Result<CallToolResult, UpstreamError> {
+    match result {
+        ServerResult::CallToolResult(r) => Ok(r),
+        other => {
+            let value = serde_json::to_value(&other)
+                .map_err(|e| UpstreamError::Remote(RemoteError::Protocol(e.to_string())))?;
+            serde_json::from_value(value).map_err(|e| {
+                UpstreamError::Remote(RemoteError::Protocol(format!(
+                    "tools/call: the answer is not a tool result: {e}"
+                )))
+            })
+        }
+    }
+}
