@@ -3,6 +3,7 @@
 mod cli;
 mod demo;
 mod gateway;
+mod proxy;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -100,6 +101,20 @@ enum Command {
         /// Address of the API, dashboard and metrics; overrides MCPTASK_LISTEN and [api] listen.
         #[arg(long, value_name = "ADDR")]
         listen: Option<SocketAddr>,
+        /// sqlite:PATH or postgres://USER@HOST/DB; overrides MCPTASK_DATABASE_URL and [database] url.
+        #[arg(long, value_name = "URL")]
+        database_url: Option<String>,
+    },
+    /// Serve the configured servers' tools as one MCP server over stdio (for
+    /// desktop hosts); every call of a client that declares tasks is durable.
+    Proxy {
+        /// Serve over stdin/stdout (the only transport here; HTTP is `/mcp`
+        /// of `serve` with [proxy] enabled = true).
+        #[arg(long)]
+        stdio: bool,
+        /// Configuration file (see README, Configuration).
+        #[arg(long, short, env = "MCPTASK_CONFIG", default_value = "mcptask.toml")]
+        config: std::path::PathBuf,
         /// sqlite:PATH or postgres://USER@HOST/DB; overrides MCPTASK_DATABASE_URL and [database] url.
         #[arg(long, value_name = "URL")]
         database_url: Option<String>,
@@ -354,6 +369,22 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 database_url,
             };
             gateway::run(&config, &flags).await
+        }
+        Command::Proxy {
+            stdio,
+            config,
+            database_url,
+        } => {
+            if !stdio {
+                anyhow::bail!(
+                    "mcptask proxy serves stdio only: add --stdio\n  fix: for HTTP, set [proxy] enabled = true and run `mcptask serve` (MCP at /mcp)"
+                );
+            }
+            let flags = gateway::config::Overrides {
+                listen: None,
+                database_url,
+            };
+            proxy::run_stdio(&config, &flags).await
         }
         Command::Demo {
             once,

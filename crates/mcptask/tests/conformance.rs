@@ -203,9 +203,32 @@ async fn run_suite(test: &str, db: &Database) {
     };
     let server =
         DemoServer::start_named(&format!("demo-server on {}", db.backend), &db.url, &[]).await;
+    run_scenarios(&bin, &server.url, db).await;
+}
+
+/// The same scenarios through the proxy: conformance → `mcptask serve`'s
+/// `/mcp` (the demo server's tools under their own names) → `demo-server`.
+/// The front keeps its tasks in `front_db`, the upstream in `db`.
+async fn run_suite_through_proxy(test: &str, db: &Database, front_db: &Database) {
+    let Some(bin) = tooling_or_skip(test) else {
+        return;
+    };
+    let server =
+        DemoServer::start_named(&format!("demo-server on {}", db.backend), &db.url, &[]).await;
+    let spec = support::GatewaySpec::open(&front_db.url, &[("demo", &server.url)]);
+    let toml = spec
+        .toml()
+        .replace("name = \"demo\"\n", "name = \"demo\"\nprefix = \"\"\n")
+        + "\n[proxy]\nenabled = true\n";
+    let gateway =
+        support::Gateway::start_toml(&format!("proxy on {}", db.backend), &toml, &[]).await;
+    run_scenarios(&bin, &format!("{}/mcp", gateway.base), db).await;
+}
+
+async fn run_scenarios(bin: &Path, url: &str, db: &Database) {
     let mut failures = Vec::new();
     for scenario in SCENARIOS {
-        match run_scenario(&bin, &server.url, scenario).await {
+        match run_scenario(bin, url, scenario).await {
             Ok(summary) => eprintln!("[{}] {summary}", db.backend),
             Err(failure) => failures.push(failure),
         }
@@ -242,6 +265,38 @@ async fn conformance_task_scenarios_on_postgres() {
     with_deadline(
         Duration::from_secs(900),
         run_suite("conformance_task_scenarios_on_postgres", &db),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_task_scenarios_through_the_proxy_on_sqlite() {
+    let (db, front_db) = (Database::sqlite(), Database::sqlite());
+    with_deadline(
+        Duration::from_secs(900),
+        run_suite_through_proxy(
+            "conformance_task_scenarios_through_the_proxy_on_sqlite",
+            &db,
+            &front_db,
+        ),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_task_scenarios_through_the_proxy_on_postgres() {
+    let test = "conformance_task_scenarios_through_the_proxy_on_postgres";
+    if tooling_or_skip(test).is_none() {
+        return;
+    }
+    let (Some(db), Some(front_db)) = (Database::postgres().await, Database::postgres().await)
+    else {
+        eprintln!("{test}: SKIPPED (no PostgreSQL, see above)");
+        return;
+    };
+    with_deadline(
+        Duration::from_secs(900),
+        run_suite_through_proxy(test, &db, &front_db),
     )
     .await;
 }

@@ -38,13 +38,38 @@ impl Tracker {
         id: &str,
         answers: BTreeMap<String, Value>,
     ) -> Result<AnswerResult, TrackerError> {
+        self.check_sizes(&answers)?;
+        self.check_answers(id, &answers).await?;
+        self.store_answers(id, answers).await
+    }
+
+    /// Store answers for delivery as given, without checking them against
+    /// their questions: for a proxy relaying its own client's answers, which
+    /// the server judges (size limits still apply).
+    pub async fn relay_answers(
+        &self,
+        id: &str,
+        answers: BTreeMap<String, Value>,
+    ) -> Result<AnswerResult, TrackerError> {
+        self.check_sizes(&answers)?;
+        self.store_answers(id, answers).await
+    }
+
+    fn check_sizes(&self, answers: &BTreeMap<String, Value>) -> Result<(), TrackerError> {
         let limits = self.inner.config.policy.limits;
-        for (key, value) in &answers {
+        for (key, value) in answers {
             limits
                 .check_input_response(value)
                 .map_err(|why| TrackerError::InvalidInput(format!("answer {key:?} {why}")))?;
         }
-        self.check_answers(id, &answers).await?;
+        Ok(())
+    }
+
+    async fn store_answers(
+        &self,
+        id: &str,
+        answers: BTreeMap<String, Value>,
+    ) -> Result<AnswerResult, TrackerError> {
         let answers: Vec<(String, Value)> = answers.into_iter().collect();
         let result = self
             .inner

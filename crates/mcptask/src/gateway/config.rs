@@ -26,6 +26,35 @@ pub struct Config {
     pub servers: Vec<ServerSection>,
     #[serde(default)]
     pub webhooks: Vec<WebhookSection>,
+    /// `[proxy]`: mcptask as an MCP server in front of `[[servers]]`.
+    #[serde(default)]
+    pub proxy: ProxySection,
+}
+
+/// `[proxy]`: serve the configured servers' tools as one MCP server (`/mcp`
+/// on the API listener, or `mcptask proxy --stdio`).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ProxySection {
+    /// Serve MCP at `/mcp` on the API listener (`mcptask proxy --stdio`
+    /// serves it whatever this says).
+    #[serde(default)]
+    pub enabled: bool,
+    /// The principal front tasks of `proxy --stdio` are bound to (HTTP
+    /// callers get the principal of their API token).
+    #[serde(default)]
+    pub principal: Option<String>,
+}
+
+/// What the proxy does with a synchronous upstream call whose process died.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Interrupt {
+    /// Fail the front task "interrupted" (default: the call may have had effects).
+    #[default]
+    Fail,
+    /// Call the upstream again (for idempotent tools).
+    Rerun,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -124,6 +153,14 @@ pub struct ServerSection {
     pub call_timeout_ms: Option<u64>,
     #[serde(default)]
     pub connect_timeout_ms: Option<u64>,
+    /// Front tool names are `<prefix>__<tool>`; default: the server's name;
+    /// `""` keeps the upstream names (they must not clash).
+    #[serde(default)]
+    pub prefix: Option<String>,
+    /// What the proxy does with this server's synchronous calls run as
+    /// front tasks when the process running them dies.
+    #[serde(default)]
+    pub interrupt: Interrupt,
 }
 
 /// A webhook receiving every task event (JSON POST, HMAC-SHA256 signed).

@@ -84,12 +84,31 @@ pub async fn run(config_path: &Path, flags: &config::Overrides) -> anyhow::Resul
         stop.clone(),
     );
     let state = api::AppState::new(gateway.tracker.clone(), &gateway.config, Some(handle));
-    let app = api::router(state, gateway.config.api.max_body_bytes);
+    let proxy = if gateway.config.proxy.enabled {
+        Some(
+            crate::proxy::Proxy::start(
+                gateway.tracker.clone(),
+                &gateway.config,
+                &gateway.store,
+                stop.clone(),
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
+    let mcp = proxy
+        .as_ref()
+        .map(|p| p.http_service(gateway.config.api.max_body_bytes, stop.clone()));
+    let app = api::router_with_mcp(state, gateway.config.api.max_body_bytes, mcp);
     let server = axum::serve(listener, app).with_graceful_shutdown({
         let stop = stop.clone();
         async move { stop.cancelled().await }
     });
     server.await.context("HTTP server")?;
+    if let Some(proxy) = &proxy {
+        proxy.shutdown(Duration::from_secs(10)).await;
+    }
     gateway.tracker.shutdown(Duration::from_secs(10)).await;
     gateway.store.close().await;
     Ok(())

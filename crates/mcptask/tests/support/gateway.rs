@@ -180,9 +180,14 @@ impl Gateway {
 
     /// [`Gateway::start`] with extra environment variables for `serve`.
     pub async fn start_with_env(name: &str, spec: &GatewaySpec, env: &[(&str, &str)]) -> Gateway {
+        Self::start_toml(name, &spec.toml(), env).await
+    }
+
+    /// [`Gateway::start_with_env`] with the configuration's whole text.
+    pub async fn start_toml(name: &str, toml: &str, env: &[(&str, &str)]) -> Gateway {
         let dir = tempfile::tempdir().expect("temp dir");
         let config = dir.path().join("mcptask.toml");
-        std::fs::write(&config, spec.toml()).expect("write mcptask.toml");
+        std::fs::write(&config, toml).expect("write mcptask.toml");
         let mut command = serve_command(&config);
         command.current_dir(dir.path()).envs(env.iter().copied());
         let (process, url) =

@@ -214,6 +214,7 @@ pub async fn call_tool(
         correlation: body.correlation,
         input_responses: body.input_responses,
         request_state: body.request_state,
+        relay_answers: false,
     };
     let arguments = body.arguments.unwrap_or(json!({}));
     match state

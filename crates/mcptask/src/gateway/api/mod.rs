@@ -170,7 +170,26 @@ async fn count_requests(request: Request, next: Next) -> Response {
 
 /// The full HTTP surface.
 pub fn router(state: AppState, max_body_bytes: usize) -> axum::Router {
-    let protected = axum::Router::new()
+    router_with_mcp(state, max_body_bytes, None)
+}
+
+/// The HTTP surface, with the proxy's MCP endpoint at `/mcp` when given
+/// (behind the same tokens as the API).
+pub fn router_with_mcp(
+    state: AppState,
+    max_body_bytes: usize,
+    mcp: Option<
+        rmcp::transport::StreamableHttpService<
+            crate::proxy::front::FrontServer,
+            rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+        >,
+    >,
+) -> axum::Router {
+    let mut protected = axum::Router::new();
+    if let Some(service) = mcp {
+        protected = protected.nest_service("/mcp", service);
+    }
+    let protected = protected
         .route("/api/v1/tasks", get(handlers::list_tasks))
         .route("/api/v1/tasks/{id}", get(handlers::get_task))
         .route("/api/v1/tasks/{id}/cancel", post(handlers::cancel_task))

@@ -1,0 +1,211 @@
+//! The front's tool names: each upstream tool under `<prefix>__<tool>`, and
+//! the clashes that make a configuration ambiguous. Pure: no I/O.
+
+use std::collections::BTreeMap;
+
+use rmcp::model::Tool;
+
+/// How a front tool reaches its upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// The upstream speaks SEP-2663: its tasks are tracked by the tracker.
+    Sep2663,
+    /// The upstream speaks the 2025-11-25 tasks protocol and this tool may
+    /// (or must) run as an upstream task.
+    Sep1686 { required: bool },
+    /// A plain synchronous tool.
+    Plain,
+}
+
+impl Kind {
+    /// The driver name stored with front tasks of this kind.
+    pub fn driver(self) -> &'static str {
+        match self {
+            Kind::Sep2663 => "sep2663",
+            Kind::Sep1686 { .. } => "sep1686",
+            Kind::Plain => "sync",
+        }
+    }
+}
+
+/// One front tool.
+#[derive(Debug, Clone)]
+pub struct Route {
+    /// The name callers use.
+    pub front: String,
+    /// The configured server.
+    pub server: String,
+    /// The tool's name on that server.
+    pub tool: String,
+    pub kind: Kind,
+    /// Rerun synchronous calls interrupted by a crash (else fail them).
+    pub rerun: bool,
+    /// The definition shown to callers (the upstream's, renamed).
+    pub definition: Tool,
+}
+
+/// One server's listing, as the catalog is built from it.
+pub struct Listing {
+    pub server: String,
+    pub prefix: String,
+    pub rerun: bool,
+    /// Each tool with its kind.
+    pub tools: Vec<(Tool, Kind)>,
+}
+
+/// Two routes for one front name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Clash {
+    pub name: String,
+    pub first: String,
+    pub second: String,
+}
+
+impl std::fmt::Display for Clash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "tool name {:?} is served by both {} and {}; set a distinct prefix on one of these servers",
+            self.name, self.first, self.second
+        )
+    }
+}
+
+/// The name callers see for `tool` of a server with `prefix`.
+pub fn front_name(prefix: &str, tool: &str) -> String {
+    if prefix.is_empty() {
+        tool.to_string()
+    } else {
+        format!("{prefix}__{tool}")
+    }
+}
+
+/// MCP tool names: 1-128 characters of `[A-Za-z0-9_.-]`.
+fn usable(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+/// Every front tool, by name, in listing order.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    routes: BTreeMap<String, Route>,
+    order: Vec<String>,
+}
+
+impl Catalog {
+    /// Build the catalog; every clash is returned (none is resolved by
+    /// picking one side). Names that are not valid MCP tool names, and names
+    /// in the reserved `mcptask_` space, are left out.
+    pub fn build(listings: Vec<Listing>) -> (Catalog, Vec<Clash>) {
+        let mut catalog = Catalog::default();
+        let mut clashes = Vec::new();
+        for listing in listings {
+            for (tool, kind) in listing.tools {
+                let front = front_name(&listing.prefix, &tool.name);
+                if !usable(&front) || front.starts_with("mcptask_") {
+                    tracing::warn!(server = %listing.server, tool = %tool.name, name = %front,
+                        "upstream tool left out of the proxy: its front name is not usable");
+                    continue;
+                }
+                let origin = format!("{}/{}", listing.server, tool.name);
+                if let Some(existing) = catalog.routes.get(&front) {
+                    clashes.push(Clash {
+                        name: front.clone(),
+                        first: format!("{}/{}", existing.server, existing.tool),
+                        second: origin,
+                    });
+                    continue;
+                }
+                let mut definition = tool.clone();
+                definition.name = front.clone().into();
+                catalog.order.push(front.clone());
+                catalog.routes.insert(
+                    front.clone(),
+                    Route {
+                        front,
+                        server: listing.server.clone(),
+                        tool: tool.name.to_string(),
+                        kind,
+                        rerun: listing.rerun,
+                        definition,
+                    },
+                );
+            }
+        }
+        (catalog, clashes)
+    }
+
+    /// The route of a front name.
+    pub fn get(&self, name: &str) -> Option<&Route> {
+        self.routes.get(name)
+    }
+
+    /// Every route, in listing order.
+    pub fn routes(&self) -> impl Iterator<Item = &Route> {
+        self.order.iter().filter_map(|n| self.routes.get(n))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn tool(name: &str) -> Tool {
+        Tool::new(name.to_string(), "t", Arc::new(Default::default()))
+    }
+
+    fn listing(server: &str, prefix: &str, tools: &[&str]) -> Listing {
+        Listing {
+            server: server.into(),
+            prefix: prefix.into(),
+            rerun: false,
+            tools: tools.iter().map(|t| (tool(t), Kind::Plain)).collect(),
+        }
+    }
+
+    #[test]
+    fn names_are_prefixed_and_an_empty_prefix_keeps_them() {
+        let (catalog, clashes) = Catalog::build(vec![
+            listing("a", "a", &["echo"]),
+            listing("b", "", &["echo", "sum"]),
+        ]);
+        assert!(clashes.is_empty());
+        let names: Vec<_> = catalog.routes().map(|r| r.front.as_str()).collect();
+        assert_eq!(names, ["a__echo", "echo", "sum"]);
+        let route = catalog.get("a__echo").unwrap();
+        assert_eq!((route.server.as_str(), route.tool.as_str()), ("a", "echo"));
+        assert_eq!(route.definition.name, "a__echo");
+    }
+
+    #[test]
+    fn two_routes_for_one_name_are_a_clash_naming_both() {
+        let (catalog, clashes) = Catalog::build(vec![
+            listing("a", "", &["echo"]),
+            listing("b", "", &["echo"]),
+            listing("c", "x", &["y"]),
+            listing("d", "", &["x__y"]),
+        ]);
+        assert_eq!(clashes.len(), 2);
+        assert_eq!(clashes[0].first, "a/echo");
+        assert_eq!(clashes[0].second, "b/echo");
+        assert!(clashes[1].to_string().contains("x__y"));
+        // The first route stays; nothing is silently rerouted.
+        assert_eq!(catalog.get("echo").unwrap().server, "a");
+    }
+
+    #[test]
+    fn unusable_and_reserved_names_are_left_out() {
+        let (catalog, clashes) = Catalog::build(vec![listing(
+            "a",
+            "",
+            &["ok", "has space", "mcptask_get_task"],
+        )]);
+        assert!(clashes.is_empty());
+        assert_eq!(catalog.routes().count(), 1);
+    }
+}

@@ -1,0 +1,297 @@
+//! The front MCP server: the upstream servers' tools under one name space,
+//! every call of a client that declares tasks made durable as a front task,
+//! other calls passed through.
+
+use std::sync::Arc;
+
+use mcptask_client::upstream::{SyncEvent, SyncOptions, sync_call};
+use mcptask_client::{CallOptions, CallOutcome, TrackerError};
+use mcptask_server::mcp::declares_tasks;
+use mcptask_server::{CreateRequest, DurableTaskServer, TaskError, TaskRuntime};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CreateTaskResult, CustomRequest,
+    CustomResult, GetTaskParams, GetTaskResult, Implementation, InputRequests, InputRequiredResult,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ServerCapabilities, ServerConfig, Tool, UpdateTaskParams,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+use super::catalog::{Kind, Route};
+use super::source::{Source, Upstreams};
+
+/// Who the caller of a front request is.
+pub type PrincipalFn = Arc<dyn Fn(&RequestContext<RoleServer>) -> Option<String> + Send + Sync>;
+
+/// The front server. Cheap to clone.
+#[derive(Clone)]
+pub struct FrontServer {
+    upstreams: Arc<Upstreams>,
+    source: Source,
+    runtime: TaskRuntime,
+    tasks: DurableTaskServer,
+    principal: PrincipalFn,
+}
+
+impl FrontServer {
+    pub fn new(upstreams: Arc<Upstreams>, runtime: TaskRuntime, principal: PrincipalFn) -> Self {
+        let p = principal.clone();
+        let tasks = DurableTaskServer::new(runtime.clone()).with_principal(move |c| p(c));
+        Self {
+            source: Source(upstreams.clone()),
+            upstreams,
+            runtime,
+            tasks,
+            principal,
+        }
+    }
+
+    async fn create(
+        &self,
+        route: &Route,
+        arguments: JsonObject,
+        principal: Option<String>,
+        call_inputs: rmcp::model::InputResponses,
+        state: Option<Value>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let task = self
+            .runtime
+            .create_task(CreateRequest {
+                tool: route.front.clone(),
+                arguments,
+                principal,
+                call_inputs,
+                driver: Some(route.kind.driver().to_string()),
+                state,
+            })
+            .await?;
+        Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
+    }
+
+    /// A SEP-2663 upstream called with tasks declared: its answer decides
+    /// (a result, a question round, or a task the tracker records before the
+    /// front task that follows it is created).
+    async fn tracked(
+        &self,
+        route: &Route,
+        arguments: JsonObject,
+        principal: Option<String>,
+        request: &CallToolRequestParams,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let options = CallOptions {
+            principal: principal.clone(),
+            correlation: Some(json!({"frontTool": route.front})),
+            input_responses: request.input_responses.clone().unwrap_or_default(),
+            request_state: request.request_state.clone(),
+            relay_answers: true,
+            ..Default::default()
+        };
+        let outcome = self
+            .upstreams
+            .tracker
+            .call_tool(
+                &route.server,
+                &route.tool,
+                Value::Object(arguments.clone()),
+                options,
+            )
+            .await;
+        match outcome {
+            Ok(CallOutcome::Completed(result)) => Ok(CallToolResponse::Complete(result)),
+            Ok(CallOutcome::Task(record)) => {
+                let state = json!({"remote": record.id});
+                self.create(route, arguments, principal, Default::default(), Some(state))
+                    .await
+            }
+            Err(TrackerError::InputNeeded {
+                requests,
+                request_state,
+                ..
+            }) => {
+                let requests: InputRequests = serde_json::from_value(requests).map_err(|e| {
+                    ErrorData::internal_error(
+                        format!("the upstream's input requests cannot be relayed: {e}"),
+                        None,
+                    )
+                })?;
+                let mut round = InputRequiredResult::from_input_requests(requests);
+                round.request_state = request_state;
+                Ok(CallToolResponse::InputRequired(round))
+            }
+            Err(TrackerError::Remote(data)) => Err(data),
+            Err(TrackerError::InvalidInput(why)) => Err(ErrorData::invalid_params(why, None)),
+            Err(e @ TrackerError::AnswerRejected { .. }) => {
+                Err(ErrorData::invalid_params(e.to_string(), None))
+            }
+            Err(e) => Err(ErrorData::internal_error(e.to_string(), None)),
+        }
+    }
+
+    /// A call answered synchronously by the upstream, relayed as is
+    /// (progress to a caller that asked for it).
+    async fn pass_through(
+        &self,
+        route: &Route,
+        arguments: JsonObject,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let pool = self
+            .upstreams
+            .lanes(&route.server)
+            .map_err(|e| ErrorData::internal_error(e, None))?;
+        let lane = pool
+            .acquire()
+            .await
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let mut running = sync_call(
+            lane,
+            &route.tool,
+            Value::Object(arguments),
+            SyncOptions {
+                declare_tasks: false,
+                timeout: Some(self.upstreams.tracker.config().call_timeout),
+            },
+        )
+        .await
+        .map_err(error_of)?;
+        let token = context.meta.get_progress_token();
+        loop {
+            tokio::select! {
+                event = running.next() => match event {
+                    Some(SyncEvent::Progress { progress, total, message }) => {
+                        if let Some(token) = &token {
+                            let mut note = ProgressNotificationParam::new(token.clone(), progress);
+                            note.total = total;
+                            note.message = message;
+                            let _ = context.peer.notify_progress(note).await;
+                        }
+                    }
+                    Some(SyncEvent::Ask(ask)) => {
+                        // A caller that does not declare tasks has no way to
+                        // answer mid-call on this path.
+                        ask.respond(Err(ErrorData::invalid_request(
+                            "the client of this call cannot answer questions; call it as a task",
+                            None,
+                        )));
+                    }
+                    Some(SyncEvent::Done(result)) => {
+                        return result.map(CallToolResponse::Complete).map_err(error_of);
+                    }
+                    None => {
+                        return Err(ErrorData::internal_error(
+                            "the upstream call ended without a result",
+                            None,
+                        ));
+                    }
+                },
+                _ = context.ct.cancelled() => {
+                    running.cancel().await;
+                    return Err(ErrorData::internal_error("the call was cancelled", None));
+                }
+            }
+        }
+    }
+}
+
+fn error_of(e: mcptask_client::upstream::UpstreamError) -> ErrorData {
+    use mcptask_client::upstream::UpstreamError;
+    match e {
+        UpstreamError::Rpc(data) => data,
+        UpstreamError::Remote(e) => ErrorData::internal_error(e.to_string(), None),
+        UpstreamError::Cancelled => ErrorData::internal_error("the call was cancelled", None),
+    }
+}
+
+impl ServerHandler for FrontServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_tasks()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            "mcptask-proxy",
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .with_instructions(
+            "mcptask proxy: the tools of several MCP servers; declare the \
+             io.modelcontextprotocol/tasks extension and every call becomes a durable task.",
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        use mcptask_server::ToolSource as _;
+        Ok(ListToolsResult::with_all_items(self.source.definitions()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.upstreams
+            .catalog()
+            .get(name)
+            .map(|r| r.definition.clone())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        let catalog = self.upstreams.catalog();
+        let route = catalog
+            .get(&name)
+            .cloned()
+            .ok_or_else(|| ErrorData::from(TaskError::UnknownTool(name.clone())))?;
+        let arguments = request.arguments.clone().unwrap_or_default();
+        let principal = (self.principal)(&context);
+        match (route.kind, declares_tasks(&context)) {
+            (Kind::Sep2663, true) => self.tracked(&route, arguments, principal, &request).await,
+            (Kind::Sep1686 { required: true }, false) => Err(TaskError::MissingCapability.into()),
+            (_, false) => self.pass_through(&route, arguments, &context).await,
+            (_, true) => {
+                let inputs = request.input_responses.clone().unwrap_or_default();
+                self.create(&route, arguments, principal, inputs, None)
+                    .await
+            }
+        }
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        self.tasks.get_task(request, context).await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks.update_task(request, context).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks.cancel_task(request, context).await
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        self.tasks.on_custom_request(request, context).await
+    }
+}

@@ -1,0 +1,160 @@
+//! mcptask as an MCP server in front of the configured servers: at `/mcp`
+//! on the gateway's listener (`[proxy] enabled = true`) or over stdio
+//! (`mcptask proxy --stdio`). See docs/PROXY.md.
+
+pub mod catalog;
+pub mod drivers;
+pub mod front;
+pub mod source;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use mcptask_server::{RuntimeConfig, TaskRuntime};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use crate::gateway::config::{Config, ConfigError, Interrupt};
+use front::{FrontServer, PrincipalFn};
+use source::{Source, Upstream, Upstreams};
+
+/// How often the catalog is listed again when no upstream says it changed.
+const REFRESH_EVERY: Duration = Duration::from_secs(300);
+
+/// A running front: the upstreams and the runtime of front tasks.
+#[derive(Clone)]
+pub struct Proxy {
+    pub upstreams: Arc<Upstreams>,
+    pub runtime: TaskRuntime,
+}
+
+impl Proxy {
+    /// List every upstream, refuse a configuration whose names clash, and
+    /// start the front task runtime on `store` (front tasks interrupted by a
+    /// crash are recovered here or on any replica sharing the store).
+    pub async fn start(
+        tracker: mcptask_client::Tracker,
+        config: &Config,
+        store: &mcptask_sql::Store,
+        stop: CancellationToken,
+    ) -> anyhow::Result<Proxy> {
+        let servers = config
+            .servers
+            .iter()
+            .map(|s| Upstream {
+                name: s.name.get_ref().clone(),
+                prefix: s.prefix.clone().unwrap_or_else(|| s.name.get_ref().clone()),
+                rerun: s.interrupt == Interrupt::Rerun,
+            })
+            .collect();
+        let upstreams = Upstreams::new(tracker, servers);
+        let (clashes, _unreachable) = upstreams.refresh().await;
+        if !clashes.is_empty() {
+            let lines: Vec<String> = clashes.iter().map(|c| format!("  {c}")).collect();
+            return Err(ConfigError(format!(
+                "the proxy cannot name every upstream tool uniquely:\n{}\n  fix: set prefix = \"…\" on the [[servers]] entries above (prefix = \"\" keeps upstream names and needs names that do not clash)",
+                lines.join("\n")
+            ))
+            .into());
+        }
+        let mut runtime_config = RuntimeConfig::default();
+        if store.backend() == mcptask_sql::Backend::Postgres {
+            runtime_config.create_writers = runtime_config.create_writers.max(4);
+        }
+        let runtime = TaskRuntime::builder_with_source(
+            store.server_tasks(),
+            Arc::new(Source(upstreams.clone())),
+        )
+        .config(runtime_config)
+        .start()
+        .await
+        .context("starting the proxy's task runtime")?;
+        tokio::spawn({
+            let upstreams = upstreams.clone();
+            async move {
+                loop {
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = tokio::time::sleep(REFRESH_EVERY) => {}
+                    }
+                    let (clashes, _) = upstreams.refresh().await;
+                    for clash in clashes {
+                        tracing::warn!(%clash, "an upstream tool was left out of the proxy");
+                    }
+                }
+            }
+        });
+        Ok(Proxy { upstreams, runtime })
+    }
+
+    /// The front server, with callers identified by `principal`.
+    pub fn server(&self, principal: PrincipalFn) -> FrontServer {
+        FrontServer::new(self.upstreams.clone(), self.runtime.clone(), principal)
+    }
+
+    /// The Streamable HTTP service for `/mcp` (2026-07-28 stateless, older
+    /// clients in sessions). Callers are the gateway's API tokens.
+    pub fn http_service(
+        &self,
+        max_body_bytes: usize,
+        stop: CancellationToken,
+    ) -> StreamableHttpService<FrontServer, LocalSessionManager> {
+        let config = StreamableHttpServerConfig::default()
+            .with_json_response(true)
+            .with_max_request_body_bytes(max_body_bytes)
+            .with_cancellation_token(stop);
+        let server = self.server(Arc::new(|context| {
+            context
+                .extensions
+                .get::<axum::http::request::Parts>()
+                .and_then(|parts| parts.extensions.get::<crate::gateway::api::Caller>())
+                .and_then(|caller| caller.principal.clone())
+        }));
+        StreamableHttpService::new(
+            move || Ok(server.clone()),
+            Arc::new(LocalSessionManager::default()),
+            config,
+        )
+    }
+
+    /// Drain the front tasks running here (the rest is left to recovery).
+    pub async fn shutdown(&self, deadline: Duration) {
+        self.runtime.shutdown(deadline).await;
+    }
+}
+
+/// `mcptask proxy --stdio`: the front over stdin/stdout, with the tracker
+/// workers of the configuration running alongside.
+pub async fn run_stdio(
+    config_path: &std::path::Path,
+    flags: &crate::gateway::config::Overrides,
+) -> anyhow::Result<()> {
+    use rmcp::ServiceExt;
+    let config = Config::load_with_env(config_path, |k| flags.lookup(k))?;
+    let principal = config.proxy.principal.clone();
+    let gateway = crate::gateway::start(config).await?;
+    let stop = CancellationToken::new();
+    let proxy = Proxy::start(
+        gateway.tracker.clone(),
+        &gateway.config,
+        &gateway.store,
+        stop.clone(),
+    )
+    .await?;
+    let running = proxy
+        .server(Arc::new(move |_| principal.clone()))
+        .serve(rmcp::transport::stdio())
+        .await
+        .context("starting the stdio transport")?;
+    tokio::select! {
+        _ = crate::demo::server::shutdown_signal() => {}
+        r = running.waiting() => { r.context("stdio session")?; }
+    }
+    stop.cancel();
+    proxy.shutdown(Duration::from_secs(10)).await;
+    gateway.tracker.shutdown(Duration::from_secs(10)).await;
+    gateway.store.close().await;
+    Ok(())
+}

@@ -1,0 +1,218 @@
+//! The front's tools: the configured servers' listings, kept in a
+//! [`Catalog`] that is rebuilt on refresh, served to the runtime as a
+//! [`ToolSource`].
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use mcptask_client::Tracker;
+use mcptask_client::remote::Timeouts;
+use mcptask_client::upstream::{LaneOptions, LanePool, Protocol, TaskSupport};
+use mcptask_server::tool::{Lookup, ToolSource};
+use mcptask_server::{InterruptPolicy, TaskTool};
+use rmcp::model::Tool;
+use tokio::sync::watch;
+
+use super::catalog::{Catalog, Clash, Kind, Listing, Route};
+use super::drivers;
+
+/// One configured server, as the proxy fronts it.
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    pub name: String,
+    pub prefix: String,
+    pub rerun: bool,
+}
+
+/// The upstream side of the proxy: the tracker, the lanes, the catalog.
+pub struct Upstreams {
+    pub tracker: Tracker,
+    servers: Vec<Upstream>,
+    catalog: RwLock<Arc<Catalog>>,
+    /// Each server's last good listing: a server that is down keeps its
+    /// tools (calls fail with the connection error) instead of vanishing.
+    listings: Mutex<HashMap<String, Vec<(Tool, Kind)>>>,
+    listed: AtomicBool,
+    version: watch::Sender<u64>,
+    lanes: Mutex<HashMap<String, LanePool>>,
+}
+
+impl Upstreams {
+    pub fn new(tracker: Tracker, servers: Vec<Upstream>) -> Arc<Self> {
+        Arc::new(Self {
+            tracker,
+            servers,
+            catalog: RwLock::default(),
+            listings: Mutex::default(),
+            listed: AtomicBool::new(false),
+            version: watch::channel(0).0,
+            lanes: Mutex::default(),
+        })
+    }
+
+    fn timeouts(&self) -> Timeouts {
+        let config = self.tracker.config();
+        Timeouts {
+            connect: config.connect_timeout,
+            call: config.call_timeout,
+        }
+    }
+
+    /// The current catalog.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog.read().expect("catalog lock").clone()
+    }
+
+    /// The lane pool of `server` (exclusive sessions for synchronous calls
+    /// and SEP-1686 tasks).
+    pub fn lanes(&self, server: &str) -> Result<LanePool, String> {
+        let mut pools = self.lanes.lock().expect("lanes lock");
+        if let Some(pool) = pools.get(server) {
+            return Ok(pool.clone());
+        }
+        let timeouts = self.timeouts();
+        let pool = self
+            .tracker
+            .servers()
+            .lanes(
+                server,
+                LaneOptions {
+                    connect_timeout: timeouts.connect.max(Duration::from_secs(10)),
+                    call_timeout: timeouts.call,
+                    ..Default::default()
+                },
+            )
+            .map_err(|e| e.to_string())?;
+        pools.insert(server.to_string(), pool.clone());
+        Ok(pool)
+    }
+
+    /// List every server's tools again and rebuild the catalog. Returns the
+    /// clashes (the clashing newcomers are left out) and the servers that
+    /// could not be listed, with why.
+    pub async fn refresh(&self) -> (Vec<Clash>, Vec<(String, String)>) {
+        let mut failures = Vec::new();
+        for server in &self.servers {
+            match self.list(&server.name).await {
+                Ok(tools) => {
+                    self.listings
+                        .lock()
+                        .expect("listings lock")
+                        .insert(server.name.clone(), tools);
+                }
+                Err(why) => {
+                    tracing::warn!(server = %server.name, error = %why,
+                        "cannot list the tools of an upstream server; keeping its last listing");
+                    failures.push((server.name.clone(), why));
+                }
+            }
+        }
+        let listings = {
+            let known = self.listings.lock().expect("listings lock");
+            self.servers
+                .iter()
+                .filter_map(|s| {
+                    known.get(&s.name).map(|tools| Listing {
+                        server: s.name.clone(),
+                        prefix: s.prefix.clone(),
+                        rerun: s.rerun,
+                        tools: tools.clone(),
+                    })
+                })
+                .collect()
+        };
+        let (catalog, clashes) = Catalog::build(listings);
+        *self.catalog.write().expect("catalog lock") = Arc::new(catalog);
+        self.listed.store(true, Ordering::SeqCst);
+        self.version.send_modify(|v| *v += 1);
+        (clashes, failures)
+    }
+
+    async fn list(&self, server: &str) -> Result<Vec<(Tool, Kind)>, String> {
+        let info = self
+            .tracker
+            .servers()
+            .protocol(server, self.timeouts())
+            .await
+            .map_err(|e| e.to_string())?;
+        // The raw listing keeps what rmcp drops (`execution.taskSupport`)
+        // and was taken on a session that declares elicitation, so tools a
+        // server offers only to such clients are there too.
+        let mut tools: Vec<Tool> = info
+            .tools
+            .iter()
+            .filter_map(|raw| serde_json::from_value(raw.clone()).ok())
+            .collect();
+        if tools.is_empty() {
+            tools = self
+                .tracker
+                .list_tools(server)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(tools
+            .into_iter()
+            .map(|tool| {
+                let kind = match info.protocol {
+                    Protocol::Sep2663 => Kind::Sep2663,
+                    Protocol::Sep1686 => match info.task_support(&tool.name) {
+                        TaskSupport::Required => Kind::Sep1686 { required: true },
+                        TaskSupport::Optional => Kind::Sep1686 { required: false },
+                        TaskSupport::Forbidden => Kind::Plain,
+                    },
+                    Protocol::Plain => Kind::Plain,
+                };
+                (tool, kind)
+            })
+            .collect())
+    }
+}
+
+/// [`Upstreams`] as the front runtime's tool source.
+#[derive(Clone)]
+pub struct Source(pub Arc<Upstreams>);
+
+impl Source {
+    /// The front task tool of a route: one handler for every tool, running
+    /// the route's driver.
+    pub fn task_tool(&self, route: &Route) -> TaskTool {
+        let upstreams = self.0.clone();
+        let route_for_work = route.clone();
+        // A tracked or SEP-1686 task resumes (or reports its loss) in the
+        // driver; a synchronous call follows the configured policy.
+        let policy = match route.kind {
+            Kind::Plain if !route.rerun => InterruptPolicy::Fail,
+            _ => InterruptPolicy::Rerun,
+        };
+        TaskTool::new(route.definition.clone(), move |call| {
+            let upstreams = upstreams.clone();
+            let route = route_for_work.clone();
+            async move { drivers::run(&upstreams, &route, call).await }
+        })
+        .interrupt(policy)
+    }
+}
+
+impl ToolSource for Source {
+    fn lookup(&self, name: &str) -> Lookup {
+        match self.0.catalog().get(name) {
+            Some(route) => Lookup::Found(self.task_tool(route)),
+            None if !self.0.listed.load(Ordering::SeqCst) => Lookup::NotYet,
+            None => Lookup::Unknown,
+        }
+    }
+
+    fn definitions(&self) -> Vec<Tool> {
+        self.0
+            .catalog()
+            .routes()
+            .map(|r| r.definition.clone())
+            .collect()
+    }
+
+    fn changed(&self) -> watch::Receiver<u64> {
+        self.0.version.subscribe()
+    }
+}
