@@ -44,6 +44,11 @@ pub struct ProxySection {
     /// callers get the principal of their API token).
     #[serde(default)]
     pub principal: Option<String>,
+    /// How long the proxy's claim on its running front tasks lasts without
+    /// a heartbeat (default 30 000): after a crash, another process
+    /// (or the restarted one) recovers them once it lapses.
+    #[serde(default)]
+    pub owner_lease_ms: Option<i64>,
 }
 
 /// What the proxy does with a synchronous upstream call whose process died.

@@ -60,6 +60,10 @@ impl Proxy {
             .into());
         }
         let mut runtime_config = RuntimeConfig::default();
+        if let Some(lease_ms) = config.proxy.owner_lease_ms {
+            runtime_config.lease_ms = lease_ms.max(300);
+            runtime_config.recovery_every_ms = (lease_ms / 3).max(100);
+        }
         if store.backend() == mcptask_sql::Backend::Postgres {
             runtime_config.create_writers = runtime_config.create_writers.max(4);
         }
