@@ -15,4 +15,4 @@ pub use classify::RemoteError;
 pub(crate) use connection::bounded;
 pub use connection::{Connection, Timeouts};
 pub use registry::{Health, ServerRegistry};
-pub use server_def::{ServerDef, Transport};
+pub use server_def::{ServerDef, Toolset, Transport};
