@@ -289,9 +289,9 @@ fn task_id(body: &Map<String, Value>) -> Result<String, Unreadable> {
         Some(id) if !id.trim().is_empty() => Err(contract(format!(
             "task_id is longer than {MAX_TASK_ID_CHARS} characters"
         ))),
-        other => Err(contract(format!(
+        _ => Err(contract(format!(
             "task_id must be a non-empty string, not {}",
-            shown(other)
+            shown(body.get("task_id"))
         ))),
     }
 }
