@@ -301,7 +301,7 @@ mod tests {
         assert_eq!(ok.hash(), base.hash(), "toolsets are not the endpoint");
         let bad = [
             (Toolset::new(" ", "x", "y", "z"), "name"),
-            (Toolset::new(&"n".repeat(256), "x", "y", "z"), "name"),
+            (Toolset::new("n".repeat(256), "x", "y", "z"), "name"),
             (
                 Toolset::new("t", "", "y", "z"),
                 "submit_tool must not be empty",
