@@ -13,6 +13,9 @@ pub enum Kind {
     /// The upstream speaks the 2025-11-25 tasks protocol and this tool may
     /// (or must) run as an upstream task.
     Sep1686 { required: bool },
+    /// The submit tool of a submit/status/cancel toolset: its tasks are
+    /// tracked by the tracker through the status and cancel tools.
+    Triplet,
     /// A plain synchronous tool.
     Plain,
 }
@@ -23,6 +26,7 @@ impl Kind {
         match self {
             Kind::Sep2663 => "sep2663",
             Kind::Sep1686 { .. } => "sep1686",
+            Kind::Triplet => "triplet",
             Kind::Plain => "sync",
         }
     }

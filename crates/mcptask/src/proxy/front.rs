@@ -69,7 +69,8 @@ impl FrontServer {
         Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
     }
 
-    /// A SEP-2663 upstream called with tasks declared: its answer decides
+    /// A SEP-2663 upstream (or a toolset's submit tool) called with tasks
+    /// declared: its answer decides
     /// (a result, a question round, or a task the tracker records before the
     /// front task that follows it is created).
     async fn tracked(
@@ -87,16 +88,17 @@ impl FrontServer {
             relay_answers: true,
             ..Default::default()
         };
-        let outcome = self
-            .upstreams
-            .tracker
-            .call_tool(
-                &route.server,
-                &route.tool,
-                Value::Object(arguments.clone()),
-                options,
-            )
-            .await;
+        let tracker = &self.upstreams.tracker;
+        let args = Value::Object(arguments.clone());
+        let outcome = if route.kind == Kind::Triplet {
+            tracker
+                .call_toolset(&route.server, &route.tool, args, options)
+                .await
+        } else {
+            tracker
+                .call_tool(&route.server, &route.tool, args, options)
+                .await
+        };
         match outcome {
             Ok(CallOutcome::Completed(result)) => Ok(CallToolResponse::Complete(result)),
             Ok(CallOutcome::Task(record)) => {
@@ -252,7 +254,9 @@ impl ServerHandler for FrontServer {
         let arguments = request.arguments.clone().unwrap_or_default();
         let principal = (self.principal)(&context);
         match (route.kind, declares_tasks(&context)) {
-            (Kind::Sep2663, true) => self.tracked(&route, arguments, principal, &request).await,
+            (Kind::Sep2663 | Kind::Triplet, true) => {
+                self.tracked(&route, arguments, principal, &request).await
+            }
             (Kind::Sep1686 { required: true }, false) => Err(TaskError::MissingCapability.into()),
             (_, false) => self.pass_through(&route, arguments, &context).await,
             (_, true) => {
