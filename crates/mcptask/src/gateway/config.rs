@@ -169,6 +169,11 @@ pub struct ServerSection {
     /// `[[servers.toolsets]]`: submit/status/cancel tool groups.
     #[serde(default)]
     pub toolsets: Vec<mcptask_client::Toolset>,
+    /// Upstream tool names the proxy runs in the background for callers
+    /// that do not declare tasks: they get a front task id at once and
+    /// follow it with the `mcptask_*_task` tools.
+    #[serde(default)]
+    pub background: Vec<String>,
 }
 
 /// A webhook receiving every task event (JSON POST, HMAC-SHA256 signed).
@@ -361,6 +366,18 @@ impl Config {
                         ));
                     }
                 }
+            }
+        }
+        for s in &self.servers {
+            if s.background.iter().any(|t| t.trim().is_empty()) {
+                let name = s.name.get_ref();
+                return Err(at(
+                    path,
+                    text,
+                    s.name.span(),
+                    &format!("server {name:?} lists an empty tool name in background"),
+                    "list upstream tool names, e.g. background = [\"export_report\"]",
+                ));
             }
         }
         if self.api.auth == AuthMode::Token && self.api.tokens.is_empty() {

@@ -44,6 +44,9 @@ pub struct Route {
     pub kind: Kind,
     /// Rerun synchronous calls interrupted by a crash (else fail them).
     pub rerun: bool,
+    /// Run in the background for callers that do not declare tasks
+    /// (`background = [...]` on the server).
+    pub background: bool,
     /// The definition shown to callers (the upstream's, renamed).
     pub definition: Tool,
 }
@@ -53,6 +56,8 @@ pub struct Listing {
     pub server: String,
     pub prefix: String,
     pub rerun: bool,
+    /// Upstream tool names run in the background for non-declaring callers.
+    pub background: Vec<String>,
     /// Each tool with its kind.
     pub tools: Vec<(Tool, Kind)>,
 }
@@ -135,6 +140,7 @@ impl Catalog {
                         tool: tool.name.to_string(),
                         kind,
                         rerun: listing.rerun,
+                        background: listing.background.iter().any(|b| *b == *tool.name),
                         definition,
                     },
                 );
@@ -168,6 +174,7 @@ mod tests {
             server: server.into(),
             prefix: prefix.into(),
             rerun: false,
+            background: Vec::new(),
             tools: tools.iter().map(|t| (tool(t), Kind::Plain)).collect(),
         }
     }

@@ -24,6 +24,8 @@ pub struct Upstream {
     pub name: String,
     pub prefix: String,
     pub rerun: bool,
+    /// Upstream tool names run in the background for non-declaring callers.
+    pub background: Vec<String>,
 }
 
 /// The upstream side of the proxy: the tracker, the lanes, the catalog.
@@ -118,6 +120,7 @@ impl Upstreams {
                         server: s.name.clone(),
                         prefix: s.prefix.clone(),
                         rerun: s.rerun,
+                        background: s.background.clone(),
                         tools: tools.clone(),
                     })
                 })
