@@ -97,6 +97,7 @@ async fn main() {
                 server: "soak".into(),
                 server_hash: "h".into(),
                 remote_task_id: format!("r-{next_id}"),
+                driver: Default::default(),
                 principal: None,
                 conversation: None,
                 call_id: None,

@@ -689,6 +689,7 @@ async fn seed(store: &mcptask_sql::Store, settings: &Settings, server: &RemoteSe
                     server: SERVER.into(),
                     server_hash: hash,
                     remote_task_id: remote_id,
+                    driver: Default::default(),
                     principal: None,
                     conversation: None,
                     call_id: None,

@@ -63,7 +63,7 @@ mod workers;
 
 pub use config::{InvalidSetting, TrackerConfig};
 pub use notify::{ChannelNotifier, FanoutNotifier, Notifier, NotifyError, WebhookNotifier};
-pub use remote::{Health, ServerDef, ServerRegistry, Transport};
+pub use remote::{Health, ServerDef, ServerRegistry, Toolset, Transport};
 pub use resolver::{InputContext, InputResolver};
 pub use tracker::{CallOptions, CallOutcome, Tracker, TrackerBuilder, TrackerError};
 pub use workers::Workers;

@@ -95,7 +95,7 @@ impl OutcomeColumns {
 
 use std::collections::HashMap;
 
-use mcptask_core::client::{ClaimedTask, Fence, Phase, RemoteTaskRecord};
+use mcptask_core::client::{ClaimedTask, Fence, Phase, RemoteDriver, RemoteTaskRecord};
 
 /// Decode a `remote_tasks` row (any column superset, read by name).
 /// `principal = ''` is the anonymous caller and decodes to `None`.
@@ -108,6 +108,7 @@ pub(crate) fn remote_task<B: Backend>(row: &B::Row) -> Result<RemoteTaskRecord, 
         server: B::column(row, "server")?,
         server_hash: B::column(row, "server_hash")?,
         remote_task_id: B::column(row, "remote_task_id")?,
+        driver: driver_of::<B>(row)?,
         principal: principal_from_column(principal),
         conversation: B::column(row, "conversation")?,
         call_id: B::column(row, "call_id")?,
@@ -146,6 +147,14 @@ pub(crate) fn remote_task<B: Backend>(row: &B::Row) -> Result<RemoteTaskRecord, 
         last_notify_error: B::column(row, "last_notify_error")?,
         dead_letters: B::column(row, "dead_letters")?,
     })
+}
+
+/// `driver` and `driver_data`: how the task is polled and cancelled.
+fn driver_of<B: Backend>(row: &B::Row) -> Result<RemoteDriver, StoreError> {
+    let name: String = B::column(row, "driver")?;
+    let data = parse_opt_json("driver_data", B::column(row, "driver_data")?)?;
+    RemoteDriver::from_parts(&name, data.as_ref())
+        .map_err(|e| StoreError::Corrupt(format!("remote_tasks.driver: {e}")))
 }
 
 /// The stored spelling of a principal: `''` for anonymous callers, so the

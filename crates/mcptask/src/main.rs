@@ -2,6 +2,7 @@
 
 mod cli;
 mod demo;
+mod fixture;
 mod gateway;
 mod proxy;
 
@@ -93,6 +94,9 @@ enum Command {
     },
     /// Run the bundled demo MCP server (conformance fixtures + demo tools).
     DemoServer(DemoServerArgs),
+    /// Test fixture: a stdio server with a submit/status/cancel toolset.
+    #[command(hide = true)]
+    FixtureTriplet(fixture::FixtureArgs),
     /// Run the gateway: tracker workers, HTTP API, dashboard and metrics.
     Serve {
         /// Configuration file (see README, Configuration).
@@ -359,6 +363,7 @@ fn report(e: anyhow::Error) -> std::process::ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::DemoServer(args) => demo_server(args).await,
+        Command::FixtureTriplet(args) => fixture::run(args).await,
         Command::Serve {
             config,
             listen,

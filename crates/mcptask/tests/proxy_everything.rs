@@ -70,6 +70,18 @@ fn config(db: &str, node: &Path, entry: &Path, servers: &[(&str, &str)]) -> Stri
     text
 }
 
+/// `mcptask proxy --stdio --config <config>`, run in the config's directory.
+fn proxy_stdio(config: &Path) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcptask"));
+    command
+        .args(["proxy", "--stdio", "--config"])
+        .arg(config)
+        .current_dir(config.parent().expect("config directory"))
+        .env("MCPTASK_LOG", "warn")
+        .kill_on_drop(true);
+    command
+}
+
 fn task_id(response: CallToolResponse) -> String {
     match response {
         CallToolResponse::Task(t) => t.task.task_id,
@@ -87,14 +99,7 @@ async fn a_sep1686_task_is_answered_through_the_front_and_plain_calls_pass_throu
     let db = format!("sqlite:{}", dir.path().join("front.db").display());
     let path = dir.path().join("mcptask.toml");
     std::fs::write(&path, config(&db, &node, &entry, &[("everything", "fail")])).expect("config");
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcptask"));
-    command
-        .args(["proxy", "--stdio", "--config"])
-        .arg(&path)
-        .current_dir(dir.path())
-        .env("MCPTASK_LOG", "warn")
-        .kill_on_drop(true);
-    let client = TestClient::stdio(command, Lifecycle::Modern { tasks: true })
+    let client = TestClient::stdio(proxy_stdio(&path), Lifecycle::Modern { tasks: true })
         .await
         .expect("connect to mcptask proxy --stdio");
 
@@ -156,20 +161,9 @@ async fn a_sep1686_task_is_answered_through_the_front_and_plain_calls_pass_throu
     assert!(result_text(&done).contains("python (snake)"), "{done:#}");
 
     // A caller that does not declare tasks: a plain tool passes through.
-    let plain = TestClient::stdio(
-        {
-            let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcptask"));
-            c.args(["proxy", "--stdio", "--config"])
-                .arg(&path)
-                .current_dir(dir.path())
-                .env("MCPTASK_LOG", "warn")
-                .kill_on_drop(true);
-            c
-        },
-        Lifecycle::Modern { tasks: false },
-    )
-    .await
-    .expect("second client");
+    let plain = TestClient::stdio(proxy_stdio(&path), Lifecycle::Modern { tasks: false })
+        .await
+        .expect("second client");
     match plain
         .call("everything__echo", json!({"message": "hi"}))
         .await

@@ -20,4 +20,4 @@ pub(crate) use connection::bounded;
 pub use connection::{Connection, Timeouts};
 pub use lanes::{Lane, LaneOptions, LanePool};
 pub use registry::{Health, ServerRegistry};
-pub use server_def::{ServerDef, Transport};
+pub use server_def::{ServerDef, Toolset, Transport};

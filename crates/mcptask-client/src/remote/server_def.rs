@@ -58,7 +58,58 @@ pub struct ServerDef {
     /// Bound on connecting; the tracker default applies when unset.
     #[serde(default, with = "opt_ms")]
     pub connect_timeout: Option<Duration>,
+    /// Submit/status/cancel tool groups whose submit tool starts durable work
+    /// (see [`Toolset`]). Not part of the endpoint identity.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub toolsets: Vec<Toolset>,
 }
+
+/// Three plain tools of a server that together run long work: calling
+/// `submit_tool` starts it and answers a task id, `status_tool {task_id}`
+/// reports it, `cancel_tool {task_id}` stops it
+/// (`mcptask_core::client::triplet` has the contract).
+///
+/// ```
+/// use mcptask_client::{ServerDef, Toolset};
+/// let def = ServerDef::stdio("jobs", "jobs-server", vec![]).with_toolset(Toolset::new(
+///     "report", "submit_report", "report_status", "cancel_report",
+/// ));
+/// assert!(def.validate_toolsets().is_ok());
+/// assert_eq!(def.toolset_for("submit_report").unwrap().name, "report");
+/// assert!(def.toolset_for("report_status").is_none(), "only the submit tool starts work");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Toolset {
+    /// A name for the group (shown in errors and logs).
+    pub name: String,
+    /// The tool that starts the work.
+    pub submit_tool: String,
+    /// The tool that reports a task's status.
+    pub status_tool: String,
+    /// The tool that cancels a task.
+    pub cancel_tool: String,
+}
+
+impl Toolset {
+    /// A toolset of these three tools.
+    pub fn new(
+        name: impl Into<String>,
+        submit_tool: impl Into<String>,
+        status_tool: impl Into<String>,
+        cancel_tool: impl Into<String>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            submit_tool: submit_tool.into(),
+            status_tool: status_tool.into(),
+            cancel_tool: cancel_tool.into(),
+        }
+    }
+}
+
+/// Longest toolset name (it fits the prior gateway's task-name column).
+const MAX_TOOLSET_NAME_CHARS: usize = 255;
 
 mod opt_ms {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -84,6 +135,7 @@ impl ServerDef {
             },
             call_timeout: None,
             connect_timeout: None,
+            toolsets: Vec::new(),
         }
     }
 
@@ -99,7 +151,54 @@ impl ServerDef {
             },
             call_timeout: None,
             connect_timeout: None,
+            toolsets: Vec::new(),
         }
+    }
+
+    /// Add a submit/status/cancel toolset.
+    pub fn with_toolset(mut self, toolset: Toolset) -> Self {
+        self.toolsets.push(toolset);
+        self
+    }
+
+    /// The toolset whose submit tool is `tool`, if any.
+    pub fn toolset_for(&self, tool: &str) -> Option<&Toolset> {
+        self.toolsets.iter().find(|t| t.submit_tool == tool)
+    }
+
+    /// Check the toolsets: names and tools non-empty, and each tool in one
+    /// role of one toolset only (a tool that both submits and reports could
+    /// not be routed).
+    pub fn validate_toolsets(&self) -> Result<(), String> {
+        let mut roles: BTreeMap<&str, (&str, &str)> = BTreeMap::new();
+        for t in &self.toolsets {
+            if t.name.trim().is_empty() || t.name.chars().count() > MAX_TOOLSET_NAME_CHARS {
+                return Err(format!(
+                    "server {:?}: a toolset name must be 1..={MAX_TOOLSET_NAME_CHARS} characters, not blank",
+                    self.name
+                ));
+            }
+            for (role, tool) in [
+                ("submit_tool", t.submit_tool.as_str()),
+                ("status_tool", t.status_tool.as_str()),
+                ("cancel_tool", t.cancel_tool.as_str()),
+            ] {
+                if tool.trim().is_empty() {
+                    return Err(format!(
+                        "server {:?}, toolset {:?}: {role} must not be empty",
+                        self.name, t.name
+                    ));
+                }
+                if let Some((other_set, other_role)) = roles.insert(tool, (t.name.as_str(), role)) {
+                    return Err(format!(
+                        "server {:?}: tool {tool:?} is {other_role} of toolset {other_set:?} and \
+                         {role} of toolset {:?}; each tool must be unique across the toolsets",
+                        self.name, t.name
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Add an HTTP header (ignored for stdio servers).
@@ -189,5 +288,42 @@ mod tests {
         assert!(def.pins(&legacy));
         assert!(!def.clone().with_header("A", "2").pins(&legacy));
         assert!(!def.pins("0000"));
+    }
+
+    #[test]
+    fn toolsets_need_names_and_one_role_per_tool() {
+        let base = ServerDef::stdio("s", "srv", vec![]);
+        let ok = base
+            .clone()
+            .with_toolset(Toolset::new("a", "submit_a", "status_a", "cancel_a"))
+            .with_toolset(Toolset::new("b", "submit_b", "status_b", "cancel_b"));
+        assert!(ok.validate_toolsets().is_ok());
+        assert_eq!(ok.hash(), base.hash(), "toolsets are not the endpoint");
+        let bad = [
+            (Toolset::new(" ", "x", "y", "z"), "name"),
+            (Toolset::new("n".repeat(256), "x", "y", "z"), "name"),
+            (
+                Toolset::new("t", "", "y", "z"),
+                "submit_tool must not be empty",
+            ),
+            (Toolset::new("t", "x", "x", "z"), "unique"),
+            (Toolset::new("t", "x", "y", "x"), "unique"),
+            (Toolset::new("t", "submit_a", "y", "z"), "unique"),
+            (Toolset::new("t", "x", "cancel_a", "z"), "unique"),
+        ];
+        for (t, why) in bad {
+            let def = ok.clone().with_toolset(t.clone());
+            let e = def.validate_toolsets().unwrap_err();
+            assert!(e.contains(why), "{t:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_definition_without_toolsets_serializes_as_before() {
+        let def = ServerDef::http("s", "http://h/mcp");
+        let v = serde_json::to_value(&def).unwrap();
+        assert!(v.get("toolsets").is_none(), "{v}");
+        let back: ServerDef = serde_json::from_value(v).unwrap();
+        assert_eq!(back, def);
     }
 }

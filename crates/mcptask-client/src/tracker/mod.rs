@@ -15,6 +15,7 @@ mod intent;
 mod read;
 mod record;
 mod tools;
+mod triplet;
 mod wait;
 
 use std::sync::Arc;
@@ -24,6 +25,7 @@ pub use builder::TrackerBuilder;
 pub use call::{CallOptions, CallOutcome};
 pub use error::TrackerError;
 pub(crate) use inner::Inner;
+pub(crate) use record::cancel_remote;
 
 use crate::config::TrackerConfig;
 use crate::remote::ServerRegistry;

@@ -4,9 +4,11 @@
 
 use std::time::Duration;
 
-use mcptask_core::client::{InsertOutcome, NewRemoteTask, RemoteTaskRecord};
+use mcptask_core::client::{
+    InsertOutcome, NewRemoteTask, RemoteDriver, RemoteSnapshot, RemoteTaskRecord,
+};
 use mcptask_core::{TaskStatus, ids, payload};
-use rmcp::model::{CancelTaskParams, GetTaskParams};
+use rmcp::model::{CallToolRequestParams, CancelTaskParams, GetTaskParams};
 use serde_json::Value;
 
 use super::{CallOptions, CallOutcome, Tracker, TrackerError};
@@ -27,24 +29,50 @@ impl Tracker {
         options: &CallOptions,
         conn: &Connection,
     ) -> Result<CallOutcome, TrackerError> {
+        let limits = self.inner.config.policy.limits;
+        let handle = Handle {
+            server,
+            hash,
+            tool,
+            arguments,
+            remote_id: &task.task_id,
+            driver: RemoteDriver::Sep2663,
+        };
+        let seed = snapshot::from_created(task, &limits).map_err(TrackerError::from);
+        self.record_handle(handle, seed, options, conn).await
+    }
+
+    /// Record a handle the server just handed out (`seed`: what it said, or
+    /// why that cannot be recorded), durably before the caller sees it. Runs
+    /// detached so that a caller giving up mid-write can never leave a live
+    /// remote task untracked; a handle that cannot be recorded is cancelled on
+    /// the server, in the way its driver cancels.
+    pub(super) async fn record_handle(
+        &self,
+        handle: Handle<'_>,
+        seed: Result<RemoteSnapshot, TrackerError>,
+        options: &CallOptions,
+        conn: &Connection,
+    ) -> Result<CallOutcome, TrackerError> {
         let inner = self.inner.clone();
         let limits = inner.config.policy.limits;
-        let arguments = Value::Object(arguments.clone());
+        let arguments = Value::Object(handle.arguments.clone());
         let arguments =
             (payload::json_size(&arguments) <= limits.max_arguments_bytes).then_some(arguments);
         let correlation = bound_correlation(options.correlation.clone(), &limits)?;
-        let remote_id = task.task_id.clone();
-        let seed = snapshot::from_created(task, &limits);
+        let remote_id = handle.remote_id.to_string();
+        let driver = handle.driver.clone();
         let new = seed.map(|snapshot| NewRemoteTask {
             id: ids::new_local_task_id(),
-            server: server.to_string(),
-            server_hash: hash.to_string(),
+            server: handle.server.to_string(),
+            server_hash: handle.hash.to_string(),
             remote_task_id: remote_id.clone(),
+            driver: handle.driver,
             principal: options.principal.clone(),
             conversation: options.conversation.clone(),
             call_id: options.call_id.clone(),
             correlation,
-            tool: tool.to_string(),
+            tool: handle.tool.to_string(),
             arguments,
             snapshot,
             created_at: inner.clock.now_ms(),
@@ -57,7 +85,7 @@ impl Tracker {
                     .insert_remote(&new, &inner.config.policy)
                     .await
                     .map_err(TrackerError::from),
-                Err(e) => Err(TrackerError::from(e)),
+                Err(e) => Err(e),
             };
             match outcome {
                 Ok(outcome) => {
@@ -69,10 +97,8 @@ impl Tracker {
                 Err(e) => {
                     // Nothing durable holds this handle: cancel it rather than
                     // leave an untracked task running on the server.
-                    let cancel = conn
-                        .peer
-                        .cancel_task(CancelTaskParams::new(remote_id.clone()));
-                    if let Err(ce) = bounded("tasks/cancel", Duration::from_secs(5), cancel).await {
+                    let cancel = cancel_remote(&conn, &driver, &remote_id, Duration::from_secs(5));
+                    if let Err(ce) = cancel.await {
                         tracing::error!(remote_id, error = %ce, "could not cancel an untracked remote task");
                     }
                     Err(e)
@@ -129,6 +155,7 @@ impl Tracker {
             server: server.to_string(),
             server_hash: hash,
             remote_task_id: remote_task_id.to_string(),
+            driver: RemoteDriver::Sep2663,
             principal: options.principal,
             conversation: options.conversation,
             call_id: options.call_id,
@@ -147,6 +174,46 @@ impl Tracker {
         Ok(match outcome {
             InsertOutcome::Inserted(r) | InsertOutcome::AlreadyTracked(r) => *r,
         })
+    }
+}
+
+/// Where a new handle came from: the call that created it.
+pub(super) struct Handle<'a> {
+    pub(super) server: &'a str,
+    pub(super) hash: &'a str,
+    pub(super) tool: &'a str,
+    pub(super) arguments: &'a rmcp::model::JsonObject,
+    pub(super) remote_id: &'a str,
+    pub(super) driver: RemoteDriver,
+}
+
+/// Cancel `remote_id` on its server the way `driver` does (`tasks/cancel`,
+/// or the toolset's cancel tool), bounded by `timeout`. Whether the server
+/// then reports the task settled is not checked: this is for handles
+/// nothing tracks any more.
+pub(crate) async fn cancel_remote(
+    conn: &Connection,
+    driver: &RemoteDriver,
+    remote_id: &str,
+    timeout: Duration,
+) -> Result<(), rmcp::service::ServiceError> {
+    match driver {
+        RemoteDriver::Sep2663 => bounded(
+            "tasks/cancel",
+            timeout,
+            conn.peer
+                .cancel_task(CancelTaskParams::new(remote_id.to_string())),
+        )
+        .await
+        .map(|_| ()),
+        RemoteDriver::Triplet { cancel_tool, .. } => {
+            let args = serde_json::json!({"task_id": remote_id});
+            let params = CallToolRequestParams::new(cancel_tool.clone())
+                .with_arguments(args.as_object().cloned().unwrap_or_default());
+            bounded("tools/call", timeout, conn.peer.call_tool(params))
+                .await
+                .map(|_| ())
+        }
     }
 }
 

@@ -1,18 +1,23 @@
 //! The remote call of each claim phase for one claimed task, turned into an
 //! [`Observation`]: poll sends `tasks/get`, cancel `tasks/cancel`, update
-//! `tasks/update` with the stored answers. Failures are classified here, the
+//! `tasks/update` with the stored answers — or, for a task started through a
+//! toolset, its status and cancel tools. Failures are classified here, the
 //! server's health is reported, and a dropped transport leaves the pool.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use mcptask_core::client::{ClaimedTask, Observation, Phase, RemoteTaskRecord};
-use rmcp::model::{CancelTaskParams, GetTaskParams, InputResponses, UpdateTaskParams};
+use mcptask_core::client::triplet;
+use mcptask_core::client::{ClaimedTask, Observation, Phase, RemoteDriver, RemoteTaskRecord};
+use rmcp::model::{
+    CallToolRequestParams, CancelTaskParams, GetTaskParams, InputResponses, UpdateTaskParams,
+};
 use rmcp::service::ServiceError;
 
 use crate::remote::snapshot;
 use crate::remote::{Connection, RemoteError, bounded, classify};
 use crate::tracker::Inner;
+use crate::tracker::cancel_remote;
 
 /// How a failed call ended, besides its classification.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -44,10 +49,23 @@ pub(super) async fn observe(
         Err(e) => return counted(e).observation(),
     };
     let started = Instant::now();
-    let outcome = match phase {
-        Phase::Poll => poll(inner, &conn, claimed).await,
-        Phase::Cancel => cancel(&conn, claimed).await,
-        Phase::Update => update(&conn, claimed).await,
+    let outcome = match (&r.driver, phase) {
+        (RemoteDriver::Sep2663, Phase::Poll) => poll(inner, &conn, claimed).await,
+        (RemoteDriver::Sep2663, Phase::Cancel) => cancel(&conn, claimed).await,
+        (RemoteDriver::Sep2663, Phase::Update) => update(&conn, claimed).await,
+        (RemoteDriver::Triplet { status_tool, .. }, Phase::Poll) => {
+            let limits = &inner.config.policy.limits;
+            toolset_call(&conn, status_tool, &r.remote_task_id)
+                .await
+                .map(|answer| triplet::status(&r.remote_task_id, &answer, limits))
+        }
+        (RemoteDriver::Triplet { cancel_tool, .. }, Phase::Cancel) => {
+            let limits = &inner.config.policy.limits;
+            toolset_call(&conn, cancel_tool, &r.remote_task_id)
+                .await
+                .map(|answer| triplet::cancelled(&r.remote_task_id, &answer, limits))
+        }
+        (RemoteDriver::Triplet { .. }, Phase::Update) => Ok(no_answer_path(claimed)),
     };
     metrics::histogram!("mcptask_remote_call_seconds", "phase" => phase.as_str())
         .record(started.elapsed().as_secs_f64());
@@ -89,15 +107,40 @@ pub(super) async fn cancel_best_effort(
         .connect(&record.server, Some(&record.server_hash), inner.timeouts())
         .await
         .map_err(|e| e.to_string())?;
-    bounded(
-        "tasks/cancel",
+    cancel_remote(
+        &conn,
+        &record.driver,
+        &record.remote_task_id,
         conn.call_timeout,
-        conn.peer
-            .cancel_task(CancelTaskParams::new(record.remote_task_id.clone())),
     )
     .await
-    .map(|_| ())
     .map_err(|e| e.to_string())
+}
+
+/// One plain `tools/call` of a toolset's status or cancel tool with
+/// `{task_id}`; the answer, as JSON, is the contract's to read.
+async fn toolset_call(
+    conn: &Connection,
+    tool: &str,
+    remote_id: &str,
+) -> Result<serde_json::Value, Failure> {
+    let mut args = rmcp::model::JsonObject::new();
+    args.insert("task_id".into(), remote_id.into());
+    let params = CallToolRequestParams::new(tool.to_string()).with_arguments(args);
+    let result = bounded("tools/call", conn.call_timeout, conn.peer.call_tool(params))
+        .await
+        .map_err(|e| (classify::call_error(&e), cut_of(&e)))?;
+    Ok(serde_json::to_value(&result).unwrap_or_default())
+}
+
+/// A toolset cannot carry answers (its contract has none): any stored
+/// answers are refused, so they are not kept as if delivered. Such a task
+/// never lists input keys, so this is a guard, not a path.
+fn no_answer_path(claimed: &ClaimedTask) -> Observation {
+    Observation::UpdateRejected {
+        keys: claimed.answers.iter().map(|(k, _)| k.clone()).collect(),
+        message: "a submit/status/cancel toolset has no way to answer input".into(),
+    }
 }
 
 /// `tasks/get`, validated and bounded into a snapshot.
@@ -155,14 +198,17 @@ async fn update(conn: &Connection, claimed: &ClaimedTask) -> Result<Observation,
 }
 
 fn failure(operation: &str, e: &ServiceError) -> Failure {
-    let cut = if classify::is_disconnect(e) {
+    (classify::task_error(operation, e), cut_of(e))
+}
+
+fn cut_of(e: &ServiceError) -> Cut {
+    if classify::is_disconnect(e) {
         Cut::Disconnected
     } else if matches!(e, ServiceError::Timeout { .. }) {
         Cut::TimedOut
     } else {
         Cut::Answered
-    };
-    (classify::task_error(operation, e), cut)
+    }
 }
 
 /// Count a failure by class (`mcptask_remote_errors_total`) and pass it on.

@@ -7,6 +7,7 @@
 pub mod delivery;
 pub mod legacy;
 pub mod transition;
+pub mod triplet;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -62,6 +63,73 @@ pub struct RemoteSnapshot {
     pub error: Option<Value>,
 }
 
+/// How a tracked task is driven on its server: which calls poll and cancel it.
+///
+/// ```
+/// use mcptask_core::client::RemoteDriver;
+/// let t = RemoteDriver::Triplet { status_tool: "job_status".into(), cancel_tool: "cancel_job".into() };
+/// let (name, data) = (t.as_str(), t.data());
+/// assert_eq!(RemoteDriver::from_parts(name, data.as_ref()).unwrap(), t);
+/// assert_eq!(RemoteDriver::default().as_str(), "sep2663");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RemoteDriver {
+    /// SEP-2663: `tasks/get`, `tasks/cancel`, `tasks/update`.
+    #[default]
+    Sep2663,
+    /// A submit/status/cancel toolset ([`triplet`]): plain `tools/call`s of
+    /// these tools with `{task_id}`. It has no way to answer input.
+    Triplet {
+        /// The tool that reports a task's status.
+        status_tool: String,
+        /// The tool that cancels a task.
+        cancel_tool: String,
+    },
+}
+
+impl RemoteDriver {
+    /// The stored name (`remote_tasks.driver`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RemoteDriver::Sep2663 => "sep2663",
+            RemoteDriver::Triplet { .. } => "triplet",
+        }
+    }
+
+    /// The driver's own data (`remote_tasks.driver_data`), if it has any.
+    pub fn data(&self) -> Option<Value> {
+        match self {
+            RemoteDriver::Sep2663 => None,
+            RemoteDriver::Triplet {
+                status_tool,
+                cancel_tool,
+            } => Some(serde_json::json!({"status_tool": status_tool, "cancel_tool": cancel_tool})),
+        }
+    }
+
+    /// Rebuild a driver from its stored name and data.
+    pub fn from_parts(name: &str, data: Option<&Value>) -> Result<Self, String> {
+        match name {
+            "sep2663" => Ok(RemoteDriver::Sep2663),
+            "triplet" => {
+                let tool = |role: &str| {
+                    data.and_then(|d| d.get(role))
+                        .and_then(Value::as_str)
+                        .filter(|t| !t.is_empty())
+                        .map(str::to_string)
+                        .ok_or_else(|| format!("triplet driver data lacks {role}"))
+                };
+                Ok(RemoteDriver::Triplet {
+                    status_tool: tool("status_tool")?,
+                    cancel_tool: tool("cancel_tool")?,
+                })
+            }
+            other => Err(format!("unknown remote task driver {other:?}")),
+        }
+    }
+}
+
 /// A remote task handle about to be recorded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewRemoteTask {
@@ -73,6 +141,8 @@ pub struct NewRemoteTask {
     pub server_hash: String,
     /// The task id the remote server handed out.
     pub remote_task_id: String,
+    /// How the task is polled and cancelled.
+    pub driver: RemoteDriver,
     /// Authenticated caller the task is bound to; `None` for anonymous callers.
     pub principal: Option<String>,
     /// Application conversation the call belongs to, if any.
@@ -102,6 +172,8 @@ pub struct RemoteTaskRecord {
     pub server_hash: String,
     /// The task id the remote server handed out.
     pub remote_task_id: String,
+    /// How the task is polled and cancelled.
+    pub driver: RemoteDriver,
     /// Authenticated caller the task is bound to; `None` for anonymous callers.
     pub principal: Option<String>,
     /// Application conversation the call belongs to, if any.

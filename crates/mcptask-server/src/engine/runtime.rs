@@ -271,6 +271,34 @@ impl TaskRuntime {
         Ok((tasks, page.next))
     }
 
+    /// [`TaskRuntime::list_tasks`] with each task's tool name.
+    pub async fn list_tasks_with_tools(
+        &self,
+        principal: Option<&str>,
+        live_only: bool,
+        cursor: Option<&TaskCursor>,
+        limit: i64,
+    ) -> Result<(Vec<(Task, String)>, Option<TaskCursor>), TaskError> {
+        let now = self.inner.clock.now_ms();
+        let page = self
+            .inner
+            .store
+            .list_tasks(
+                principal,
+                live_only,
+                cursor,
+                limit.clamp(1, MAX_LIST_LIMIT),
+                now,
+            )
+            .await?;
+        let tasks = page
+            .tasks
+            .iter()
+            .map(|r| (wire::listed_task(r, now), r.tool.clone()))
+            .collect();
+        Ok((tasks, page.next))
+    }
+
     /// `tasks/update`: store answers to outstanding input requests (others are
     /// ignored, as the spec asks) and wake the work waiting for them.
     pub async fn update_task(

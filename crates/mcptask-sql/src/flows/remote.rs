@@ -372,6 +372,8 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
             &r.tool,
             r.arguments.as_ref().map(to_json_text),
             r.created_at,
+            r.driver.as_str(),
+            r.driver.data().as_ref().map(to_json_text),
         ]);
         let inserted = B::fetch_optional(&mut tx, B::SQL.insert_remote, params).await?;
         if inserted.is_none() {

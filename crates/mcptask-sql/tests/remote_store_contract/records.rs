@@ -131,6 +131,37 @@ mcptask_sql::on_both_backends! {
         );
     }
 
+    /// A toolset task keeps its driver through insert, read, claim, list and
+    /// a fenced write; a default task stays SEP-2663.
+    async fn driver_round_trips_through_insert_and_claim(store: Arc<dyn RemoteTaskStore>) {
+        let triplet = RemoteDriver::Triplet {
+            status_tool: "job_status".into(),
+            cancel_tool: "cancel_job".into(),
+        };
+        let mut t = new_task("rt_t", "job-1");
+        t.driver = triplet.clone();
+        let inserted = insert(&*store, &t).await;
+        assert_eq!(inserted.driver, triplet);
+        assert_eq!(get(&*store, "rt_t").await, inserted);
+        let plain = insert(&*store, &new_task("rt_s", "r-1")).await;
+        assert_eq!(plain.driver, RemoteDriver::Sep2663);
+
+        let claimed = claim(&*store, Phase::Poll, "w1", T0 + 60_000, 10).await;
+        let drivers: Vec<(&str, &RemoteDriver)> = claimed
+            .iter()
+            .map(|c| (c.record.id.as_str(), &c.record.driver))
+            .collect();
+        assert!(drivers.contains(&("rt_t", &triplet)), "{drivers:?}");
+        assert!(drivers.contains(&("rt_s", &RemoteDriver::Sep2663)), "{drivers:?}");
+
+        let task = claimed.iter().find(|c| c.record.id == "rt_t").unwrap();
+        let obs = Observation::Snapshot(snapshot(TaskStatus::Working));
+        assert!(apply_one(&*store, applied(task, Phase::Poll, obs), T0 + 61_000).await);
+        assert_eq!(get(&*store, "rt_t").await.driver, triplet, "a write keeps the driver");
+        let listed = store.list_remote(&ListFilter::default(), None, 10).await.unwrap();
+        assert!(listed.iter().any(|r| r.id == "rt_t" && r.driver == triplet));
+    }
+
     async fn duplicate_handles_keep_the_tracked_row(store: Arc<dyn RemoteTaskStore>) {
         let first = insert(&*store, &new_task("rt_1", "r-1")).await;
         let mut dup = new_task("rt_2", "r-1");

@@ -4,8 +4,8 @@ pub(crate) use std::sync::Arc;
 pub(crate) use mcptask_core::TaskStatus;
 pub(crate) use mcptask_core::client::{
     Applied, ClaimedTask, Cursor, EventKind, FailureKind, Fence, InsertOutcome, ListFilter,
-    NewRemoteTask, NotifyClaim, NotifyResult, Observation, Phase, RemoteSnapshot, RemoteTaskRecord,
-    TaskEvent, TrackerPolicy,
+    NewRemoteTask, NotifyClaim, NotifyResult, Observation, Phase, RemoteDriver, RemoteSnapshot,
+    RemoteTaskRecord, TaskEvent, TrackerPolicy,
 };
 pub(crate) use mcptask_core::store::RemoteTaskStore;
 pub(crate) use serde_json::{Value, json};
@@ -60,6 +60,7 @@ pub(crate) fn new_task(id: &str, remote_id: &str) -> NewRemoteTask {
         server: "srv".into(),
         server_hash: "h1".into(),
         remote_task_id: remote_id.to_string(),
+        driver: Default::default(),
         principal: None,
         conversation: None,
         call_id: None,

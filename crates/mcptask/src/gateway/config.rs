@@ -166,6 +166,14 @@ pub struct ServerSection {
     /// front tasks when the process running them dies.
     #[serde(default)]
     pub interrupt: Interrupt,
+    /// `[[servers.toolsets]]`: submit/status/cancel tool groups.
+    #[serde(default)]
+    pub toolsets: Vec<mcptask_client::Toolset>,
+    /// Upstream tool names the proxy runs in the background for callers
+    /// that do not declare tasks: they get a front task id at once and
+    /// follow it with the `mcptask_*_task` tools.
+    #[serde(default)]
+    pub background: Vec<String>,
 }
 
 /// A webhook receiving every task event (JSON POST, HMAC-SHA256 signed).
@@ -294,6 +302,20 @@ impl Config {
                     "give each [[servers]] entry a unique name",
                 ));
             }
+            let toolsets = ServerDef {
+                toolsets: s.toolsets.clone(),
+                ..ServerDef::stdio(name.clone(), "", Vec::new())
+            };
+            if let Err(problem) = toolsets.validate_toolsets() {
+                return Err(at(
+                    path,
+                    text,
+                    span,
+                    &problem,
+                    "give each [[servers.toolsets]] a name and three distinct tools \
+                     (submit_tool, status_tool, cancel_tool) no other toolset of the server uses",
+                ));
+            }
             match (&s.url, &s.command) {
                 (Some(_), Some(_)) => {
                     return Err(at(
@@ -344,6 +366,18 @@ impl Config {
                         ));
                     }
                 }
+            }
+        }
+        for s in &self.servers {
+            if s.background.iter().any(|t| t.trim().is_empty()) {
+                let name = s.name.get_ref();
+                return Err(at(
+                    path,
+                    text,
+                    s.name.span(),
+                    &format!("server {name:?} lists an empty tool name in background"),
+                    "list upstream tool names, e.g. background = [\"export_report\"]",
+                ));
             }
         }
         if self.api.auth == AuthMode::Token && self.api.tokens.is_empty() {
@@ -464,6 +498,7 @@ impl Config {
                 },
                 call_timeout: s.call_timeout_ms.map(Duration::from_millis),
                 connect_timeout: s.connect_timeout_ms.map(Duration::from_millis),
+                toolsets: s.toolsets.clone(),
             })
             .collect()
     }
@@ -548,6 +583,58 @@ secret = "s3cret"
         let zero = GOOD.replace("poll_min_ms = 100", "poll_min_ms = 0");
         let e = Config::parse("mcptask.toml", &zero).unwrap_err().0;
         assert!(e.contains("tracker.poll_min_ms must be positive"), "{e}");
+    }
+
+    fn with_toolsets(toolsets: &str) -> String {
+        GOOD.replace(
+            "args = [\"demo-server\", \"--stdio\"]\n",
+            &format!("args = [\"demo-server\", \"--stdio\"]\n{toolsets}"),
+        )
+    }
+
+    #[test]
+    fn toolsets_reach_the_server_definition() {
+        let text = with_toolsets(
+            "[[servers.toolsets]]\nname = \"jobs\"\nsubmit_tool = \"submit_job\"\n\
+             status_tool = \"job_status\"\ncancel_tool = \"cancel_job\"\n",
+        );
+        let c = Config::parse("mcptask.toml", &text).unwrap();
+        let defs = c.server_defs();
+        let local = defs.iter().find(|d| d.name == "local").unwrap();
+        let t = local.toolset_for("submit_job").unwrap();
+        assert_eq!(
+            (t.status_tool.as_str(), t.cancel_tool.as_str()),
+            ("job_status", "cancel_job")
+        );
+        assert!(
+            defs.iter()
+                .find(|d| d.name == "demo")
+                .unwrap()
+                .toolsets
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn bad_toolsets_are_config_errors() {
+        let reused = with_toolsets(
+            "[[servers.toolsets]]\nname = \"jobs\"\nsubmit_tool = \"submit_job\"\n\
+             status_tool = \"submit_job\"\ncancel_tool = \"cancel_job\"\n",
+        );
+        let e = Config::parse("mcptask.toml", &reused).unwrap_err().0;
+        assert!(
+            e.starts_with("mcptask.toml:21:") && e.contains("unique") && e.contains("fix:"),
+            "{e}"
+        );
+        let missing = with_toolsets("[[servers.toolsets]]\nname = \"jobs\"\nsubmit_tool = \"s\"\n");
+        let e = Config::parse("mcptask.toml", &missing).unwrap_err().0;
+        assert!(e.contains("status_tool"), "{e}");
+        let unknown = with_toolsets(
+            "[[servers.toolsets]]\nname = \"j\"\nsubmit_tool = \"a\"\nstatus_tool = \"b\"\n\
+             cancel_tool = \"c\"\nanswer_tool = \"d\"\n",
+        );
+        let e = Config::parse("mcptask.toml", &unknown).unwrap_err().0;
+        assert!(e.contains("answer_tool"), "{e}");
     }
 
     #[test]

@@ -13,6 +13,9 @@ pub enum Kind {
     /// The upstream speaks the 2025-11-25 tasks protocol and this tool may
     /// (or must) run as an upstream task.
     Sep1686 { required: bool },
+    /// The submit tool of a submit/status/cancel toolset: its tasks are
+    /// tracked by the tracker through the status and cancel tools.
+    Triplet,
     /// A plain synchronous tool.
     Plain,
 }
@@ -23,6 +26,7 @@ impl Kind {
         match self {
             Kind::Sep2663 => "sep2663",
             Kind::Sep1686 { .. } => "sep1686",
+            Kind::Triplet => "triplet",
             Kind::Plain => "sync",
         }
     }
@@ -40,6 +44,9 @@ pub struct Route {
     pub kind: Kind,
     /// Rerun synchronous calls interrupted by a crash (else fail them).
     pub rerun: bool,
+    /// Run in the background for callers that do not declare tasks
+    /// (`background = [...]` on the server).
+    pub background: bool,
     /// The definition shown to callers (the upstream's, renamed).
     pub definition: Tool,
 }
@@ -49,6 +56,8 @@ pub struct Listing {
     pub server: String,
     pub prefix: String,
     pub rerun: bool,
+    /// Upstream tool names run in the background for non-declaring callers.
+    pub background: Vec<String>,
     /// Each tool with its kind.
     pub tools: Vec<(Tool, Kind)>,
 }
@@ -131,6 +140,7 @@ impl Catalog {
                         tool: tool.name.to_string(),
                         kind,
                         rerun: listing.rerun,
+                        background: listing.background.iter().any(|b| *b == *tool.name),
                         definition,
                     },
                 );
@@ -164,6 +174,7 @@ mod tests {
             server: server.into(),
             prefix: prefix.into(),
             rerun: false,
+            background: Vec::new(),
             tools: tools.iter().map(|t| (tool(t), Kind::Plain)).collect(),
         }
     }

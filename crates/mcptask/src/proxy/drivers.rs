@@ -33,7 +33,7 @@ pub async fn run(
     call: ToolCall,
 ) -> Result<CallToolResult, TaskExit> {
     match route.kind {
-        Kind::Sep2663 => tracked(upstreams, &call.ctx).await,
+        Kind::Sep2663 | Kind::Triplet => tracked(upstreams, &call.ctx).await,
         Kind::Plain => synchronous(upstreams, route, call).await,
         Kind::Sep1686 { .. } => legacy_task(upstreams, route, call).await,
     }

@@ -9,15 +9,16 @@ use mcptask_client::{CallOptions, CallOutcome, TrackerError};
 use mcptask_server::mcp::declares_tasks;
 use mcptask_server::{CreateRequest, DurableTaskServer, TaskError, TaskRuntime};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelTaskParams, CreateTaskResult, CustomRequest,
-    CustomResult, GetTaskParams, GetTaskResult, Implementation, InputRequests, InputRequiredResult,
-    JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ServerCapabilities, ServerConfig, Tool, UpdateTaskParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    CreateTaskResult, CustomRequest, CustomResult, GetTaskParams, GetTaskResult, Implementation,
+    InputRequests, InputRequiredResult, JsonObject, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
+use super::agent_tools;
 use super::catalog::{Kind, Route};
 use super::source::{Source, Upstreams};
 
@@ -69,7 +70,49 @@ impl FrontServer {
         Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
     }
 
-    /// A SEP-2663 upstream called with tasks declared: its answer decides
+    /// A call of a caller that does not declare tasks, run in the
+    /// background: the same front task a declaring caller gets, announced
+    /// at once with its id for the agent tools.
+    async fn background(
+        &self,
+        route: &Route,
+        arguments: JsonObject,
+        principal: Option<String>,
+        request: &CallToolRequestParams,
+    ) -> Result<CallToolResponse, ErrorData> {
+        // A SEP-2663 upstream is called first (its task is what the front
+        // task follows), as for a declaring caller.
+        let response = if matches!(route.kind, Kind::Sep2663 | Kind::Triplet) {
+            self.tracked(route, arguments, principal, request).await?
+        } else {
+            self.create(route, arguments, principal, Default::default(), None)
+                .await?
+        };
+        Ok(match response {
+            CallToolResponse::Task(created) => CallToolResponse::Complete(agent_tools::started(
+                &created.task.task_id,
+                &route.front,
+            )),
+            CallToolResponse::InputRequired(round) => {
+                let keys: Vec<String> = round
+                    .input_requests
+                    .as_ref()
+                    .map(|r| r.keys().cloned().collect())
+                    .unwrap_or_default();
+                CallToolResponse::Complete(CallToolResult::error(vec![ContentBlock::text(
+                    format!(
+                        "{} asks questions ({}) before it starts, which this client cannot answer; call it from a client that declares tasks.",
+                        route.front,
+                        keys.join(", ")
+                    ),
+                )]))
+            }
+            other => other,
+        })
+    }
+
+    /// A SEP-2663 upstream (or a toolset's submit tool) called with tasks
+    /// declared: its answer decides
     /// (a result, a question round, or a task the tracker records before the
     /// front task that follows it is created).
     async fn tracked(
@@ -87,16 +130,17 @@ impl FrontServer {
             relay_answers: true,
             ..Default::default()
         };
-        let outcome = self
-            .upstreams
-            .tracker
-            .call_tool(
-                &route.server,
-                &route.tool,
-                Value::Object(arguments.clone()),
-                options,
-            )
-            .await;
+        let tracker = &self.upstreams.tracker;
+        let args = Value::Object(arguments.clone());
+        let outcome = if route.kind == Kind::Triplet {
+            tracker
+                .call_toolset(&route.server, &route.tool, args, options)
+                .await
+        } else {
+            tracker
+                .call_tool(&route.server, &route.tool, args, options)
+                .await
+        };
         match outcome {
             Ok(CallOutcome::Completed(result)) => Ok(CallToolResponse::Complete(result)),
             Ok(CallOutcome::Task(record)) => {
@@ -225,10 +269,14 @@ impl ServerHandler for FrontServer {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         use mcptask_server::ToolSource as _;
-        Ok(ListToolsResult::with_all_items(self.source.definitions()))
+        let mut tools = self.source.definitions();
+        if !declares_tasks(&context) {
+            tools.extend(agent_tools::definitions());
+        }
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -244,6 +292,13 @@ impl ServerHandler for FrontServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
+        if agent_tools::is_agent_tool(&name) && !declares_tasks(&context) {
+            let principal = (self.principal)(&context);
+            let arguments = request.arguments.clone().unwrap_or_default();
+            return agent_tools::call(&self.runtime, &name, arguments, principal.as_deref())
+                .await
+                .map(CallToolResponse::Complete);
+        }
         let catalog = self.upstreams.catalog();
         let route = catalog
             .get(&name)
@@ -252,8 +307,15 @@ impl ServerHandler for FrontServer {
         let arguments = request.arguments.clone().unwrap_or_default();
         let principal = (self.principal)(&context);
         match (route.kind, declares_tasks(&context)) {
-            (Kind::Sep2663, true) => self.tracked(&route, arguments, principal, &request).await,
-            (Kind::Sep1686 { required: true }, false) => Err(TaskError::MissingCapability.into()),
+            (Kind::Sep2663 | Kind::Triplet, true) => {
+                self.tracked(&route, arguments, principal, &request).await
+            }
+            // A non-declaring caller gets a background task it follows
+            // with the agent tools (a task-only tool has no other way).
+            (kind, false) if route.background || kind == Kind::Sep1686 { required: true } => {
+                self.background(&route, arguments, principal, &request)
+                    .await
+            }
             (_, false) => self.pass_through(&route, arguments, &context).await,
             (_, true) => {
                 let inputs = request.input_responses.clone().unwrap_or_default();

@@ -2,6 +2,7 @@
 //! on the gateway's listener (`[proxy] enabled = true`) or over stdio
 //! (`mcptask proxy --stdio`). See docs/PROXY.md.
 
+pub mod agent_tools;
 pub mod catalog;
 pub mod drivers;
 pub mod front;
@@ -47,6 +48,7 @@ impl Proxy {
                 name: s.name.get_ref().clone(),
                 prefix: s.prefix.clone().unwrap_or_else(|| s.name.get_ref().clone()),
                 rerun: s.interrupt == Interrupt::Rerun,
+                background: s.background.clone(),
             })
             .collect();
         let upstreams = Upstreams::new(tracker, servers);

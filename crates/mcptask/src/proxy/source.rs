@@ -24,6 +24,8 @@ pub struct Upstream {
     pub name: String,
     pub prefix: String,
     pub rerun: bool,
+    /// Upstream tool names run in the background for non-declaring callers.
+    pub background: Vec<String>,
 }
 
 /// The upstream side of the proxy: the tracker, the lanes, the catalog.
@@ -118,6 +120,7 @@ impl Upstreams {
                         server: s.name.clone(),
                         prefix: s.prefix.clone(),
                         rerun: s.rerun,
+                        background: s.background.clone(),
                         tools: tools.clone(),
                     })
                 })
@@ -152,9 +155,26 @@ impl Upstreams {
                 .await
                 .map_err(|e| e.to_string())?;
         }
+        let toolsets = self
+            .tracker
+            .servers()
+            .get(server)
+            .map(|(def, _)| def.toolsets)
+            .unwrap_or_default();
+        // A toolset's status and cancel tools are the tracker's to call;
+        // callers see its submit tool only.
+        let hidden = |name: &str| {
+            toolsets
+                .iter()
+                .any(|t| t.status_tool == name || t.cancel_tool == name)
+        };
         Ok(tools
             .into_iter()
+            .filter(|tool| !hidden(&tool.name))
             .map(|tool| {
+                if toolsets.iter().any(|t| t.submit_tool == tool.name) {
+                    return (tool, Kind::Triplet);
+                }
                 let kind = match info.protocol {
                     Protocol::Sep2663 => Kind::Sep2663,
                     Protocol::Sep1686 => match info.task_support(&tool.name) {

@@ -217,11 +217,23 @@ pub async fn call_tool(
         relay_answers: false,
     };
     let arguments = body.arguments.unwrap_or(json!({}));
-    match state
-        .tracker
-        .call_tool(&body.server, &body.tool, arguments, options)
-        .await?
-    {
+    let tracker = &state.tracker;
+    // A toolset's submit tool starts durable work the server does not
+    // announce as a task: the tracker drives it with the toolset's tools.
+    let toolset = tracker
+        .servers()
+        .get(&body.server)
+        .is_some_and(|(def, _)| def.toolset_for(&body.tool).is_some());
+    let outcome = if toolset {
+        tracker
+            .call_toolset(&body.server, &body.tool, arguments, options)
+            .await?
+    } else {
+        tracker
+            .call_tool(&body.server, &body.tool, arguments, options)
+            .await?
+    };
+    match outcome {
         CallOutcome::Completed(result) => Ok((
             StatusCode::OK,
             Json(json!({"outcome": "completed", "result": result})),

@@ -1,0 +1,126 @@
+//! Starting durable work through a submit/status/cancel toolset: a plain
+//! `tools/call` of the submit tool, whose answer names the task, recorded
+//! like a SEP-2663 handle (durably, before the caller sees it) with the
+//! toolset's driver so the workers poll and cancel it with its own tools.
+
+use mcptask_core::TaskStatus;
+use mcptask_core::client::triplet::{self, Unreadable};
+use mcptask_core::client::{RemoteDriver, RemoteSnapshot};
+use mcptask_core::payload;
+use rmcp::model::CallToolRequestParams;
+use serde_json::Value;
+
+use super::record::{Handle, bound_correlation};
+use super::{CallOptions, CallOutcome, Tracker, TrackerError};
+use crate::remote::{bounded, classify};
+
+impl Tracker {
+    /// Call `submit_tool`, the submit tool of one of `server`'s toolsets, and
+    /// track the task it starts to a terminal state with the toolset's status
+    /// and cancel tools.
+    ///
+    /// Returns [`CallOutcome::Task`] once the task is durably recorded, or
+    /// [`CallOutcome::Completed`] with the tool's own result when the submit
+    /// tool reported an error (`isError`: nothing was started). An answer
+    /// that breaks the toolset contract (no `structuredContent`, no
+    /// `task_id`, a status other than `running`) is
+    /// [`TrackerError::Protocol`] and nothing is tracked.
+    ///
+    /// ```no_run
+    /// # async fn demo(tracker: mcptask_client::Tracker) -> Result<(), mcptask_client::TrackerError> {
+    /// use mcptask_client::{CallOptions, CallOutcome};
+    /// let outcome = tracker
+    ///     .call_toolset("jobs", "submit_job", serde_json::json!({"n": 3}), CallOptions::default())
+    ///     .await?;
+    /// if let CallOutcome::Task(task) = outcome {
+    ///     println!("tracking {} as {}", task.remote_task_id, task.id);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn call_toolset(
+        &self,
+        server: &str,
+        submit_tool: &str,
+        arguments: Value,
+        options: CallOptions,
+    ) -> Result<CallOutcome, TrackerError> {
+        let inner = &self.inner;
+        if inner.shutdown.is_cancelled() {
+            return Err(TrackerError::ShuttingDown);
+        }
+        let limits = inner.config.policy.limits;
+        let arguments = match arguments {
+            Value::Object(map) => map,
+            Value::Null => Default::default(),
+            _ => {
+                return Err(TrackerError::InvalidInput(
+                    "arguments must be a JSON object".into(),
+                ));
+            }
+        };
+        let size = payload::json_size(&Value::Object(arguments.clone()));
+        if size > limits.max_arguments_bytes {
+            return Err(TrackerError::InvalidInput(format!(
+                "arguments are {size} bytes; the limit is {}",
+                limits.max_arguments_bytes
+            )));
+        }
+        // Before the call: refused after the submit, it would leave the work
+        // running on the server untracked.
+        bound_correlation(options.correlation.clone(), &limits)?;
+        let (def, hash) = inner
+            .servers
+            .get(server)
+            .ok_or_else(|| TrackerError::UnknownServer(server.into()))?;
+        let toolset = def.toolset_for(submit_tool).ok_or_else(|| {
+            TrackerError::InvalidInput(format!(
+                "{submit_tool:?} is not the submit tool of a toolset of server {server:?}"
+            ))
+        })?;
+        let driver = RemoteDriver::Triplet {
+            status_tool: toolset.status_tool.clone(),
+            cancel_tool: toolset.cancel_tool.clone(),
+        };
+        let conn = inner
+            .servers
+            .connect(server, Some(&hash), inner.timeouts())
+            .await?;
+        let params =
+            CallToolRequestParams::new(submit_tool.to_string()).with_arguments(arguments.clone());
+        let result = bounded("tools/call", conn.call_timeout, conn.peer.call_tool(params))
+            .await
+            .map_err(|e| {
+                if classify::is_disconnect(&e) {
+                    let conn = conn.clone();
+                    tokio::spawn(async move { conn.discard().await });
+                }
+                classify::call_error(&e)
+            })?;
+        conn.heard();
+        let answer = serde_json::to_value(&result).unwrap_or(Value::Null);
+        let submitted = match triplet::submitted(&answer) {
+            Ok(h) => h,
+            Err(Unreadable::ToolError(_)) => return Ok(CallOutcome::Completed(result)),
+            Err(Unreadable::Contract(e)) => {
+                return Err(TrackerError::Protocol(format!(
+                    "toolset {:?}: {e}; nothing is tracked",
+                    toolset.name
+                )));
+            }
+        };
+        let seed = RemoteSnapshot {
+            status: Some(TaskStatus::Working),
+            poll_interval_ms: submitted.poll_interval_ms,
+            ..Default::default()
+        };
+        let handle = Handle {
+            server,
+            hash: &hash,
+            tool: submit_tool,
+            arguments: &arguments,
+            remote_id: &submitted.task_id,
+            driver,
+        };
+        self.record_handle(handle, Ok(seed), &options, &conn).await
+    }
+}
