@@ -190,10 +190,29 @@ impl SyncCall {
             (Some(base), Some(tap)) => Some(tap.progress_lines().saturating_sub(base)),
             _ => None,
         };
-        if expected.is_none_or(|n| self.progress_seen < n) {
-            let grace = Duration::from_millis(if expected.is_some() { 2000 } else { 50 });
-            if let Ok(Some(event)) = tokio::time::timeout(grace, self.events.recv()).await {
-                return self.event(event);
+        match expected {
+            Some(n) if self.progress_seen < n => {
+                let grace = Duration::from_millis(2000);
+                if let Ok(Some(event)) = tokio::time::timeout(grace, self.events.recv()).await {
+                    return self.event(event);
+                }
+            }
+            Some(_) => {}
+            // Without a count, only a call that reported progress waits for
+            // stragglers: a fixed wait on every answer would cost every
+            // quick pass-through call the whole grace (a trailing progress
+            // report is cosmetic, the answer is not).
+            None if self.progress_seen > 0 => {
+                let grace = Duration::from_millis(50);
+                if let Ok(Some(event)) = tokio::time::timeout(grace, self.events.recv()).await {
+                    return self.event(event);
+                }
+            }
+            None => {
+                tokio::task::yield_now().await;
+                if let Ok(event) = self.events.try_recv() {
+                    return self.event(event);
+                }
             }
         }
         self.finished = true;
