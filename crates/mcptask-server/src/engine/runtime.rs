@@ -251,24 +251,10 @@ impl TaskRuntime {
         cursor: Option<&TaskCursor>,
         limit: i64,
     ) -> Result<(Vec<Task>, Option<TaskCursor>), TaskError> {
-        let now = self.inner.clock.now_ms();
-        let page = self
-            .inner
-            .store
-            .list_tasks(
-                principal,
-                live_only,
-                cursor,
-                limit.clamp(1, MAX_LIST_LIMIT),
-                now,
-            )
+        let (tasks, next) = self
+            .list_tasks_with_tools(principal, live_only, cursor, limit)
             .await?;
-        let tasks = page
-            .tasks
-            .iter()
-            .map(|r| wire::listed_task(r, now))
-            .collect();
-        Ok((tasks, page.next))
+        Ok((tasks.into_iter().map(|(task, _)| task).collect(), next))
     }
 
     /// [`TaskRuntime::list_tasks`] with each task's tool name.
