@@ -4,11 +4,14 @@
 
 use mcptask_core::elicit::check_answer;
 use mcptask_core::payload;
-use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, InputResponses};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, InputResponses, JsonObject,
+};
+use rmcp::service::ServiceError;
 use serde_json::Value;
 
 use super::{Tracker, TrackerError};
-use crate::remote::{bounded, classify};
+use crate::remote::{Connection, RemoteError, bounded, classify};
 use crate::resolver::InputContext;
 
 /// Most multi-round-trip rounds a `tools/call` may take before a task or result.
@@ -51,18 +54,21 @@ pub enum CallOutcome {
     Task(Box<mcptask_core::client::RemoteTaskRecord>),
 }
 
+/// A failed `tools/call` as the caller's error; a broken session is dropped
+/// from the pool (in the background) so the next call opens a fresh one.
+pub(super) fn call_failure(conn: &Connection, e: &ServiceError) -> RemoteError {
+    if classify::is_disconnect(e) {
+        let conn = conn.clone();
+        tokio::spawn(async move { conn.discard().await });
+    }
+    classify::call_error(e)
+}
+
 impl Tracker {
-    /// Call `tool` on `server`, declaring the tasks extension. Returns the
-    /// result, or, once the task handle is durably recorded, the tracked task.
-    /// Multi-round-trip input requested before a task exists is answered by the
-    /// resolver (or the call fails with [`TrackerError::InputNeeded`]).
-    pub async fn call_tool(
-        &self,
-        server: &str,
-        tool: &str,
-        arguments: Value,
-        options: CallOptions,
-    ) -> Result<CallOutcome, TrackerError> {
+    /// The checks every new call passes before anything is sent: the tracker
+    /// is running, and the arguments are an object (or nothing) within the
+    /// size limit.
+    pub(super) fn call_arguments(&self, arguments: Value) -> Result<JsonObject, TrackerError> {
         let inner = &self.inner;
         if inner.shutdown.is_cancelled() {
             return Err(TrackerError::ShuttingDown);
@@ -83,6 +89,22 @@ impl Tracker {
                 inner.config.policy.limits.max_arguments_bytes
             )));
         }
+        Ok(arguments)
+    }
+
+    /// Call `tool` on `server`, declaring the tasks extension. Returns the
+    /// result, or, once the task handle is durably recorded, the tracked task.
+    /// Multi-round-trip input requested before a task exists is answered by the
+    /// resolver (or the call fails with [`TrackerError::InputNeeded`]).
+    pub async fn call_tool(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Value,
+        options: CallOptions,
+    ) -> Result<CallOutcome, TrackerError> {
+        let inner = &self.inner;
+        let arguments = self.call_arguments(arguments)?;
         for (key, response) in &options.input_responses {
             inner
                 .config
@@ -127,13 +149,7 @@ impl Tracker {
                 conn.peer.call_tool_once(params),
             )
             .await
-            .map_err(|e| {
-                if classify::is_disconnect(&e) {
-                    let conn = conn.clone();
-                    tokio::spawn(async move { conn.discard().await });
-                }
-                classify::call_error(&e)
-            })?;
+            .map_err(|e| call_failure(&conn, &e))?;
             match response {
                 CallToolResponse::Complete(result) => return Ok(CallOutcome::Completed(result)),
                 CallToolResponse::Task(created) => {

@@ -6,13 +6,12 @@
 use mcptask_core::TaskStatus;
 use mcptask_core::client::triplet::{self, Unreadable};
 use mcptask_core::client::{RemoteDriver, RemoteSnapshot};
-use mcptask_core::payload;
 use rmcp::model::CallToolRequestParams;
 use serde_json::Value;
 
 use super::record::{Handle, bound_correlation};
 use super::{CallOptions, CallOutcome, Tracker, TrackerError};
-use crate::remote::{bounded, classify};
+use crate::remote::bounded;
 
 impl Tracker {
     /// Call `submit_tool`, the submit tool of one of `server`'s toolsets, and
@@ -45,26 +44,8 @@ impl Tracker {
         options: CallOptions,
     ) -> Result<CallOutcome, TrackerError> {
         let inner = &self.inner;
-        if inner.shutdown.is_cancelled() {
-            return Err(TrackerError::ShuttingDown);
-        }
         let limits = inner.config.policy.limits;
-        let arguments = match arguments {
-            Value::Object(map) => map,
-            Value::Null => Default::default(),
-            _ => {
-                return Err(TrackerError::InvalidInput(
-                    "arguments must be a JSON object".into(),
-                ));
-            }
-        };
-        let size = payload::json_size(&Value::Object(arguments.clone()));
-        if size > limits.max_arguments_bytes {
-            return Err(TrackerError::InvalidInput(format!(
-                "arguments are {size} bytes; the limit is {}",
-                limits.max_arguments_bytes
-            )));
-        }
+        let arguments = self.call_arguments(arguments)?;
         // Before the call: refused after the submit, it would leave the work
         // running on the server untracked.
         bound_correlation(options.correlation.clone(), &limits)?;
@@ -89,13 +70,7 @@ impl Tracker {
             CallToolRequestParams::new(submit_tool.to_string()).with_arguments(arguments.clone());
         let result = bounded("tools/call", conn.call_timeout, conn.peer.call_tool(params))
             .await
-            .map_err(|e| {
-                if classify::is_disconnect(&e) {
-                    let conn = conn.clone();
-                    tokio::spawn(async move { conn.discard().await });
-                }
-                classify::call_error(&e)
-            })?;
+            .map_err(|e| super::call::call_failure(&conn, &e))?;
         conn.heard();
         let answer = serde_json::to_value(&result).unwrap_or(Value::Null);
         let submitted = match triplet::submitted(&answer) {
