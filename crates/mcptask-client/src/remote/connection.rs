@@ -131,12 +131,18 @@ fn client_config() -> ClientConfig {
     )
 }
 
-/// Open a session to `def`, negotiating the protocol version that carries tasks.
-pub(super) async fn open(def: &ServerDef) -> Result<Session, RemoteError> {
-    let lifecycle = ClientLifecycleMode::Auto {
+/// Prefer 2026-07-28 (the version that carries tasks) and fall back to
+/// `initialize` for older servers.
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         legacy_version: None,
-    };
+    }
+}
+
+/// Open a session to `def`, negotiating the protocol version that carries tasks.
+pub(super) async fn open(def: &ServerDef) -> Result<Session, RemoteError> {
+    let lifecycle = lifecycle();
     let name = &def.name;
     match &def.transport {
         Transport::Http { .. } => {
@@ -238,10 +244,7 @@ pub(crate) async fn open_upstream(
     def: &ServerDef,
     handler: UpstreamHandler,
 ) -> Result<(UpstreamSession, Option<Arc<super::tap::Tap>>), RemoteError> {
-    let lifecycle = ClientLifecycleMode::Auto {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-        legacy_version: None,
-    };
+    let lifecycle = lifecycle();
     let name = &def.name;
     match &def.transport {
         Transport::Http { .. } => {
