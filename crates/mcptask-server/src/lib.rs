@@ -67,7 +67,9 @@ pub mod testkit;
 pub mod tool;
 
 pub use config::RuntimeConfig;
-pub use engine::{CreateRequest, MAX_LIST_LIMIT, Maintenance, RuntimeBuilder, TaskRuntime};
+pub use engine::{
+    CreateRequest, MAX_LIST_LIMIT, Maintenance, RuntimeBuilder, TaskOverview, TaskRuntime,
+};
 pub use error::{SERVER_BUSY, TASK_NOT_FOUND, TaskError};
 pub use mcp::{DurableTaskServer, Principal};
 pub use mcptask_core::server::{InterruptPolicy, TaskSupport};

@@ -2,7 +2,10 @@
 //! serve`) and a real demo server (`mcptask demo-server`): the browser sees a
 //! task appear live, answers its input request through the generated form,
 //! cancels another task, sees both settle, and calls a tool picked from the
-//! server's tool list with the form generated from its input schema. The steps are in
+//! server's tool list with the form generated from its input schema. The
+//! gateway also runs the proxy: a front task an MCP client started at `/mcp`
+//! is listed with the driver that follows it, leads to its tracked task, and
+//! is cancelled from the page. The steps are in
 //! `tests/browser/dashboard.mjs` (playwright-core driving the system's
 //! Chromium); this test starts the processes, seeds a task, runs the script
 //! and checks the outcome through the API. It leaves a screenshot of the
@@ -18,6 +21,8 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use mcptask_server::testkit::{Lifecycle, TestClient};
+use rmcp::model::CallToolResponse;
 use serde_json::{Value, json};
 use support::*;
 
@@ -118,12 +123,30 @@ async fn the_dashboard_shows_tasks_live_answers_and_cancels_them() {
         let server_db = Database::sqlite();
         let gateway_db = Database::sqlite();
         let server = DemoServer::start(&server_db.url, &[]).await;
-        let gateway = Gateway::start(
-            "gateway",
-            &GatewaySpec::with_tokens(&gateway_db.url, &[("demo", &server.url)]),
-        )
-        .await;
+        let toml = GatewaySpec::with_tokens(&gateway_db.url, &[("demo", &server.url)]).toml()
+            + "\n[proxy]\nenabled = true\n";
+        let gateway = Gateway::start_toml("gateway", &toml, &[]).await;
         let api = gateway.client(Some(OPERATOR));
+        // A front task held by an MCP client declaring tasks: the proxy
+        // follows the demo server's SEP-2663 task for it.
+        let mcp = TestClient::http(
+            &format!("{}/mcp", gateway.base),
+            Some(OPERATOR),
+            Lifecycle::Modern { tasks: true },
+        )
+        .await
+        .expect("connect to /mcp");
+        let front_id = match mcp
+            .call(
+                "demo__slow_compute",
+                json!({"seconds": 120, "label": "front task"}),
+            )
+            .await
+            .expect("tools/call through the proxy")
+        {
+            CallToolResponse::Task(t) => t.task.task_id,
+            other => panic!("expected a front task, got {other:?}"),
+        };
 
         // Tasks that exist before the page loads: one settled each way (for a
         // telling screenshot) and a long one the browser will cancel.
@@ -158,6 +181,8 @@ async fn the_dashboard_shows_tasks_live_answers_and_cancels_them() {
                 OPERATOR,
                 "--slow-task",
                 &slow_id,
+                "--front-task",
+                &front_id,
             ])
             .arg("--screenshot")
             .arg(&screenshot)
@@ -235,6 +260,26 @@ async fn the_dashboard_shows_tasks_live_answers_and_cancels_them() {
         let cancelled = api.task(&slow_id).await;
         assert_eq!(cancelled["status"], "cancelled", "{cancelled:#}");
         assert!(cancelled["cancelRequestedAt"].is_string(), "{cancelled:#}");
+
+        // The front task: listed with its driver, cancelled from the page,
+        // and the cancel reached the tracked task and the demo server.
+        assert_eq!(result["frontStatus"], "cancelled", "{result:#}");
+        let tracked_id = result["trackedId"].as_str().expect("trackedId");
+        let front = api.get(&format!("/api/v1/front-tasks/{front_id}")).await;
+        let front = front.assert_status(200);
+        assert_eq!(
+            (&front["driver"], &front["trackedTask"], &front["status"]),
+            (&json!("sep2663"), &json!(tracked_id), &json!("cancelled")),
+            "{front:#}"
+        );
+        let seen = wait_status(&mcp, &front_id, "cancelled", Duration::from_secs(30)).await;
+        assert_eq!(status(&seen), "cancelled", "the MCP client sees it cancelled: {seen:#}");
+        let tracked = api.task(tracked_id).await;
+        assert_eq!(
+            (&tracked["driver"], &tracked["tool"], &tracked["status"]),
+            (&json!("sep2663"), &json!("slow_compute"), &json!("cancelled")),
+            "{tracked:#}"
+        );
 
         assert!(
             is_png(&screenshot),

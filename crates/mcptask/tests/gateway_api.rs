@@ -131,6 +131,10 @@ async fn every_route_answers_json_with_stable_codes() {
         anon.get("/no/such/route")
             .await
             .assert_error(404, "not_found");
+        // Front tasks exist only where the proxy runs; the 404 says so.
+        let off = op.get("/api/v1/front-tasks").await;
+        off.assert_error(404, "not_found");
+        assert!(off.text.contains("proxy is not enabled"), "{off:?}");
 
         // The OpenAPI document parses and describes every route of the router.
         let doc = anon.get("/openapi.json").await;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use mcptask_server::testkit::{Lifecycle, TestClient};
 use rmcp::model::{CallToolResponse, CallToolResult};
 use serde_json::{Value, json};
-use support::{ALICE, BOB, Database, DemoServer, Gateway, GatewaySpec, with_deadline};
+use support::{ALICE, BOB, Database, DemoServer, Gateway, GatewaySpec, OPERATOR, with_deadline};
 
 const AGENT_TOOLS: [&str; 4] = [
     "mcptask_list_tasks",
@@ -167,6 +167,62 @@ async fn a_non_declaring_client_runs_background_tasks_with_the_agent_tools() {
 
         let unknown = call(&alice, "mcptask_get_task", json!({"taskId": "no-such-task"})).await;
         assert_eq!(unknown.is_error, Some(true));
+
+        // The API shows the same front tasks, scoped the same way, with the
+        // driver behind each and the tracked task it follows.
+        let alice_api = gateway.client(Some(ALICE));
+        let listed = alice_api.get("/api/v1/front-tasks").await;
+        let listed = listed.assert_status(200);
+        assert_eq!(listed["principal"], "alice", "{listed:#}");
+        let front = |rows: &Value, id: &str| {
+            rows["tasks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|t| t["taskId"] == id)
+                .cloned()
+        };
+        let row = front(listed, &id).unwrap_or_else(|| panic!("{id} not listed: {listed:#}"));
+        assert_eq!(
+            (&row["tool"], &row["driver"], &row["status"]),
+            (&json!("demo__confirm_delete"), &json!("sep2663"), &json!("completed")),
+            "{row:#}"
+        );
+        let tracked = row["trackedTask"].as_str().expect("trackedTask").to_string();
+        let tracked = alice_api.task(&tracked).await;
+        assert_eq!((&tracked["driver"], &tracked["tool"]), (&json!("sep2663"), &json!("confirm_delete")));
+        assert!(row.get("upstreamTaskId").is_none(), "operators only: {row:#}");
+        let one = alice_api.get(&format!("/api/v1/front-tasks/{slow}")).await;
+        assert_eq!(one.assert_status(200)["status"], "cancelled");
+        let bob_api = gateway.client(Some(BOB));
+        let bobs = bob_api.get("/api/v1/front-tasks").await;
+        assert_eq!(bobs.assert_status(200)["tasks"], json!([]));
+        bob_api
+            .get(&format!("/api/v1/front-tasks/{id}"))
+            .await
+            .assert_error(404, "not_found");
+        bob_api
+            .post(&format!("/api/v1/front-tasks/{id}/cancel"), &json!({}))
+            .await
+            .assert_error(404, "not_found");
+        bob_api
+            .get("/api/v1/front-tasks?principal=alice")
+            .await
+            .assert_error(403, "forbidden");
+        let op = gateway.client(Some(OPERATOR));
+        let anonymous = op.get("/api/v1/front-tasks").await;
+        assert!(front(anonymous.assert_status(200), &id).is_none(), "operators see the anonymous callers' by default");
+        let for_alice = op.get("/api/v1/front-tasks?principal=alice&limit=1").await;
+        let for_alice = for_alice.assert_status(200);
+        assert_eq!(for_alice["tasks"].as_array().unwrap().len(), 1);
+        let cursor = for_alice["nextCursor"].as_str().expect("a second page");
+        let second = op
+            .get(&format!("/api/v1/front-tasks?principal=alice&limit=1&cursor={}", support::encode(cursor)))
+            .await;
+        let both = [&for_alice["tasks"][0]["taskId"], &second.assert_status(200)["tasks"][0]["taskId"]];
+        assert!(both.contains(&&json!(id)) && both.contains(&&json!(slow)), "{both:?}");
+        op.get("/api/v1/front-tasks?cursor=garbage").await.assert_error(400, "bad_request");
+        op.get("/api/v1/front-tasks?limit=0").await.assert_error(400, "bad_request");
 
         // A client that declares tasks does not see the agent tools.
         let declaring = TestClient::http(&url, Some(ALICE), Lifecycle::Modern { tasks: true })

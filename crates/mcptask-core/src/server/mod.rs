@@ -201,6 +201,27 @@ impl TaskCursor {
             id: record.id.clone(),
         }
     }
+
+    /// The cursor as opaque text for a client to hand back.
+    ///
+    /// ```
+    /// use mcptask_core::server::TaskCursor;
+    /// let c = TaskCursor { created_at: 5, id: "a:b".into() };
+    /// assert_eq!(TaskCursor::decode(&c.encode()), Some(c));
+    /// assert_eq!(TaskCursor::decode("nonsense"), None);
+    /// ```
+    pub fn encode(&self) -> String {
+        format!("{}:{}", self.created_at, self.id)
+    }
+
+    /// Read back what [`TaskCursor::encode`] gave; `None` for anything else.
+    pub fn decode(text: &str) -> Option<Self> {
+        let (at, id) = text.split_once(':')?;
+        Some(TaskCursor {
+            created_at: at.parse().ok()?,
+            id: id.to_string(),
+        })
+    }
 }
 
 /// One page of [`ServerTaskStore::list_tasks`](crate::store::ServerTaskStore::list_tasks).

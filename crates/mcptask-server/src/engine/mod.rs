@@ -24,4 +24,4 @@ pub use builder::RuntimeBuilder;
 pub(crate) use executor::panic_text;
 pub(crate) use inner::RuntimeInner;
 pub use maintenance::Maintenance;
-pub use runtime::{CreateRequest, MAX_LIST_LIMIT, TaskRuntime};
+pub use runtime::{CreateRequest, MAX_LIST_LIMIT, TaskOverview, TaskRuntime};

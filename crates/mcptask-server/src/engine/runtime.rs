@@ -28,6 +28,29 @@ use crate::tool::{ToolRegistry, ToolSource};
 /// Most tasks one [`TaskRuntime::list_tasks`] page returns.
 pub const MAX_LIST_LIMIT: i64 = 100;
 
+/// What the wire task leaves out and an operator wants to see: the tool
+/// that was called and what drives the work (`None` for a native tool; a
+/// proxy names its upstream driver, with the driver's saved state).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskOverview {
+    /// The tool that was called.
+    pub tool: String,
+    /// The driver behind the work, if the tool is not a native one.
+    pub driver: Option<String>,
+    /// The driver's durable state, if it saved any.
+    pub driver_state: Option<Value>,
+}
+
+impl TaskOverview {
+    fn of(r: &mcptask_core::server::ServerTaskRecord) -> Self {
+        TaskOverview {
+            tool: r.tool.clone(),
+            driver: r.driver.clone(),
+            driver_state: r.driver_state.clone(),
+        }
+    }
+}
+
 /// How long shutdown waits for stopped work to unwind after its deadline.
 const STOPPED_WORK_GRACE: Duration = Duration::from_secs(5);
 
@@ -252,19 +275,29 @@ impl TaskRuntime {
         limit: i64,
     ) -> Result<(Vec<Task>, Option<TaskCursor>), TaskError> {
         let (tasks, next) = self
-            .list_tasks_with_tools(principal, live_only, cursor, limit)
+            .list_task_overviews(principal, live_only, cursor, limit)
             .await?;
         Ok((tasks.into_iter().map(|(task, _)| task).collect(), next))
     }
 
-    /// [`TaskRuntime::list_tasks`] with each task's tool name.
-    pub async fn list_tasks_with_tools(
+    /// [`TaskRuntime::list_tasks`] with what an operator's view adds to each
+    /// task: its tool and the driver behind it.
+    ///
+    /// ```no_run
+    /// # async fn f(rt: mcptask_server::TaskRuntime) -> Result<(), mcptask_server::TaskError> {
+    /// let (page, _next) = rt.list_task_overviews(None, true, None, 20).await?;
+    /// for (task, overview) in page {
+    ///     println!("{} {} {:?}", task.task_id, overview.tool, overview.driver);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn list_task_overviews(
         &self,
         principal: Option<&str>,
         live_only: bool,
         cursor: Option<&TaskCursor>,
         limit: i64,
-    ) -> Result<(Vec<(Task, String)>, Option<TaskCursor>), TaskError> {
+    ) -> Result<(Vec<(Task, TaskOverview)>, Option<TaskCursor>), TaskError> {
         let now = self.inner.clock.now_ms();
         let page = self
             .inner
@@ -280,9 +313,20 @@ impl TaskRuntime {
         let tasks = page
             .tasks
             .iter()
-            .map(|r| (wire::listed_task(r, now), r.tool.clone()))
+            .map(|r| (wire::listed_task(r, now), TaskOverview::of(r)))
             .collect();
         Ok((tasks, page.next))
+    }
+
+    /// [`TaskRuntime::get_task`] with the task's [`TaskOverview`].
+    pub async fn get_task_overview(
+        &self,
+        task_id: &str,
+        principal: Option<&str>,
+    ) -> Result<(DetailedTask, TaskOverview), TaskError> {
+        let view = self.inner.visible(task_id, principal).await?;
+        let task = wire::detailed_task(&view, self.inner.clock.now_ms())?;
+        Ok((task, TaskOverview::of(&view.record)))
     }
 
     /// `tasks/update`: store answers to outstanding input requests (others are

@@ -83,7 +83,7 @@ pub async fn run(config_path: &Path, flags: &config::Overrides) -> anyhow::Resul
         Duration::from_secs(5),
         stop.clone(),
     );
-    let state = api::AppState::new(gateway.tracker.clone(), &gateway.config, Some(handle));
+    let mut state = api::AppState::new(gateway.tracker.clone(), &gateway.config, Some(handle));
     let proxy = if gateway.config.proxy.enabled {
         Some(
             crate::proxy::Proxy::start(
@@ -97,6 +97,7 @@ pub async fn run(config_path: &Path, flags: &config::Overrides) -> anyhow::Resul
     } else {
         None
     };
+    state.front = proxy.as_ref().map(|p| p.runtime.clone());
     let mcp = proxy
         .as_ref()
         .map(|p| p.http_service(gateway.config.api.max_body_bytes, stop.clone()));

@@ -133,18 +133,6 @@ fn task_id(arguments: &JsonObject) -> Result<String, CallToolResult> {
     }
 }
 
-fn encode_cursor(cursor: &TaskCursor) -> String {
-    format!("{}:{}", cursor.created_at, cursor.id)
-}
-
-fn decode_cursor(text: &str) -> Option<TaskCursor> {
-    let (at, id) = text.split_once(':')?;
-    Some(TaskCursor {
-        created_at: at.parse().ok()?,
-        id: id.to_string(),
-    })
-}
-
 /// Run agent tool `name` for `principal`.
 pub async fn call(
     runtime: &TaskRuntime,
@@ -234,18 +222,19 @@ async fn list(
     };
     let cursor = match arguments.get("cursor").and_then(Value::as_str) {
         None => None,
-        Some(text) => match decode_cursor(text) {
+        Some(text) => match TaskCursor::decode(text) {
             Some(c) => Some(c),
             None => return Ok(refuse("cursor is not one this tool gave".into())),
         },
     };
     let (tasks, next) = runtime
-        .list_tasks_with_tools(principal, live_only, cursor.as_ref(), limit)
+        .list_task_overviews(principal, live_only, cursor.as_ref(), limit)
         .await
         .map_err(ErrorData::from)?;
     let mut rows = Vec::new();
     let mut lines = Vec::new();
-    for (task, tool) in tasks {
+    for (task, overview) in tasks {
+        let tool = overview.tool;
         let mut questions = Vec::new();
         if task.status == TaskStatus::InputRequired
             && let Ok(detailed) = runtime.get_task(&task.task_id, principal).await
@@ -271,7 +260,7 @@ async fn list(
             "questions": questions,
         }));
     }
-    let next = next.as_ref().map(encode_cursor);
+    let next = next.as_ref().map(TaskCursor::encode);
     let mut text = if lines.is_empty() {
         format!("No {}tasks.", if live_only { "live " } else { "" })
     } else {
@@ -370,8 +359,8 @@ mod tests {
             created_at: 42,
             id: "a:b".into(),
         };
-        assert_eq!(decode_cursor(&encode_cursor(&c)), Some(c));
-        assert!(decode_cursor("nope").is_none());
+        assert_eq!(TaskCursor::decode(&c.encode()), Some(c));
+        assert!(TaskCursor::decode("nope").is_none());
         for tool in definitions() {
             assert!(is_agent_tool(&tool.name));
             assert!(tool.name.starts_with("mcptask_"));

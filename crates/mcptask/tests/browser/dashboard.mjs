@@ -4,7 +4,7 @@
 // and `mcptask demo-server`:
 //
 //   node dashboard.mjs --base http://127.0.0.1:PORT --token TOKEN \
-//     --slow-task rt_… --screenshot target/dashboard.png
+//     --slow-task rt_… --front-task <front task id> --screenshot target/dashboard.png
 //
 // Environment: PLAYWRIGHT_CORE (the package directory), CHROMIUM (the browser
 // binary), USER_DATA_DIR (a fresh, empty directory).
@@ -17,7 +17,9 @@
 // complete; open the other task, cancel
 // it and see it cancelled; call a tool from the picker (server, then tool,
 // then the form generated from its input schema) and see it complete; take
-// a screenshot. Prints one JSON line `RESULT {...}` at the end; exits
+// a screenshot; open the proxy's front tasks, see the one given listed with
+// its driver, follow it to its tracked task, cancel it and see it cancelled.
+// Prints one JSON line `RESULT {...}` at the end; exits
 // non-zero on any failure.
 
 import { createRequire } from "node:module";
@@ -33,7 +35,7 @@ function args() {
     if (!argv[i].startsWith("--") || argv[i + 1] === undefined) throw new Error(`bad argument ${argv[i]}`);
     out[argv[i].slice(2)] = argv[i + 1];
   }
-  for (const k of ["base", "token", "slow-task", "screenshot"]) if (!out[k]) throw new Error(`--${k} is required`);
+  for (const k of ["base", "token", "slow-task", "front-task", "screenshot"]) if (!out[k]) throw new Error(`--${k} is required`);
   return out;
 }
 
@@ -204,9 +206,31 @@ try {
   await page.screenshot({ path: opts.screenshot });
   log("screenshot", opts.screenshot);
 
+  // 7. The proxy's front tasks: the one an MCP client holds is listed with
+  // the driver that follows it upstream, links to its tracked task, and is
+  // cancelled from here (the cancel travels front → tracker → demo server).
+  const frontId = opts["front-task"];
+  await page.locator('[data-testid="front-tasks"]:not([hidden]) summary').click();
+  const frontRow = page.locator(`[data-testid="front-task"][data-task-id="${frontId}"]`);
+  await frontRow.waitFor();
+  if ((await frontRow.getAttribute("data-driver")) !== "sep2663") throw new Error(`front task driver: ${await frontRow.getAttribute("data-driver")}`);
+  const driverText = await frontRow.locator('[data-testid="front-driver"]').textContent();
+  if (driverText !== "SEP-2663 task") throw new Error(`the driver is not named: ${driverText}`);
+  log("the front task is listed with its driver");
+  await frontRow.locator('[data-testid="front-tracked"]').click();
+  const trackedCard = page.locator('[data-testid="detail-card"]', { has: page.locator('[data-testid="detail-driver"][data-driver="sep2663"]') });
+  await trackedCard.waitFor();
+  const trackedId = await trackedCard.getAttribute("data-task-id");
+  log("its tracked task opened", trackedId);
+  await frontRow.locator('[data-testid="front-cancel"]').click();
+  await page.locator(`[data-testid="front-task"][data-task-id="${frontId}"][data-status="cancelled"]`).waitFor();
+  await page.locator(`tr.task[data-task-id="${trackedId}"][data-status="cancelled"]`).waitFor();
+  const frontStatus = await page.locator(`[data-testid="front-task"][data-task-id="${frontId}"]`).getAttribute("data-status");
+  log("the front task and its tracked task are cancelled");
+
   const statuses = await page.locator("tr.task").evaluateAll((rows) => rows.map((r) => [r.dataset.taskId, r.dataset.status]));
   if (problems.length) throw new Error(`the page reported problems:\n${problems.join("\n")}`);
-  console.log("RESULT " + JSON.stringify({ askId, slowId, pickedId, reportId, statuses: Object.fromEntries(statuses) }));
+  console.log("RESULT " + JSON.stringify({ askId, slowId, pickedId, reportId, statuses: Object.fromEntries(statuses), frontStatus, trackedId }));
 } catch (e) {
   console.error("FAILED:", e && e.stack ? e.stack : e);
   if (problems.length) console.error(problems.join("\n"));

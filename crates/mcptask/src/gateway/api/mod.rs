@@ -2,6 +2,7 @@
 //! OpenAPI document and dashboard.
 
 pub mod error;
+pub mod front;
 mod handlers;
 pub mod openapi;
 mod sse;
@@ -60,6 +61,8 @@ impl Caller {
 pub struct AppState {
     pub tracker: Tracker,
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+    /// The proxy's front task runtime, when the proxy is enabled.
+    pub front: Option<mcptask_server::TaskRuntime>,
     auth: AuthMode,
     tokens: Arc<HashMap<String, Option<String>>>,
 }
@@ -79,6 +82,7 @@ impl AppState {
         Self {
             tracker,
             metrics,
+            front: None,
             auth: config.api.auth,
             tokens: Arc::new(tokens),
         }
@@ -195,6 +199,9 @@ pub fn router_with_mcp(
         .route("/api/v1/tasks/{id}/cancel", post(handlers::cancel_task))
         .route("/api/v1/tasks/{id}/answers", post(handlers::answer_task))
         .route("/api/v1/calls", post(handlers::call_tool))
+        .route("/api/v1/front-tasks", get(front::list))
+        .route("/api/v1/front-tasks/{id}", get(front::get))
+        .route("/api/v1/front-tasks/{id}/cancel", post(front::cancel))
         .route("/api/v1/servers", get(handlers::list_servers))
         .route("/api/v1/servers/{name}/tools", get(tools::list_tools))
         .route("/api/v1/dead-letters", get(handlers::list_dead_letters))

@@ -33,7 +33,7 @@ pub fn spec() -> Value {
     answer_responses["400"] = error_response(
         "Malformed request, or an answer that does not fit its question (`invalid_answer`: nothing stored)",
     );
-    json!({
+    let mut doc = json!({
         "openapi": "3.1.0",
         "info": {
             "title": "mcptask gateway API",
@@ -51,6 +51,7 @@ pub fn spec() -> Value {
                 "Status": {"type": "string", "enum": ["working", "input_required", "completed", "failed", "cancelled"]},
                 "TaskSummary": {"type": "object", "required": ["id", "server", "tool", "status", "createdAt", "updatedAt"], "properties": {
                     "id": {"type": "string"}, "server": {"type": "string"}, "tool": {"type": "string"},
+                    "driver": {"type": "string", "enum": ["sep2663", "triplet"], "description": "How the task is followed: SEP-2663 tasks/* methods, or a submit/status/cancel toolset"},
                     "status": {"$ref": "#/components/schemas/Status"}, "statusMessage": {"type": ["string", "null"]},
                     "principal": {"type": ["string", "null"]}, "conversation": {"type": ["string", "null"]}, "callId": {"type": ["string", "null"]},
                     "correlation": {}, "createdAt": {"type": "string", "format": "date-time"}, "updatedAt": {"type": "string", "format": "date-time"},
@@ -177,7 +178,47 @@ pub fn spec() -> Value {
             "/openapi.json": {"get": {"summary": "This document", "security": [], "responses": {"200": {"description": "OpenAPI 3.1"}}}},
             "/": {"get": {"summary": "The dashboard (HTML)", "security": [], "responses": {"200": {"description": "text/html"}}}}
         }
-    })
+    });
+    front_tasks(&mut doc, &with);
+    doc
+}
+
+/// The proxy's front tasks (404 `not_found` when the proxy is not enabled).
+fn front_tasks(doc: &mut Value, with: &dyn Fn(Value) -> Value) {
+    let principal = json!({"name": "principal", "in": "query", "schema": {"type": "string"},
+        "description": "Whose front tasks: operators name any principal (none: the anonymous callers'); a principal token only its own (403 otherwise)"});
+    let id = json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string"}, "description": "Front task id"});
+    doc["components"]["schemas"]["FrontTask"] = json!({"type": "object", "description": "The task as tasks/get shows it to the MCP caller, with what an operator needs", "properties": {
+        "taskId": {"type": "string"}, "status": {"$ref": "#/components/schemas/Status"}, "statusMessage": {"type": ["string", "null"]},
+        "createdAt": {"type": "string", "format": "date-time"}, "lastUpdatedAt": {"type": "string", "format": "date-time"},
+        "tool": {"type": "string", "description": "The front tool name (<prefix>__<tool>)"},
+        "driver": {"type": "string", "enum": ["sep2663", "sep1686", "triplet", "sync", "native"], "description": "What follows the call upstream: a tracked SEP-2663 task, a 2025-11-25 task, a submit/status/cancel toolset, a synchronous call run as durable work, or a native tool"},
+        "trackedTask": {"type": ["string", "null"], "description": "The tracked task (/api/v1/tasks/{id}) behind it, for sep2663 and triplet"},
+        "upstreamTaskId": {"type": ["string", "null"], "description": "The upstream's task id of a sep1686 front task (operators only)"}
+    }});
+    doc["components"]["schemas"]["FrontTaskList"] = json!({"type": "object", "properties": {
+        "principal": {"type": ["string", "null"]},
+        "tasks": {"type": "array", "items": {"$ref": "#/components/schemas/FrontTask"}}, "nextCursor": {"type": ["string", "null"]}}});
+    let off = error_response(
+        "The proxy is not enabled ([proxy] enabled = true), or an unknown front task",
+    );
+    doc["paths"]["/api/v1/front-tasks"] = json!({"get": {
+        "summary": "The proxy's front tasks, newest first, with the driver behind each",
+        "parameters": [principal, {"name": "active", "in": "query", "schema": {"type": "boolean"}},
+            {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 50}},
+            {"name": "cursor", "in": "query", "schema": {"type": "string"}, "description": "nextCursor of the previous page"}],
+        "responses": with(json!({"200": ok("A page of front tasks", "FrontTaskList"), "403": error_response("A principal token named another principal"), "404": off}))
+    }});
+    doc["paths"]["/api/v1/front-tasks/{id}"] = json!({"get": {
+        "summary": "One front task: the caller's view (tasks/get) with its driver",
+        "parameters": [id, principal],
+        "responses": with(json!({"200": ok("The front task", "FrontTask"), "403": error_response("A principal token named another principal"), "404": off}))
+    }});
+    doc["paths"]["/api/v1/front-tasks/{id}/cancel"] = json!({"post": {
+        "summary": "Cancel a front task (as tasks/cancel would); the cancel is passed upstream by its driver",
+        "parameters": [id, principal],
+        "responses": with(json!({"202": ok("Cancellation recorded", "FrontTask"), "403": error_response("A principal token named another principal"), "404": off}))
+    }});
 }
 
 pub async fn document() -> Json<Value> {

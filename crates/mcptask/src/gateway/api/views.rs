@@ -14,6 +14,7 @@ pub fn summary(r: &RemoteTaskRecord, operator: bool) -> Value {
         "id": r.id,
         "server": r.server,
         "tool": r.tool,
+        "driver": r.driver.as_str(),
         "status": r.status.as_str(),
         "statusMessage": r.status_message,
         "principal": r.principal,
