@@ -19,6 +19,10 @@
 //!
 //! `poll_after_seconds` in the submit arguments is echoed in every `running`
 //! answer.
+//!
+//! `add_tool {"name": n}` adds an echo-like tool `n` (kept in the state file,
+//! so every process of the fixture lists it) and sends
+//! `notifications/tools/list_changed` on the session that asked.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -94,7 +98,27 @@ fn tools() -> Vec<Tool> {
             "Answer the text given.",
             schema(json!({"text": {"type": "string"}}), &[]),
         ),
+        Tool::new(
+            "add_tool",
+            "Add an echo-like tool of the given name.",
+            schema(json!({"name": {"type": "string"}}), &["name"]),
+        ),
     ]
+}
+
+/// The fixed tools and those `add_tool` added.
+fn all_tools(state: &Value) -> Vec<Tool> {
+    let mut all = tools();
+    for name in state["added"].as_array().into_iter().flatten() {
+        if let Some(name) = name.as_str() {
+            all.push(Tool::new(
+                name.to_string(),
+                "Added at run time; answers the text given.",
+                schema(json!({"text": {"type": "string"}}), &[]),
+            ));
+        }
+    }
+    all
 }
 
 fn load(path: &Path) -> Value {
@@ -126,6 +150,16 @@ impl Fixture {
             "submit_job" => self.submit(state, args),
             "job_status" => status(state, task_id),
             "cancel_job" => cancel(state, task_id),
+            "add_tool" => {
+                let name = args.get("name").and_then(Value::as_str).unwrap_or("");
+                let added = state["added"].as_array().cloned().unwrap_or_default();
+                if !name.is_empty() && !added.iter().any(|n| n == name) {
+                    let mut added = added;
+                    added.push(json!(name));
+                    state["added"] = Value::Array(added);
+                }
+                CallToolResult::success(vec![ContentBlock::text(format!("added {name}"))])
+            }
             _ => {
                 let text = args.get("text").and_then(Value::as_str).unwrap_or("");
                 CallToolResult::success(vec![ContentBlock::text(text)])
@@ -232,7 +266,12 @@ fn cancel(state: &mut Value, id: &str) -> CallToolResult {
 
 impl ServerHandler for Fixture {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
     }
 
     async fn list_tools(
@@ -240,23 +279,28 @@ impl ServerHandler for Fixture {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(tools()))
+        let path = self.state.lock().await;
+        Ok(ListToolsResult::with_all_items(all_tools(&load(&path))))
     }
 
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
-        if !tools().iter().any(|t| t.name == name) {
-            return Err(ErrorData::invalid_params(format!("no tool {name}"), None));
-        }
         let args = request.arguments.unwrap_or_default();
         let path = self.state.lock().await;
         let mut state = load(&path);
+        if !all_tools(&state).iter().any(|t| t.name == name) {
+            return Err(ErrorData::invalid_params(format!("no tool {name}"), None));
+        }
         let result = self.call(&mut state, &name, &args);
         save(&path, &state).map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        drop(path);
+        if name == "add_tool" {
+            let _ = context.peer.notify_tool_list_changed().await;
+        }
         Ok(CallToolResponse::Complete(result))
     }
 }

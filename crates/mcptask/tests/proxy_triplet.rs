@@ -69,3 +69,84 @@ async fn a_toolsets_submit_tool_is_a_front_task_followed_through_its_status_tool
     assert!(done["result"].to_string().contains("42"), "{done:#}");
     client.close().await;
 }
+
+/// Counts `notifications/tools/list_changed` on a legacy (session-ful)
+/// connection to the front.
+#[derive(Clone)]
+struct ListChanged(tokio::sync::mpsc::UnboundedSender<()>);
+
+impl rmcp::ClientHandler for ListChanged {
+    async fn on_tool_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        let _ = self.0.send(());
+    }
+}
+
+/// An upstream that adds a tool at run time and says so: the front lists it
+/// again at once (not at the next 5-minute refresh), tells its session-ful
+/// callers, and the new tool can be called through it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_added_upstream_is_listed_and_announced_by_the_front() {
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _};
+    use rmcp::transport::StreamableHttpClientTransport;
+
+    let db = Database::sqlite();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let state = dir.path().join("jobs.json");
+    let q = |s: &str| serde_json::to_string(s).expect("a TOML string");
+    let toml = format!(
+        "[database]\nurl = {db}\n\n[api]\nlisten = \"127.0.0.1:0\"\nauth = \"none\"\n\n\
+         [proxy]\nenabled = true\n\n\
+         [[servers]]\nname = \"jobs\"\ncommand = {bin}\nargs = [\"fixture-triplet\", \"--state\", {state}]\n",
+        db = q(&db.url),
+        bin = q(env!("CARGO_BIN_EXE_mcptask")),
+        state = q(&state.display().to_string()),
+    );
+    let gateway = Gateway::start_toml("proxy over a changing server", &toml, &[]).await;
+    let url = format!("{}/mcp", gateway.base);
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let (tx, mut heard) = tokio::sync::mpsc::unbounded_channel();
+    let legacy = ListChanged(tx)
+        .serve_with_lifecycle(
+            StreamableHttpClientTransport::from_uri(url.clone()),
+            ClientLifecycleMode::Initialize,
+        )
+        .await
+        .expect("a legacy session with the front");
+    let names = |tools: Vec<rmcp::model::Tool>| -> Vec<String> {
+        tools.iter().map(|t| t.name.to_string()).collect()
+    };
+    let before = names(legacy.peer().list_all_tools().await.expect("tools/list"));
+    assert!(before.contains(&"jobs__add_tool".to_string()), "{before:?}");
+    assert!(!before.contains(&"jobs__late".to_string()), "{before:?}");
+
+    // Through the front (a synchronous pass-through): the fixture adds the
+    // tool and says so on the proxy's upstream session.
+    let client = TestClient::http(&url, None, Lifecycle::Modern { tasks: false })
+        .await
+        .expect("connect to /mcp");
+    let added = client
+        .call("jobs__add_tool", json!({"name": "late"}))
+        .await
+        .expect("tools/call");
+    assert!(matches!(added, CallToolResponse::Complete(_)), "{added:?}");
+
+    tokio::time::timeout(Duration::from_secs(30), heard.recv())
+        .await
+        .expect("the front announces the change within 30 s (its timer is 5 minutes)")
+        .expect("a list_changed notification");
+    let after = names(legacy.peer().list_all_tools().await.expect("tools/list"));
+    assert!(after.contains(&"jobs__late".to_string()), "{after:?}");
+    let echoed = match client
+        .call("jobs__late", json!({"text": "still here"}))
+        .await
+        .expect("the new tool answers")
+    {
+        CallToolResponse::Complete(r) => r,
+        other => panic!("expected a result, got {other:?}"),
+    };
+    let text = echoed.content[0].as_text().map(|t| t.text.clone());
+    assert_eq!(text.as_deref(), Some("still here"), "{echoed:?}");
+}

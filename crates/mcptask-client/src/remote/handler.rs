@@ -29,7 +29,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, RoleClient};
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 /// A request the upstream server sent while working for us (elicitation,
@@ -85,6 +85,8 @@ struct Routes {
 #[derive(Clone, Default)]
 pub struct UpstreamHandler {
     routes: Arc<Mutex<Routes>>,
+    /// Bumped on the server's `notifications/tools/list_changed`.
+    tools_changed: Option<Arc<watch::Sender<u64>>>,
 }
 
 /// Unregisters a route when dropped.
@@ -106,6 +108,12 @@ impl Drop for RouteGuard {
 }
 
 impl UpstreamHandler {
+    /// Bump `signal` whenever the server says its tools changed.
+    pub(crate) fn on_tools_changed(mut self, signal: Arc<watch::Sender<u64>>) -> Self {
+        self.tools_changed = Some(signal);
+        self
+    }
+
     /// Make `sink` the receiver of progress and untagged asks until the guard drops.
     pub(crate) fn attach_call(&self, sink: mpsc::UnboundedSender<CallEvent>) -> RouteGuard {
         self.routes.lock().expect("routes lock").current = Some(sink);
@@ -260,6 +268,12 @@ impl ClientHandler for UpstreamHandler {
         _context: NotificationContext<RoleClient>,
     ) {
         // SEP-1686 status notifications are optional hints; tasks are polled.
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        if let Some(signal) = &self.tools_changed {
+            signal.send_modify(|v| *v = v.wrapping_add(1));
+        }
     }
 
     async fn on_custom_notification(

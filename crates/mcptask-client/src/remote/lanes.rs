@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use rmcp::{Peer, RoleClient};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use super::RemoteError;
 use super::connection::{UpstreamSession, open_upstream};
@@ -59,6 +59,8 @@ struct PoolInner {
     opts: LaneOptions,
     permits: Arc<Semaphore>,
     idle: Mutex<Vec<(LaneSession, Instant)>>,
+    /// Bumped when a lane's server says its tools changed.
+    tools_changed: Arc<watch::Sender<u64>>,
 }
 
 impl PoolInner {
@@ -101,6 +103,7 @@ impl LanePool {
             opts,
             permits: Arc::new(Semaphore::new(opts.max_lanes)),
             idle: Mutex::new(Vec::new()),
+            tools_changed: Arc::new(watch::channel(0).0),
         });
         // Closes lanes idle too long even when nobody acquires; ends with the pool.
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
@@ -122,6 +125,13 @@ impl LanePool {
     /// The server this pool reaches.
     pub fn def(&self) -> &ServerDef {
         &self.inner.def
+    }
+
+    /// Changes each time a server session of this pool sends
+    /// `notifications/tools/list_changed` (its tools are then worth listing
+    /// again, e.g. with [`Lane::relist`]).
+    pub fn tools_changed(&self) -> watch::Receiver<u64> {
+        self.inner.tools_changed.subscribe()
     }
 
     /// The pool's options (with the definition's timeouts applied).
@@ -156,10 +166,10 @@ impl LanePool {
     async fn open(&self) -> Result<LaneSession, RemoteError> {
         let def = &self.inner.def;
         let timeout = self.inner.opts.connect_timeout;
-        let handler = UpstreamHandler::default();
+        let handler = UpstreamHandler::default().on_tools_changed(self.inner.tools_changed.clone());
         let connect = async {
             let (service, tap) = open_upstream(def, handler.clone()).await?;
-            let info = self.describe(&service, tap.as_deref()).await?;
+            let info = describe(&self.inner, &service, tap.as_deref()).await?;
             Ok::<_, RemoteError>(LaneSession {
                 service,
                 handler,
@@ -175,46 +185,46 @@ impl LanePool {
             ))),
         }
     }
+}
 
-    /// Detect the protocol. Tools are listed (which fills the tap) only when
-    /// there is a tap to read them from.
-    async fn describe(
-        &self,
-        service: &UpstreamSession,
-        tap: Option<&Tap>,
-    ) -> Result<UpstreamInfo, RemoteError> {
-        let peer_info = service.peer_info();
-        let negotiated = peer_info.as_ref().map(|i| &i.protocol_version);
-        let declares = peer_info
-            .as_ref()
-            .is_some_and(|i| i.capabilities.supports_tasks());
-        let Some(tap) = tap else {
-            return Ok(classify(None, negotiated, declares, Vec::new()));
-        };
-        let init = tap.initialize();
-        let lists_tools = init
-            .as_ref()
-            .is_some_and(|i| i.pointer("/capabilities/tools").is_some());
-        if lists_tools {
-            let list = service.peer().list_all_tools();
-            match tokio::time::timeout(self.inner.opts.call_timeout, list).await {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => {
-                    return Err(RemoteError::Transient(format!(
-                        "{:?}: tools/list failed: {e}",
-                        self.inner.def.name
-                    )));
-                }
-                Err(_) => {
-                    return Err(RemoteError::Transient(format!(
-                        "{:?}: tools/list timed out",
-                        self.inner.def.name
-                    )));
-                }
+/// Detect the protocol. Tools are listed (which fills the tap) only when
+/// there is a tap to read them from.
+async fn describe(
+    pool: &PoolInner,
+    service: &UpstreamSession,
+    tap: Option<&Tap>,
+) -> Result<UpstreamInfo, RemoteError> {
+    let peer_info = service.peer_info();
+    let negotiated = peer_info.as_ref().map(|i| &i.protocol_version);
+    let declares = peer_info
+        .as_ref()
+        .is_some_and(|i| i.capabilities.supports_tasks());
+    let Some(tap) = tap else {
+        return Ok(classify(None, negotiated, declares, Vec::new()));
+    };
+    let init = tap.initialize();
+    let lists_tools = init
+        .as_ref()
+        .is_some_and(|i| i.pointer("/capabilities/tools").is_some());
+    if lists_tools {
+        let list = service.peer().list_all_tools();
+        match tokio::time::timeout(pool.opts.call_timeout, list).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                return Err(RemoteError::Transient(format!(
+                    "{:?}: tools/list failed: {e}",
+                    pool.def.name
+                )));
+            }
+            Err(_) => {
+                return Err(RemoteError::Transient(format!(
+                    "{:?}: tools/list timed out",
+                    pool.def.name
+                )));
             }
         }
-        Ok(classify(init.as_ref(), negotiated, declares, tap.tools()))
     }
+    Ok(classify(init.as_ref(), negotiated, declares, tap.tools()))
 }
 
 /// One exclusive upstream session, leased from a [`LanePool`]; it goes back
@@ -241,6 +251,22 @@ impl Lane {
     /// What the server is (detected when the session opened).
     pub fn info(&self) -> &UpstreamInfo {
         &self.session().info
+    }
+
+    /// List the server's tools again on this session and detect afresh
+    /// (what [`Lane::info`] says after this). Over HTTP without a tap the
+    /// tool list stays empty, as when the lane opened.
+    pub async fn relist(&mut self) -> Result<&UpstreamInfo, RemoteError> {
+        let pool = self
+            .pool
+            .upgrade()
+            .ok_or_else(|| RemoteError::Transient("the lane pool is gone".into()))?;
+        let session = self
+            .session
+            .as_mut()
+            .expect("lane session present until drop");
+        session.info = describe(&pool, &session.service, session.tap.as_deref()).await?;
+        Ok(&session.info)
     }
 
     /// Bound on short calls on this lane.

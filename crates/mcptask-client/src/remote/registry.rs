@@ -184,13 +184,39 @@ impl ServerRegistry {
         if let Some(info) = entry.upstream.lock().expect("upstream lock").clone() {
             return Ok(info);
         }
+        self.detect(name, timeouts, false).await
+    }
+
+    /// [`ServerRegistry::protocol`] detected again with the server's tools
+    /// listed afresh (after its `notifications/tools/list_changed`, or on a
+    /// timer); the cache then holds the new answer. On failure the cache
+    /// keeps the last one.
+    pub async fn relist(
+        &self,
+        name: &str,
+        timeouts: Timeouts,
+    ) -> Result<UpstreamInfo, RemoteError> {
+        self.detect(name, timeouts, true).await
+    }
+
+    async fn detect(
+        &self,
+        name: &str,
+        timeouts: Timeouts,
+        fresh: bool,
+    ) -> Result<UpstreamInfo, RemoteError> {
+        let entry = self.entry(name)?;
         let options = LaneOptions {
             connect_timeout: timeouts.connect,
             call_timeout: timeouts.call,
             ..LaneOptions::default()
         };
-        let lane = self.lanes(name, options)?.acquire().await?;
-        let mut info = lane.info().clone();
+        let mut lane = self.lanes(name, options)?.acquire().await?;
+        let mut info = if fresh {
+            lane.relist().await?.clone()
+        } else {
+            lane.info().clone()
+        };
         drop(lane);
         if info.protocol != crate::upstream::Protocol::Sep2663
             && matches!(entry.def.transport, Transport::Http { .. })

@@ -14,7 +14,7 @@ use rmcp::model::{
     InputRequests, InputRequiredResult, JsonObject, ListToolsResult, PaginatedRequestParams,
     ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool, UpdateTaskParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
@@ -355,5 +355,22 @@ impl ServerHandler for FrontServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
         self.tasks.on_custom_request(request, context).await
+    }
+
+    /// A session-ful caller (a legacy `initialize`) hears
+    /// `notifications/tools/list_changed` whenever the catalog changes, until
+    /// its session ends.
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        use mcptask_server::ToolSource as _;
+        let mut changed = self.source.changed();
+        changed.borrow_and_update();
+        let peer = context.peer;
+        tokio::spawn(async move {
+            while changed.changed().await.is_ok() {
+                if peer.notify_tool_list_changed().await.is_err() {
+                    return;
+                }
+            }
+        });
     }
 }

@@ -31,6 +31,42 @@ pub struct Proxy {
     pub runtime: TaskRuntime,
 }
 
+/// Wait before listing a server again after it said its tools changed: a
+/// server registering several tools says so once per tool.
+const SETTLE: Duration = Duration::from_millis(200);
+
+/// List `server`'s tools again each time one of its sessions sends
+/// `notifications/tools/list_changed` (a session the proxy holds at that
+/// moment: lanes of calls in flight or idle; a stateless server's changes
+/// are caught by the timer).
+fn follow_list_changes(upstreams: Arc<Upstreams>, server: String, stop: CancellationToken) {
+    let Ok(pool) = upstreams.lanes(&server) else {
+        return;
+    };
+    let mut changed = pool.tools_changed();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                r = changed.changed() => if r.is_err() { return },
+            }
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(SETTLE) => {}
+            }
+            changed.borrow_and_update();
+            match upstreams.refresh_server(&server).await {
+                Ok(clashes) => {
+                    for clash in clashes {
+                        tracing::warn!(%clash, "an upstream tool was left out of the proxy");
+                    }
+                }
+                Err(why) => tracing::warn!(%server, error = %why, "cannot list the changed tools"),
+            }
+        }
+    });
+}
+
 impl Proxy {
     /// List every upstream, refuse a configuration whose names clash, and
     /// start the front task runtime on `store` (front tasks interrupted by a
@@ -77,6 +113,9 @@ impl Proxy {
         .start()
         .await
         .context("starting the proxy's task runtime")?;
+        for server in upstreams.server_names() {
+            follow_list_changes(upstreams.clone(), server, stop.clone());
+        }
         tokio::spawn({
             let upstreams = upstreams.clone();
             async move {

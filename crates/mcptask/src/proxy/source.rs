@@ -39,6 +39,7 @@ pub struct Upstreams {
     listed: AtomicBool,
     version: watch::Sender<u64>,
     lanes: Mutex<HashMap<String, LanePool>>,
+    rebuilding: Mutex<()>,
 }
 
 impl Upstreams {
@@ -51,6 +52,7 @@ impl Upstreams {
             listed: AtomicBool::new(false),
             version: watch::channel(0).0,
             lanes: Mutex::default(),
+            rebuilding: Mutex::default(),
         })
     }
 
@@ -97,20 +99,47 @@ impl Upstreams {
     pub async fn refresh(&self) -> (Vec<Clash>, Vec<(String, String)>) {
         let mut failures = Vec::new();
         for server in &self.servers {
-            match self.list(&server.name).await {
-                Ok(tools) => {
-                    self.listings
-                        .lock()
-                        .expect("listings lock")
-                        .insert(server.name.clone(), tools);
-                }
-                Err(why) => {
-                    tracing::warn!(server = %server.name, error = %why,
-                        "cannot list the tools of an upstream server; keeping its last listing");
-                    failures.push((server.name.clone(), why));
-                }
+            if let Err(why) = self.relist(&server.name).await {
+                failures.push((server.name.clone(), why));
             }
         }
+        (self.rebuild(), failures)
+    }
+
+    /// List one server's tools again (it said they changed) and rebuild the
+    /// catalog; returns the clashes.
+    pub async fn refresh_server(&self, server: &str) -> Result<Vec<Clash>, String> {
+        self.relist(server).await?;
+        Ok(self.rebuild())
+    }
+
+    /// The configured server names.
+    pub fn server_names(&self) -> Vec<String> {
+        self.servers.iter().map(|s| s.name.clone()).collect()
+    }
+
+    async fn relist(&self, server: &str) -> Result<(), String> {
+        match self.list(server).await {
+            Ok(tools) => {
+                self.listings
+                    .lock()
+                    .expect("listings lock")
+                    .insert(server.to_string(), tools);
+                Ok(())
+            }
+            Err(why) => {
+                tracing::warn!(server = %server, error = %why,
+                    "cannot list the tools of an upstream server; keeping its last listing");
+                Err(why)
+            }
+        }
+    }
+
+    /// Build the catalog from the last listings; callers are told when it
+    /// changed. Returns the clashes (the clashing newcomers are left out).
+    fn rebuild(&self) -> Vec<Clash> {
+        // One rebuild at a time, so that the last listing always wins.
+        let _one = self.rebuilding.lock().expect("rebuild lock");
         let listings = {
             let known = self.listings.lock().expect("listings lock");
             self.servers
@@ -127,17 +156,25 @@ impl Upstreams {
                 .collect()
         };
         let (catalog, clashes) = Catalog::build(listings);
+        let same = {
+            let old = self.catalog.read().expect("catalog lock");
+            old.routes()
+                .map(|r| (&r.front, &r.definition, r.kind))
+                .eq(catalog.routes().map(|r| (&r.front, &r.definition, r.kind)))
+        };
         *self.catalog.write().expect("catalog lock") = Arc::new(catalog);
-        self.listed.store(true, Ordering::SeqCst);
-        self.version.send_modify(|v| *v += 1);
-        (clashes, failures)
+        let first = !self.listed.swap(true, Ordering::SeqCst);
+        if first || !same {
+            self.version.send_modify(|v| *v += 1);
+        }
+        clashes
     }
 
     async fn list(&self, server: &str) -> Result<Vec<(Tool, Kind)>, String> {
         let info = self
             .tracker
             .servers()
-            .protocol(server, self.timeouts())
+            .relist(server, self.timeouts())
             .await
             .map_err(|e| e.to_string())?;
         // The raw listing keeps what rmcp drops (`execution.taskSupport`)
