@@ -253,3 +253,93 @@ async fn a_long_synchronous_call_survives_sigkill_of_the_proxy_per_its_interrupt
     );
     client.close().await;
 }
+
+/// The everything server's prompts and resources through `proxy --stdio`:
+/// prompts named `<server>__<prompt>`, resources with their own URIs (static
+/// ones and one made from a URI template), each read routed to the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompts_and_resources_pass_through_the_front() {
+    use rmcp::model::{
+        GetPromptRequestParams, GetPromptResponse, ReadResourceRequestParams, ReadResourceResponse,
+    };
+    let test = "prompts_and_resources_pass_through_the_front";
+    let Some((node, entry)) = everything_or_skip(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = format!("sqlite:{}", dir.path().join("front.db").display());
+    let path = dir.path().join("mcptask.toml");
+    std::fs::write(&path, config(&db, &node, &entry, &[("everything", "fail")])).expect("config");
+    let client = TestClient::stdio(proxy_stdio(&path), Lifecycle::Modern { tasks: false })
+        .await
+        .expect("connect to mcptask proxy --stdio");
+    let peer = client.peer();
+
+    let prompts = peer.list_all_prompts().await.expect("prompts/list");
+    let names: Vec<&str> = prompts.iter().map(|p| p.name.as_str()).collect();
+    assert!(names.contains(&"everything__args-prompt"), "{names:?}");
+    assert!(names.contains(&"everything__simple-prompt"), "{names:?}");
+    let got = peer
+        .get_prompt_once(
+            GetPromptRequestParams::new("everything__args-prompt")
+                .with_arguments(json!({"city": "Lyon"}).as_object().unwrap().clone()),
+        )
+        .await
+        .expect("prompts/get");
+    let GetPromptResponse::Complete(got) = got else {
+        panic!("expected the prompt, got {got:?}");
+    };
+    let said = serde_json::to_value(&got.messages[0]).expect("a message as JSON");
+    assert_eq!(
+        said["content"]["text"], "What's weather in Lyon?",
+        "{said:#}"
+    );
+    let unknown = peer
+        .get_prompt_once(GetPromptRequestParams::new("args-prompt"))
+        .await
+        .expect_err("an unprefixed name is not a front prompt");
+    assert!(unknown.to_string().contains("unknown prompt"), "{unknown}");
+
+    let resources = peer.list_all_resources().await.expect("resources/list");
+    let first = resources
+        .first()
+        .expect("the everything server lists documents");
+    assert!(
+        first.uri.starts_with("demo://resource/static/"),
+        "{first:?}"
+    );
+    assert!(first.name.starts_with("everything__"), "{first:?}");
+    let templates = peer
+        .list_all_resource_templates()
+        .await
+        .expect("resources/templates/list");
+    assert!(
+        templates
+            .iter()
+            .any(|t| t.uri_template == "demo://resource/dynamic/text/{resourceId}"),
+        "{templates:?}"
+    );
+    for uri in [
+        first.uri.clone(),
+        "demo://resource/dynamic/text/7".to_string(),
+    ] {
+        let read = peer
+            .read_resource_once(ReadResourceRequestParams::new(uri.clone()))
+            .await
+            .unwrap_or_else(|e| panic!("resources/read {uri}: {e}"));
+        let ReadResourceResponse::Complete(read) = read else {
+            panic!("expected contents of {uri}, got {read:?}");
+        };
+        let contents = serde_json::to_value(&read.contents[0]).expect("contents as JSON");
+        assert_eq!(contents["uri"], uri.as_str(), "{contents:#}");
+        assert!(
+            contents["text"].as_str().is_some_and(|t| !t.is_empty()),
+            "{contents:#}"
+        );
+    }
+    let missing = peer
+        .read_resource_once(ReadResourceRequestParams::new("nowhere://x"))
+        .await
+        .expect_err("nobody offers it");
+    assert!(missing.to_string().contains("nowhere://x"), "{missing}");
+}

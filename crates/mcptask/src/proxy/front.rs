@@ -10,9 +10,11 @@ use mcptask_server::mcp::declares_tasks;
 use mcptask_server::{CreateRequest, DurableTaskServer, TaskError, TaskRuntime};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
-    CreateTaskResult, CustomRequest, CustomResult, GetTaskParams, GetTaskResult, Implementation,
-    InputRequests, InputRequiredResult, JsonObject, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool, UpdateTaskParams,
+    CreateTaskResult, CustomRequest, CustomResult, GetPromptRequestParams, GetPromptResponse,
+    GetTaskParams, GetTaskResult, Implementation, InputRequests, InputRequiredResult, JsonObject,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, Tool, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -253,6 +255,8 @@ impl ServerHandler for FrontServer {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_prompts()
+                .enable_resources()
                 .enable_tasks()
                 .build(),
         )
@@ -355,6 +359,57 @@ impl ServerHandler for FrontServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
         self.tasks.on_custom_request(request, context).await
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let up = &self.upstreams;
+        Ok(ListPromptsResult::with_all_items(
+            up.directory.list_prompts(up).await,
+        ))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let up = &self.upstreams;
+        up.directory.get_prompt(up, request).await
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let up = &self.upstreams;
+        Ok(ListResourcesResult::with_all_items(
+            up.directory.list_resources(up).await,
+        ))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let up = &self.upstreams;
+        Ok(ListResourceTemplatesResult::with_all_items(
+            up.directory.list_templates(up).await,
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let up = &self.upstreams;
+        up.directory.read_resource(up, request).await
     }
 
     /// A session-ful caller (a legacy `initialize`) hears

@@ -6,6 +6,7 @@ pub mod agent_tools;
 pub mod catalog;
 pub mod drivers;
 pub mod front;
+pub mod passthrough;
 pub mod source;
 
 use std::sync::Arc;

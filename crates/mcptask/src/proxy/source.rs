@@ -40,6 +40,8 @@ pub struct Upstreams {
     version: watch::Sender<u64>,
     lanes: Mutex<HashMap<String, LanePool>>,
     rebuilding: Mutex<()>,
+    /// Where upstream prompts and resources were last seen.
+    pub directory: super::passthrough::Directory,
 }
 
 impl Upstreams {
@@ -53,6 +55,7 @@ impl Upstreams {
             version: watch::channel(0).0,
             lanes: Mutex::default(),
             rebuilding: Mutex::default(),
+            directory: Default::default(),
         })
     }
 
@@ -111,6 +114,11 @@ impl Upstreams {
     pub async fn refresh_server(&self, server: &str) -> Result<Vec<Clash>, String> {
         self.relist(server).await?;
         Ok(self.rebuild())
+    }
+
+    /// The configured servers.
+    pub fn servers(&self) -> &[Upstream] {
+        &self.servers
     }
 
     /// The configured server names.
