@@ -343,3 +343,82 @@ async fn prompts_and_resources_pass_through_the_front() {
         .expect_err("nobody offers it");
     assert!(missing.to_string().contains("nowhere://x"), "{missing}");
 }
+
+/// A legacy caller (a desktop host's stdio session) that offers elicitation.
+#[derive(Clone)]
+struct Elicited(tokio::sync::mpsc::UnboundedSender<String>);
+
+impl rmcp::ClientHandler for Elicited {
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        let asked = serde_json::to_value(&request).expect("request as JSON");
+        let _ = self.0.send(asked["message"].as_str().unwrap_or_default().to_string());
+        Ok(
+            rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept)
+                .with_content(json!({"name": "Ada", "check": true})),
+        )
+    }
+
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        rmcp::model::ClientConfig::new(
+            rmcp::model::ClientCapabilities::builder()
+                .enable_elicitation()
+                .build(),
+            rmcp::model::Implementation::new("legacy-host", "0.0.0"),
+        )
+    }
+}
+
+/// A synchronous call whose upstream asks mid-call: a legacy caller that
+/// offers elicitation is asked through the front and its answer reaches the
+/// upstream; a 2026-07-28 caller without tasks gets an error that says how to
+/// call the tool instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_question_during_a_pass_through_call_reaches_a_legacy_caller() {
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _};
+    let test = "an_upstream_question_during_a_pass_through_call_reaches_a_legacy_caller";
+    let Some((node, entry)) = everything_or_skip(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = format!("sqlite:{}", dir.path().join("front.db").display());
+    let path = dir.path().join("mcptask.toml");
+    std::fs::write(&path, config(&db, &node, &entry, &[("everything", "fail")])).expect("config");
+
+    let (tx, mut asked) = tokio::sync::mpsc::unbounded_channel();
+    let transport =
+        rmcp::transport::TokioChildProcess::new(proxy_stdio(&path)).expect("spawn the proxy");
+    let legacy = Elicited(tx)
+        .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+        .await
+        .expect("a legacy session with the proxy");
+    let result = legacy
+        .peer()
+        .call_tool(rmcp::model::CallToolRequestParams::new(
+            "everything__trigger-elicitation-request",
+        ))
+        .await
+        .expect("tools/call");
+    let text: String = result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(text.contains("- Name: Ada"), "{text}");
+    assert!(text.contains("- Agreed to terms: true"), "{text}");
+    let question = asked.try_recv().expect("the caller was asked");
+    assert!(question.contains("Please provide inputs"), "{question}");
+
+    let modern = TestClient::stdio(proxy_stdio(&path), Lifecycle::Modern { tasks: false })
+        .await
+        .expect("connect to mcptask proxy --stdio");
+    let refused = modern
+        .call("everything__trigger-elicitation-request", json!({}))
+        .await;
+    let said = format!("{refused:?}");
+    assert!(said.contains("call the tool as a task"), "{said}");
+}

@@ -214,12 +214,19 @@ impl FrontServer {
                         }
                     }
                     Some(SyncEvent::Ask(ask)) => {
-                        // A caller that does not declare tasks has no way to
-                        // answer mid-call on this path.
-                        ask.respond(Err(ErrorData::invalid_request(
-                            "the client of this call cannot answer questions; call it as a task",
-                            None,
-                        )));
+                        // A session-ful caller that offers the capability
+                        // answers as it would the upstream itself; a
+                        // 2026-07-28 caller cannot be asked mid-call (its
+                        // way is a task).
+                        if caller_can_answer(context, &ask.method) {
+                            tokio::spawn(relay_ask(context.peer.clone(), ask));
+                        } else {
+                            let why = format!(
+                                "{}: the client of this call cannot answer it mid-call; call the tool as a task",
+                                ask.method
+                            );
+                            ask.respond(Err(ErrorData::invalid_request(why, None)));
+                        }
                     }
                     Some(SyncEvent::Done(result)) => {
                         return result.map(CallToolResponse::Complete).map_err(error_of);
@@ -238,6 +245,54 @@ impl FrontServer {
             }
         }
     }
+}
+
+/// Whether the caller of a pass-through call can be sent `method` now: a
+/// session before 2026-07-28 that declared the matching capability.
+fn caller_can_answer(context: &RequestContext<RoleServer>, method: &str) -> bool {
+    let Some(info) = context.peer.peer_info() else {
+        return false;
+    };
+    if info.protocol_version >= rmcp::model::ProtocolVersion::V_2026_07_28 {
+        return false;
+    }
+    let caps = &info.capabilities;
+    match method {
+        "elicitation/create" => caps.elicitation.is_some(),
+        #[allow(deprecated)]
+        "sampling/createMessage" => caps.sampling.is_some(),
+        "roots/list" => caps.roots.is_some(),
+        _ => false,
+    }
+}
+
+/// Send the upstream's request to the caller and its answer back; withdrawn
+/// when the upstream withdraws it.
+async fn relay_ask(peer: rmcp::Peer<RoleServer>, ask: mcptask_client::upstream::Ask) {
+    let withdrawn = ask.withdrawn();
+    let mut params = ask.params.clone();
+    if let Some(obj) = params.as_object_mut() {
+        // The upstream's own routing marks mean nothing to the caller.
+        obj.remove("_meta");
+    }
+    let request = rmcp::model::ServerRequest::CustomRequest(rmcp::model::CustomRequest::new(
+        ask.method.clone(),
+        Some(params),
+    ));
+    let answer = tokio::select! {
+        _ = withdrawn.cancelled() => return,
+        answer = peer.send_request(request) => answer,
+    };
+    ask.respond(match answer {
+        Ok(result) => {
+            serde_json::to_value(result).map_err(|e| ErrorData::internal_error(e.to_string(), None))
+        }
+        Err(rmcp::service::ServiceError::McpError(data)) => Err(data),
+        Err(e) => Err(ErrorData::internal_error(
+            format!("the client did not answer: {e}"),
+            None,
+        )),
+    });
 }
 
 fn error_of(e: mcptask_client::upstream::UpstreamError) -> ErrorData {
