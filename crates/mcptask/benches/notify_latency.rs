@@ -25,7 +25,6 @@
 //! (comma-separated intervals in ms).
 
 #[path = "../tests/support/mod.rs"]
-#[allow(dead_code)]
 mod support;
 
 #[path = "../../../benches/machine.rs"]
