@@ -217,8 +217,21 @@ fn insert_tasks_text(rows: usize) -> String {
         // created_at ($7) is also the first updated_at.
         sql.push_str(&format!(
             "({}, {}, {}, {}, {}, 'working', {}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
-            p(1), p(2), p(3), p(4), p(5), p(6), p(7), p(7), p(8), p(9), p(10), p(11),
-            p(12), p(13), p(14)
+            p(1),
+            p(2),
+            p(3),
+            p(4),
+            p(5),
+            p(6),
+            p(7),
+            p(7),
+            p(8),
+            p(9),
+            p(10),
+            p(11),
+            p(12),
+            p(13),
+            p(14)
         ));
     }
     sql
