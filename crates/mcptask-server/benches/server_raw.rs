@@ -25,7 +25,8 @@
 //! Knobs: `MCPTASK_BENCH_BACKENDS` (`sqlite`, `postgres`, both by default),
 //! `MCPTASK_BENCH_LIVE`, `MCPTASK_BENCH_ROUNDS`, `MCPTASK_BENCH_SECS` (per
 //! side and round for reads), `MCPTASK_BENCH_DIR` (the SQLite file's
-//! directory). PostgreSQL: `MCPTASK_TEST_DATABASE_URL` (an admin URL) or the
+//! directory), `MCPTASK_BENCH_CREATE_WRITERS` (the runtime's group-commit
+//! writers; its default otherwise). PostgreSQL: `MCPTASK_TEST_DATABASE_URL` (an admin URL) or the
 //! tests' throwaway cluster (`fsync=off`; the settings are printed).
 
 mod support;
@@ -311,12 +312,16 @@ async fn start_runtime(store: &mcptask_sql::Store) -> TaskRuntime {
     );
     // No background loops (nothing to sweep during the run) and no caps: the
     // measured work is the request path alone.
+    let defaults = RuntimeConfig::default();
     let config = RuntimeConfig {
         background: false,
         max_live_tasks: None,
         max_live_tasks_per_principal: None,
-        ..Default::default()
+        create_writers: env_number("MCPTASK_BENCH_CREATE_WRITERS")
+            .map_or(defaults.create_writers, |n| n as usize),
+        ..defaults
     };
+    println!("create writers: {}", config.create_writers);
     TaskRuntime::builder(store.server_tasks(), tools)
         .config(config)
         .start()
