@@ -81,8 +81,18 @@ impl<D: Backend> SqlStore<D> {
     }
 }
 
+/// A connection idle for less than this is handed out without a ping.
+const TRUSTED_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// A connection pool of `max` connections that waits at most `acquire` for
 /// a free one.
+///
+/// sqlx pings every connection it hands out by default: one more round trip
+/// (PostgreSQL) or thread hop (SQLite) on every request, as much as a lookup
+/// by id costs. Only connections idle for [`TRUSTED_IDLE`] or more are pinged
+/// here; sqlx still pings each connection when it goes back to the pool, off
+/// the caller's path, and a connection broken in between fails one statement,
+/// a transient `StoreError::Database` that callers already retry.
 pub(crate) async fn connect_pool<D: sqlx::Database>(
     options: <D::Connection as sqlx::Connection>::Options,
     max: u32,
@@ -91,6 +101,15 @@ pub(crate) async fn connect_pool<D: sqlx::Database>(
     sqlx::pool::PoolOptions::<D>::new()
         .max_connections(max)
         .acquire_timeout(acquire)
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= TRUSTED_IDLE {
+                    sqlx::Connection::ping(conn).await?;
+                }
+                Ok(true)
+            })
+        })
         .connect_with(options)
         .await
 }

@@ -21,6 +21,7 @@ use serde_json::Value;
 
 use super::SqlStore;
 use super::backend::{Backend, args};
+use super::sql;
 use crate::codec::{self, OutcomeColumns, parse_json, parse_status, to_json_text};
 use crate::error::db_err;
 
@@ -101,11 +102,15 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
             return Ok(());
         }
         let mut tx = B::begin_write(&self.writer).await?;
-        for t in tasks {
-            B::execute(
-                &mut tx,
-                B::SQL.insert_task,
-                args![
+        // A few multi-row statements per batch instead of a round trip per
+        // row: chunks of a power of two rows, largest first.
+        let mut rest = tasks;
+        while !rest.is_empty() {
+            let rows = 1usize << rest.len().min(sql::MAX_INSERT_ROWS).ilog2();
+            let (chunk, tail) = rest.split_at(rows);
+            let mut params = Vec::with_capacity(rows * sql::INSERT_TASK_PARAMS);
+            for t in chunk {
+                params.extend(args![
                     &t.id,
                     &t.principal,
                     &t.tool,
@@ -120,9 +125,10 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
                     &t.claim_token,
                     &t.driver,
                     t.driver_state.as_ref().map(to_json_text),
-                ],
-            )
-            .await?;
+                ]);
+            }
+            B::execute(&mut tx, sql::insert_tasks(rows), params).await?;
+            rest = tail;
         }
         tx.commit().await.map_err(db_err)
     }

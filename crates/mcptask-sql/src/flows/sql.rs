@@ -19,8 +19,6 @@
 #[derive(Debug)]
 pub struct Statements {
     // --- server tasks -------------------------------------------------------
-    /// Insert a new server task, claimed by its creator.
-    pub insert_task: &'static str,
     /// A task and its outstanding input requests, in one snapshot.
     pub get_task: &'static str,
     /// Fenced: replace the status message.
@@ -173,6 +171,72 @@ pub struct Statements {
     pub purge_remote: &'static str,
 }
 
+/// Parameters of one row of [`insert_tasks`], in bind order: id, principal,
+/// tool, arguments, call inputs, status message, created at, TTL, expires at,
+/// poll interval, owner, claim token, driver, driver state.
+pub const INSERT_TASK_PARAMS: usize = 14;
+
+/// The most rows one [`insert_tasks`] statement carries.
+pub const MAX_INSERT_ROWS: usize = 64;
+
+/// Insert new server tasks, each claimed by its creator: `rows` rows of
+/// [`INSERT_TASK_PARAMS`] parameters each (`$1…$14` for the first row, `$15…`
+/// for the next). The statement is the same on every backend.
+///
+/// A group commit inserts its whole batch with a few of these instead of one
+/// round trip per row. `rows` is rounded down to a power of two (at most
+/// [`MAX_INSERT_ROWS`]): callers split a batch into such chunks, so each
+/// connection's prepared-statement cache holds at most seven insert texts
+/// whatever the batch sizes.
+pub fn insert_tasks(rows: usize) -> &'static str {
+    static TEXTS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+        let mut texts = Vec::new();
+        let mut rows = 1;
+        while rows <= MAX_INSERT_ROWS {
+            texts.push(insert_tasks_text(rows));
+            rows *= 2;
+        }
+        texts
+    });
+    let rows = rows.clamp(1, MAX_INSERT_ROWS);
+    &TEXTS[rows.ilog2() as usize]
+}
+
+fn insert_tasks_text(rows: usize) -> String {
+    let mut sql = String::from(
+        "INSERT INTO server_tasks (id, principal, tool, arguments, call_inputs,
+            status, status_message, created_at, updated_at, ttl_ms, expires_at,
+            poll_interval_ms, owner, claim_token, driver, driver_state)
+         VALUES ",
+    );
+    for row in 0..rows {
+        let p = |n: usize| format!("${}", row * INSERT_TASK_PARAMS + n);
+        if row > 0 {
+            sql.push_str(", ");
+        }
+        // created_at ($7) is also the first updated_at.
+        sql.push_str(&format!(
+            "({}, {}, {}, {}, {}, 'working', {}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
+            p(1),
+            p(2),
+            p(3),
+            p(4),
+            p(5),
+            p(6),
+            p(7),
+            p(7),
+            p(8),
+            p(9),
+            p(10),
+            p(11),
+            p(12),
+            p(13),
+            p(14)
+        ));
+    }
+    sql
+}
+
 /// The live-status predicate on a status column (`status`, `t.status`, or
 /// `+status` for SQLite's "do not use this index" hint).
 macro_rules! live {
@@ -284,11 +348,6 @@ macro_rules! statements {
         live_index_hint: $active_hint:tt $(,)?
     ) => {
         $crate::flows::sql::Statements {
-            insert_task: "INSERT INTO server_tasks (id, principal, tool, arguments, call_inputs,
-                    status, status_message, created_at, updated_at, ttl_ms, expires_at,
-                    poll_interval_ms, owner, claim_token, driver, driver_state)
-                 VALUES ($1, $2, $3, $4, $5, 'working', $6, $7, $7, $8, $9, $10, $11, $12,
-                         $13, $14)",
             // One statement, one snapshot: the status and the outstanding
             // inputs always agree.
             get_task: "SELECT t.*, i.key AS input_key, i.request AS input_request
@@ -660,6 +719,20 @@ mod tests {
         assert_eq!(
             live!("status"),
             format!("status IN ({})", quoted.join(", "))
+        );
+    }
+
+    #[test]
+    fn a_multi_row_insert_numbers_each_row_after_the_previous() {
+        let two = super::insert_tasks(2);
+        assert!(two.contains("($1, $2, $3, $4, $5, 'working', $6, $7, $7, $8,"));
+        assert!(two.contains("($15, $16, $17, $18, $19, 'working', $20, $21, $21, $22,"));
+        assert!(two.ends_with("$28)"));
+        // Not a power of two: the largest chunk that fits.
+        assert_eq!(super::insert_tasks(3), two);
+        assert_eq!(
+            super::insert_tasks(1000).matches("'working'").count(),
+            super::MAX_INSERT_ROWS
         );
     }
 
