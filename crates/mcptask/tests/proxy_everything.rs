@@ -355,7 +355,9 @@ impl rmcp::ClientHandler for Elicited {
         _context: rmcp::service::RequestContext<rmcp::RoleClient>,
     ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
         let asked = serde_json::to_value(&request).expect("request as JSON");
-        let _ = self.0.send(asked["message"].as_str().unwrap_or_default().to_string());
+        let _ = self
+            .0
+            .send(asked["message"].as_str().unwrap_or_default().to_string());
         Ok(
             rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept)
                 .with_content(json!({"name": "Ada", "check": true})),
