@@ -2,16 +2,19 @@
 //! remote calls concurrently (at most `max_in_flight` at once), and apply the
 //! results in fenced transactions of at most `apply_batch` entries.
 //!
-//! The background loop ([`pipeline`]) applies each result as soon as its
-//! call ends and claims more work as soon as call slots free up, so one slow
-//! or hung server costs its own tasks a call timeout but never holds back
-//! the results, or the next polls, of tasks on other servers. [`run`] is the
-//! one-batch step of the manual [`Workers`](super::Workers).
+//! The background loop ([`pipeline`]) applies results as their calls end and
+//! claims more work as soon as call slots free up, so one slow or hung server
+//! costs its own tasks a call timeout but never holds back the results, or
+//! the next polls, of tasks on other servers; its claim and apply statements
+//! run beside the calls instead of between them. [`run`] is the one-batch
+//! step of the manual [`Workers`](super::Workers), claim then calls then
+//! apply.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use futures::future::{BoxFuture, OptionFuture};
 use mcptask_core::client::{
     Applied, ClaimedTask, Observation, Phase, RemoteTaskRecord, transition,
 };
@@ -42,63 +45,111 @@ pub(super) async fn run(inner: &Arc<Inner>, phase: Phase) -> Result<usize, Store
 
 /// Run `phase` until shutdown: keep up to `max_in_flight` calls going,
 /// apply results as they come in, claim due work whenever slots are free.
+///
+/// Claims, calls and applies overlap: a claim statement and an apply
+/// transaction each run beside the calls and beside each other, so
+/// throughput is bounded by the slowest of the three rather than by their
+/// sum. At most one claim and one apply run at a time; results that end
+/// while an apply runs wait for the next one, which takes them all. No more
+/// is claimed while a full window of results waits for the store, so a slow
+/// store cannot let claims run ahead of their leases.
 pub(super) async fn pipeline(inner: Arc<Inner>, phase: Phase) {
     let wake = inner.wakers.phase(phase);
     let slots = inner.config.max_in_flight.max(1);
+    let batch = inner.config.batch_size.max(1) as usize;
     // After a result, claim again only once this many slots are free (or at
     // the next wake-up or idle tick), so a trickle of results does not turn
     // into a claim statement per result.
-    let refill = (inner.config.batch_size.max(1) as usize)
-        .min(slots)
-        .div_ceil(4);
+    let refill = batch.min(slots).div_ceil(4);
     let mut calls: JoinSet<Done> = JoinSet::new();
+    let mut claiming: Option<Stage<Claimed>> = None;
+    let mut applying: Option<Stage<()>> = None;
+    let mut pending: Vec<Done> = Vec::new();
     let mut claim_now = true;
     loop {
         let stopping = inner.shutdown.is_cancelled();
-        if stopping && calls.is_empty() {
+        if applying.is_none() && !pending.is_empty() {
+            let done = std::mem::take(&mut pending);
+            applying = Some(Stage::start(
+                done.len(),
+                apply_stage(inner.clone(), phase, done),
+            ));
+        }
+        let backlog = applying.as_ref().map_or(0, |a| a.rows);
+        if claim_now && !stopping && claiming.is_none() && calls.len() < slots && backlog < slots {
+            let want = (slots - calls.len()).min(batch);
+            claiming = Some(Stage::start(want, claim_stage(inner.clone(), phase, want)));
+            claim_now = false;
+        }
+        if stopping && calls.is_empty() && claiming.is_none() && applying.is_none() {
             return;
         }
-        let mut more_due = false;
-        if claim_now && !stopping && calls.len() < slots {
-            let want = (slots - calls.len()).min(inner.config.batch_size.max(1) as usize);
-            match claim(&inner, phase, want as i64).await {
-                Ok(claimed) => {
-                    more_due = claimed.len() == want;
-                    for c in claimed {
-                        calls.spawn(call(inner.clone(), phase, c));
+        // A wake-up during a claim is kept (`claim_now`): that claim may have
+        // read the due rows before the woken task became due.
+        let room = !stopping && calls.len() < slots;
+        tokio::select! {
+            Some((want, claimed)) = OptionFuture::from(claiming.as_mut().map(|c| &mut c.work)), if claiming.is_some() => {
+                claiming = None;
+                match claimed {
+                    Ok(claimed) => {
+                        // A full claim means more is due: claim again at once.
+                        claim_now |= claimed.len() == want;
+                        for c in claimed {
+                            calls.spawn(call(inner.clone(), phase, c));
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(phase = phase.as_str(), error = %e, "claim failed; retrying after a pause");
                     }
                 }
-                Err(e) => {
-                    tracing::warn!(phase = phase.as_str(), error = %e, "claim failed; retrying after a pause");
-                }
             }
-        }
-        claim_now = false;
-        if more_due && calls.len() < slots {
-            claim_now = true;
-            continue;
-        }
-        tokio::select! {
+            Some(()) = OptionFuture::from(applying.as_mut().map(|a| &mut a.work)), if applying.is_some() => {
+                applying = None;
+            }
             joined = calls.join_next(), if !calls.is_empty() => {
-                let mut done = Vec::new();
                 let mut next = joined;
                 while let Some(result) = next {
                     match result {
-                        Ok(d) => done.push(d),
+                        Ok(d) => pending.push(d),
                         // The claim lapses and the task is claimed again.
                         Err(e) => tracing::error!(phase = phase.as_str(), error = %e, "a remote call panicked"),
                     }
                     next = calls.try_join_next();
                 }
-                if let Err(e) = finish(&inner, phase, done, true).await {
-                    tracing::warn!(phase = phase.as_str(), error = %e, "applying results failed; the claims lapse and are retried");
-                }
-                claim_now = slots - calls.len() >= refill || calls.is_empty();
+                claim_now |= slots - calls.len() >= refill || calls.is_empty();
             }
-            _ = wake.notified(), if !stopping && calls.len() < slots => claim_now = true,
-            _ = tokio::time::sleep(inner.config.idle_tick), if !stopping && calls.len() < slots => claim_now = true,
+            _ = wake.notified(), if room => claim_now = true,
+            _ = tokio::time::sleep(inner.config.idle_tick), if room => claim_now = true,
             _ = inner.shutdown.cancelled(), if !stopping => {}
         }
+    }
+}
+
+/// What a claim stage hands back: how many it asked for, and what it got.
+type Claimed = (usize, Result<Vec<ClaimedTask>, StoreError>);
+
+/// A store statement running beside the calls, and how many rows it covers.
+struct Stage<T> {
+    rows: usize,
+    work: BoxFuture<'static, T>,
+}
+
+impl<T> Stage<T> {
+    fn start(rows: usize, work: impl Future<Output = T> + Send + 'static) -> Self {
+        Stage {
+            rows,
+            work: Box::pin(work),
+        }
+    }
+}
+
+async fn claim_stage(inner: Arc<Inner>, phase: Phase, want: usize) -> Claimed {
+    (want, claim(&inner, phase, want as i64).await)
+}
+
+async fn apply_stage(inner: Arc<Inner>, phase: Phase, done: Vec<Done>) {
+    if let Err(e) = finish(&inner, phase, done, true).await {
+        tracing::warn!(phase = phase.as_str(), error = %e, "applying results failed; the claims lapse and are retried");
     }
 }
 

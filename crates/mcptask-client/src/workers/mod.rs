@@ -5,9 +5,10 @@
 //! (`tasks/update` with stored answers); **notify** has a claim of its own and
 //! delivers the outbox. Each claim phase runs as one pipeline per process:
 //! claim due tasks in one statement, make the remote calls concurrently,
-//! apply each result in a fenced transaction as soon as its call ends, and
-//! claim more as call slots free up, so a slow server never holds back the
-//! others (`batch`, `calls`); notify runs in batches (`notify`). What each
+//! apply results in fenced transactions as their calls end, and claim more as
+//! call slots free up, so a slow server never holds back the others; the
+//! claim and apply statements run beside the calls and beside each other
+//! (`batch`, `calls`). Notify runs in batches (`notify`). What each
 //! result does to the task is decided by `mcptask_core::client::transition`;
 //! the workers only observe and classify.
 

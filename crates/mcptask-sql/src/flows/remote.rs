@@ -71,6 +71,54 @@ fn claim_args<'a>(
     args![owner, token, now, now.saturating_add(lease_ms), limit]
 }
 
+/// A result whose claim held when its row was locked, and the change it makes.
+struct Planned {
+    /// Its index in the apply batch.
+    entry: usize,
+    fence: Fence,
+    change: Change,
+}
+
+/// One row of the set-based fenced write: the fields `remote_fenced_rows!`
+/// names, the same values `write_fenced` binds.
+fn fenced_row(r: &RemoteTaskRecord, fence: &Fence) -> Value {
+    serde_json::json!({
+        "id": r.id,
+        "status": r.status.as_str(),
+        "status_message": r.status_message,
+        "input_requests": codec::input_requests_text(&r.input_requests),
+        "result": r.result.as_ref().map(to_json_text),
+        "result_truncated": r.result_truncated,
+        "error": r.error.as_ref().map(to_json_text),
+        "remote_created_at": r.remote_created_at,
+        "ttl_ms": r.ttl_ms,
+        "poll_interval_ms": r.poll_interval_ms,
+        "updated_at": r.updated_at,
+        "completed_at": r.completed_at,
+        "next_poll_at": r.next_poll_at,
+        "last_polled_at": r.last_polled_at,
+        "poll_count": r.poll_count,
+        "consecutive_errors": r.consecutive_errors,
+        "last_error": r.last_error,
+        "cancel_requested_at": r.cancel_requested_at,
+        "cancel_sent_at": r.cancel_sent_at,
+        "next_cancel_at": r.next_cancel_at,
+        "cancel_attempts": r.cancel_attempts,
+        "next_update_at": r.next_update_at,
+        "event_version": r.event_version,
+        "delivered_version": r.delivered_version,
+        "next_notify_at": r.next_notify_at,
+        "notify_attempts": r.notify_attempts,
+        "last_notify_error": r.last_notify_error,
+        "dead_letters": r.dead_letters,
+        "claim_owner": r.claim_owner,
+        "claim_token": r.claim_token,
+        "claim_expires_at": r.claim_expires_at,
+        "fence_owner": fence.owner,
+        "fence_token": fence.token,
+    })
+}
+
 impl<B: Backend> SqlStore<B> {
     /// Read and lock one task row until commit.
     async fn lock_record(
@@ -325,6 +373,110 @@ impl<B: Backend> SqlStore<B> {
         )
         .await?;
         Ok(true)
+    }
+
+    /// Lock every row of an apply batch in one statement, in id order, and
+    /// read them. A corrupt row is left out (its result cannot be applied).
+    async fn lock_batch(
+        conn: &mut B::Connection,
+        results: &[Applied],
+    ) -> Result<HashMap<String, RemoteTaskRecord>, StoreError> {
+        let mut ids: Vec<&str> = results.iter().map(|a| a.fence.task_id.as_str()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let rows = B::fetch_all(conn, B::SQL.lock_remotes, vec![Arg::TextList(ids)]).await?;
+        let mut current = HashMap::with_capacity(rows.len());
+        for row in &rows {
+            match codec::remote_task::<B>(row) {
+                Ok(record) => {
+                    current.insert(record.id.clone(), record);
+                }
+                Err(e) => {
+                    let id: Option<String> = B::column(row, "id").ok();
+                    tracing::error!(task = ?id, "cannot apply to a corrupt remote task: {e}");
+                }
+            }
+        }
+        Ok(current)
+    }
+
+    /// The change each result makes to its locked row, for the results whose
+    /// claim still holds. Every change releases the claim, so of two results
+    /// for one task at most the first can hold; a second is never planned.
+    async fn plan_changes(
+        conn: &mut B::Connection,
+        results: &[Applied],
+        current: &HashMap<String, RemoteTaskRecord>,
+        policy: &TrackerPolicy,
+        now: i64,
+    ) -> Result<Vec<Planned>, StoreError> {
+        let mut planned: Vec<Planned> = Vec::with_capacity(results.len());
+        let mut seen: BTreeSet<&str> = BTreeSet::new();
+        for (i, entry) in results.iter().enumerate() {
+            let id = entry.fence.task_id.as_str();
+            let Some(record) = current.get(id) else {
+                continue;
+            };
+            if !entry
+                .fence
+                .holds(record.claim_owner.as_deref(), record.claim_token.as_deref())
+                || !seen.insert(id)
+            {
+                continue;
+            }
+            let unsent = Self::unsent_after(conn, id, &entry.observation).await?;
+            let mut change = transition::observe(
+                record,
+                entry.phase,
+                &entry.observation,
+                now,
+                policy,
+                entry.jitter,
+                unsent,
+            );
+            let acked = Self::acked_listed(conn, id, &entry.observation).await?;
+            transition::reopen_reasked(&mut change, &acked, now, policy);
+            planned.push(Planned {
+                entry: i,
+                fence: entry.fence.clone(),
+                change,
+            });
+        }
+        Ok(planned)
+    }
+
+    /// Write the planned records, each fenced on its claim: one statement
+    /// for the batch where the backend has one, else one per row. Says which
+    /// were written.
+    async fn write_fenced_batch(
+        conn: &mut B::Connection,
+        planned: &[Planned],
+    ) -> Result<Vec<bool>, StoreError> {
+        match B::SQL.update_remotes_fenced {
+            Some(sql) if planned.len() > 1 => {
+                let rows: Vec<Value> = planned
+                    .iter()
+                    .map(|p| fenced_row(&p.change.record, &p.fence))
+                    .collect();
+                let json = Value::Array(rows).to_string();
+                let written = B::fetch_all(conn, sql, args![json]).await?;
+                let ids: BTreeSet<String> = written
+                    .iter()
+                    .map(|row| B::column::<String>(row, "id"))
+                    .collect::<Result<_, _>>()?;
+                Ok(planned
+                    .iter()
+                    .map(|p| ids.contains(&p.change.record.id))
+                    .collect())
+            }
+            _ => {
+                let mut written = Vec::with_capacity(planned.len());
+                for p in planned {
+                    written.push(Self::write_fenced(conn, &p.change.record, &p.fence).await?);
+                }
+                Ok(written)
+            }
+        }
     }
 }
 
@@ -589,54 +741,16 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
             return Ok(applied);
         }
         let mut tx = B::begin_write(&self.writer).await?;
-        // Lock every row of the batch in one statement, in id order.
-        let mut ids: Vec<&str> = results.iter().map(|a| a.fence.task_id.as_str()).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let rows = B::fetch_all(&mut tx, B::SQL.lock_remotes, vec![Arg::TextList(ids)]).await?;
-        let mut current: HashMap<String, RemoteTaskRecord> = HashMap::new();
-        for row in &rows {
-            match codec::remote_task::<B>(row) {
-                Ok(record) => {
-                    current.insert(record.id.clone(), record);
-                }
-                Err(e) => {
-                    let id: Option<String> = B::column(row, "id").ok();
-                    tracing::error!(task = ?id, "cannot apply to a corrupt remote task: {e}");
-                }
-            }
-        }
-        for (i, entry) in results.iter().enumerate() {
-            let Some(record) = current.get(&entry.fence.task_id) else {
-                continue;
-            };
-            if !entry
-                .fence
-                .holds(record.claim_owner.as_deref(), record.claim_token.as_deref())
-            {
+        let current = Self::lock_batch(&mut tx, results).await?;
+        let planned = Self::plan_changes(&mut tx, results, &current, policy, now).await?;
+        let written = Self::write_fenced_batch(&mut tx, &planned).await?;
+        for (planned, ok) in planned.iter().zip(written) {
+            if !ok {
                 continue;
             }
-            let unsent =
-                Self::unsent_after(&mut tx, &entry.fence.task_id, &entry.observation).await?;
-            let mut change = transition::observe(
-                record,
-                entry.phase,
-                &entry.observation,
-                now,
-                policy,
-                entry.jitter,
-                unsent,
-            );
-            let acked =
-                Self::acked_listed(&mut tx, &entry.fence.task_id, &entry.observation).await?;
-            transition::reopen_reasked(&mut change, &acked, now, policy);
-            if !Self::write_fenced(&mut tx, &change.record, &entry.fence).await? {
-                continue;
-            }
-            Self::write_inputs_and_events(&mut tx, &change, now).await?;
-            Self::write_sent(&mut tx, &change, now).await?;
-            current.insert(change.record.id.clone(), change.record);
-            applied[i] = true;
+            Self::write_inputs_and_events(&mut tx, &planned.change, now).await?;
+            Self::write_sent(&mut tx, &planned.change, now).await?;
+            applied[planned.entry] = true;
         }
         tx.commit().await.map_err(db_err)?;
         Ok(applied)

@@ -93,6 +93,11 @@ pub struct Statements {
     pub remote_events: &'static str,
     /// Fenced: write a worker's state change, claim columns included.
     pub update_remote_fenced: &'static str,
+    /// Fenced, set-based: `update_remote_fenced` for a whole batch in one
+    /// statement (`$1` a JSON array of `remote_fenced_rows!` objects),
+    /// returning the ids it wrote. `None` where one statement per row costs
+    /// no round trip (SQLite runs in-process).
+    pub update_remotes_fenced: Option<&'static str>,
     /// Write an application's state change, leaving the claim alone.
     pub update_remote_unclaimed: &'static str,
     /// Register an input key seen in a snapshot (first request wins).
@@ -291,6 +296,25 @@ macro_rules! remote_mutable_columns {
 }
 pub(crate) use remote_mutable_columns;
 
+/// The fields of one row of a set-based fenced write, in the order the
+/// store's row builder emits them: `remote_mutable_columns!`'s columns (their
+/// names and types), the new claim columns, and the fence the row must still
+/// carry (`fence_owner`, `fence_token`).
+macro_rules! remote_fenced_rows {
+    () => {
+        "id TEXT, status TEXT, status_message TEXT, input_requests TEXT, result TEXT,
+         result_truncated BOOLEAN, error TEXT, remote_created_at BIGINT, ttl_ms BIGINT,
+         poll_interval_ms BIGINT, updated_at BIGINT, completed_at BIGINT, next_poll_at BIGINT,
+         last_polled_at BIGINT, poll_count BIGINT, consecutive_errors BIGINT, last_error TEXT,
+         cancel_requested_at BIGINT, cancel_sent_at BIGINT, next_cancel_at BIGINT,
+         cancel_attempts BIGINT, next_update_at BIGINT, event_version BIGINT,
+         delivered_version BIGINT, next_notify_at BIGINT, notify_attempts BIGINT,
+         last_notify_error TEXT, dead_letters BIGINT, claim_owner TEXT, claim_token TEXT,
+         claim_expires_at BIGINT, fence_owner TEXT, fence_token TEXT"
+    };
+}
+pub(crate) use remote_fenced_rows;
+
 /// A phase claim: due rows of the phase's schedule column, oldest due first,
 /// not claimed by a live lease. `$1` owner, `$2` token, `$3` now, `$4` lease
 /// end, `$5` limit.
@@ -345,7 +369,8 @@ macro_rules! statements {
         signal: $signal:expr,
         in_list: ($in:tt, $in_end:tt),
         greatest_least: ($max:tt, $min:tt),
-        live_index_hint: $active_hint:tt $(,)?
+        live_index_hint: $active_hint:tt,
+        fenced_set_update: $fenced_set_update:expr $(,)?
     ) => {
         $crate::flows::sql::Statements {
             // One statement, one snapshot: the status and the outstanding
@@ -520,6 +545,7 @@ macro_rules! statements {
                 ", claim_owner = $29, claim_token = $30, claim_expires_at = $31 WHERE ",
                 $crate::flows::sql::fenced_by!("claim_owner" = "$32", "claim_token" = "$33")
             ),
+            update_remotes_fenced: $fenced_set_update,
             // An application write (cancel intent, answers): the claim columns
             // stay, so a worker's claim in flight stays valid.
             update_remote_unclaimed: concat!(

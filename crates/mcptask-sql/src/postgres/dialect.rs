@@ -69,7 +69,36 @@ static SQL: Statements = statements! {
     in_list: ("= ANY(", ")"),
     greatest_least: ("GREATEST", "LEAST"),
     live_index_hint: "",
+    fenced_set_update: Some(UPDATE_REMOTES_FENCED),
 };
+
+/// A batch of fenced worker writes in one round trip: the rows arrive as one
+/// JSON array (a fixed statement text whatever the batch size, so it is
+/// prepared once), the fence is in the join, and `RETURNING` names the rows
+/// whose claim still held. The flow has locked the rows in id order already.
+const UPDATE_REMOTES_FENCED: &str = concat!(
+    "UPDATE remote_tasks AS t SET
+        status = v.status, status_message = v.status_message,
+        input_requests = v.input_requests, result = v.result,
+        result_truncated = v.result_truncated, error = v.error,
+        remote_created_at = v.remote_created_at, ttl_ms = v.ttl_ms,
+        poll_interval_ms = v.poll_interval_ms, updated_at = v.updated_at,
+        completed_at = v.completed_at, next_poll_at = v.next_poll_at,
+        last_polled_at = v.last_polled_at, poll_count = v.poll_count,
+        consecutive_errors = v.consecutive_errors, last_error = v.last_error,
+        cancel_requested_at = v.cancel_requested_at, cancel_sent_at = v.cancel_sent_at,
+        next_cancel_at = v.next_cancel_at, cancel_attempts = v.cancel_attempts,
+        next_update_at = v.next_update_at, event_version = v.event_version,
+        delivered_version = v.delivered_version, next_notify_at = v.next_notify_at,
+        notify_attempts = v.notify_attempts, last_notify_error = v.last_notify_error,
+        dead_letters = v.dead_letters, claim_owner = v.claim_owner,
+        claim_token = v.claim_token, claim_expires_at = v.claim_expires_at
+     FROM json_to_recordset(CAST($1 AS json)) AS v(",
+    crate::flows::sql::remote_fenced_rows!(),
+    ")
+     WHERE t.id = v.id AND t.claim_owner = v.fence_owner AND t.claim_token = v.fence_token
+     RETURNING t.id"
+);
 
 #[cfg(test)]
 mod tests {

@@ -25,6 +25,9 @@ static SQL: Statements = statements! {
     // Without statistics SQLite prefers the status index for the live filter
     // and sorts every live task; the partial index is ordered already.
     live_index_hint: " INDEXED BY remote_tasks_active",
+    // In-process: a statement per row costs no round trip, and the rows were
+    // found through the primary key already.
+    fenced_set_update: None,
 };
 
 impl Dialect for Sqlite {

@@ -356,6 +356,79 @@ mcptask_sql::on_both_backends! {
         );
     }
 
+    /// A batch may be written in one set-based statement (PostgreSQL) and a
+    /// single entry one row at a time: both must write every column alike.
+    async fn batch_applies_write_what_single_applies_write(store: Arc<dyn RemoteTaskStore>) {
+        let observations = [
+            Observation::Snapshot(completed_snapshot()),
+            Observation::Snapshot(RemoteSnapshot {
+                error: Some(json!({"code": -32000, "message": "boom \"quoted\" ü"})),
+                ..snapshot(TaskStatus::Failed)
+            }),
+            Observation::Snapshot(input_snapshot(&["k1", "k2"])),
+            Observation::Snapshot(RemoteSnapshot {
+                status_message: Some("half way".into()),
+                remote_created_at: Some(T0 - 5),
+                ttl_ms: Some(i64::MAX / 4),
+                poll_interval_ms: Some(5_000),
+                ..snapshot(TaskStatus::Working)
+            }),
+            Observation::Transient("connection reset".into()),
+            Observation::Released,
+        ];
+        for i in 0..observations.len() {
+            insert(&*store, &new_task(&format!("a{i}"), &format!("ra-{i}"))).await;
+            insert(&*store, &new_task(&format!("s{i}"), &format!("rs-{i}"))).await;
+        }
+        let claims = claim(&*store, Phase::Poll, "w", T0 + 1_000, 100).await;
+        let claimed = |id: String| claims.iter().find(|c| c.record.id == id).unwrap();
+        let now = T0 + 1_200;
+        let batch: Vec<Applied> = observations
+            .iter()
+            .enumerate()
+            .map(|(i, o)| applied(claimed(format!("a{i}")), Phase::Poll, o.clone()))
+            .collect();
+        let done = store.apply_remote(&batch, &policy(), now).await.unwrap();
+        assert!(done.iter().all(|ok| *ok), "every fence held: {done:?}");
+        for (i, o) in observations.iter().enumerate() {
+            let single = applied(claimed(format!("s{i}")), Phase::Poll, o.clone());
+            assert!(apply_one(&*store, single, now).await);
+        }
+        for i in 0..observations.len() {
+            let (a, s) = (format!("a{i}"), format!("s{i}"));
+            let mut batched = get(&*store, &a).await;
+            let single = get(&*store, &s).await;
+            batched.id = single.id.clone();
+            batched.remote_task_id = single.remote_task_id.clone();
+            assert_eq!(batched, single, "observation {i}");
+            let strip = |events: Vec<TaskEvent>| -> Vec<TaskEvent> {
+                events
+                    .into_iter()
+                    .map(|mut e| {
+                        e.task_id.clear();
+                        if let Some(data) = e.data.as_object_mut() {
+                            data.remove("taskId");
+                        }
+                        e
+                    })
+                    .collect()
+            };
+            assert_eq!(
+                strip(events(&*store, &a).await),
+                strip(events(&*store, &s).await),
+                "events of observation {i}"
+            );
+            let keys = |inputs: Vec<mcptask_core::client::RemoteInput>| -> Vec<String> {
+                inputs.into_iter().map(|r| r.key).collect()
+            };
+            assert_eq!(
+                keys(store.remote_inputs(&a).await.unwrap()),
+                keys(store.remote_inputs(&s).await.unwrap()),
+                "inputs of observation {i}"
+            );
+        }
+    }
+
     async fn transient_errors_back_off_and_degrade(store: Arc<dyn RemoteTaskStore>) {
         insert(&*store, &new_task("t1", "r-1")).await;
         let mut now = T0 + 1_000;
