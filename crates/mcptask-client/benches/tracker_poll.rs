@@ -343,6 +343,10 @@ impl RemoteTaskStore for Metered {
         self.inner.answer_inputs(id, answers, now).await
     }
 
+    async fn next_due(&self, phase: Phase, now: i64) -> Result<Option<i64>, StoreError> {
+        self.inner.next_due(phase, now).await
+    }
+
     async fn claim_remote(
         &self,
         phase: Phase,

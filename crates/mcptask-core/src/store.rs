@@ -227,6 +227,19 @@ pub trait RemoteTaskStore: Send + Sync + 'static {
         limit: i64,
     ) -> Result<Vec<crate::client::ClaimedTask>, StoreError>;
 
+    /// The earliest time after `now` at which a task becomes due for
+    /// `phase` (an index seek, not a scan), so an idle worker can wake for
+    /// it instead of at its next idle tick. `None`: nothing is scheduled.
+    /// Stores without it answer `None` and workers keep their idle tick.
+    async fn next_due(
+        &self,
+        phase: crate::client::Phase,
+        now: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        let _ = (phase, now);
+        Ok(None)
+    }
+
     /// Apply worker results in one transaction; each entry is fenced on its
     /// own. Returns, per entry, whether it was applied.
     async fn apply_remote(

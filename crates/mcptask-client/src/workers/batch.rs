@@ -66,6 +66,9 @@ pub(super) async fn pipeline(inner: Arc<Inner>, phase: Phase) {
     let mut applying: Option<Stage<()>> = None;
     let mut pending: Vec<Done> = Vec::new();
     let mut claim_now = true;
+    // When to claim again if nothing else wakes the phase: the idle tick, or
+    // sooner when the store says a task falls due before it.
+    let mut tick = tokio::time::Instant::now() + inner.config.idle_tick;
     loop {
         let stopping = inner.shutdown.is_cancelled();
         if applying.is_none() && !pending.is_empty() {
@@ -88,8 +91,9 @@ pub(super) async fn pipeline(inner: Arc<Inner>, phase: Phase) {
         // read the due rows before the woken task became due.
         let room = !stopping && calls.len() < slots;
         tokio::select! {
-            Some((want, claimed)) = OptionFuture::from(claiming.as_mut().map(|c| &mut c.work)), if claiming.is_some() => {
+            Some((want, claimed, due)) = OptionFuture::from(claiming.as_mut().map(|c| &mut c.work)), if claiming.is_some() => {
                 claiming = None;
+                tick = next_tick(&inner, due);
                 match claimed {
                     Ok(claimed) => {
                         // A full claim means more is due: claim again at once.
@@ -119,14 +123,36 @@ pub(super) async fn pipeline(inner: Arc<Inner>, phase: Phase) {
                 claim_now |= slots - calls.len() >= refill || calls.is_empty();
             }
             _ = wake.notified(), if room => claim_now = true,
-            _ = tokio::time::sleep(inner.config.idle_tick), if room => claim_now = true,
+            _ = tokio::time::sleep_until(tick), if room => {
+                claim_now = true;
+                tick = tokio::time::Instant::now() + inner.config.idle_tick;
+            }
             _ = inner.shutdown.cancelled(), if !stopping => {}
         }
     }
 }
 
-/// What a claim stage hands back: how many it asked for, and what it got.
-type Claimed = (usize, Result<Vec<ClaimedTask>, StoreError>);
+/// What a claim stage hands back: how many it asked for, what it got, and
+/// (after a claim that found less than it wanted) when the next task falls due.
+type Claimed = (usize, Result<Vec<ClaimedTask>, StoreError>, Option<i64>);
+
+/// The shortest wait before claiming again: claims for tasks falling due
+/// close together are made as one.
+const MIN_WAIT: Duration = Duration::from_millis(10);
+
+/// When to claim next without a wake-up: when the next task falls due (at
+/// least [`MIN_WAIT`] from now), at the latest after the idle tick.
+fn next_tick(inner: &Inner, due: Option<i64>) -> tokio::time::Instant {
+    let idle = inner.config.idle_tick;
+    let wait = match due {
+        Some(at) => {
+            let ms = (at - inner.clock.now_ms()).max(0) as u64;
+            Duration::from_millis(ms).clamp(MIN_WAIT.min(idle), idle)
+        }
+        None => idle,
+    };
+    tokio::time::Instant::now() + wait
+}
 
 /// A store statement running beside the calls, and how many rows it covers.
 struct Stage<T> {
@@ -144,7 +170,17 @@ impl<T> Stage<T> {
 }
 
 async fn claim_stage(inner: Arc<Inner>, phase: Phase, want: usize) -> Claimed {
-    (want, claim(&inner, phase, want as i64).await)
+    let claimed = claim(&inner, phase, want as i64).await;
+    // Nothing more is due now: ask when something will be (an index seek).
+    let due = match &claimed {
+        Ok(c) if c.len() < want => inner
+            .store
+            .next_due(phase, inner.clock.now_ms())
+            .await
+            .unwrap_or(None),
+        _ => None,
+    };
+    (want, claimed, due)
 }
 
 async fn apply_stage(inner: Arc<Inner>, phase: Phase, done: Vec<Done>) {

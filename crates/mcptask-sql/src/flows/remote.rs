@@ -698,6 +698,19 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
         Ok(Some(result))
     }
 
+    async fn next_due(&self, phase: Phase, now: i64) -> Result<Option<i64>, StoreError> {
+        let sql = match phase {
+            Phase::Poll => B::SQL.next_poll_due,
+            Phase::Cancel => B::SQL.next_cancel_due,
+            Phase::Update => B::SQL.next_update_due,
+        };
+        let mut conn = self.reader.acquire().await.map_err(db_err)?;
+        match B::fetch_optional(&mut conn, sql, args![now]).await? {
+            Some(row) => B::column(&row, "due"),
+            None => Ok(None),
+        }
+    }
+
     async fn claim_remote(
         &self,
         phase: Phase,

@@ -122,6 +122,12 @@ pub struct Statements {
     pub claim_cancel: &'static str,
     /// Claim tasks due for `tasks/update`.
     pub claim_update: &'static str,
+    /// The earliest `next_poll_at` after `$1` (as `due`).
+    pub next_poll_due: &'static str,
+    /// The earliest `next_cancel_at` after `$1` (as `due`).
+    pub next_cancel_due: &'static str,
+    /// The earliest `next_update_at` after `$1` (as `due`).
+    pub next_update_due: &'static str,
     /// The answers still to send for a batch of claimed tasks.
     pub unsent_answers: &'static str,
     /// Claim tasks with undelivered events (separate notify lease).
@@ -586,6 +592,9 @@ macro_rules! statements {
             claim_update: $crate::flows::sql::claim_due!(
                 "next_update_at", "", $claim_status, $skip_locked
             ),
+            next_poll_due: "SELECT MIN(next_poll_at) AS due FROM remote_tasks WHERE next_poll_at > $1",
+            next_cancel_due: "SELECT MIN(next_cancel_at) AS due FROM remote_tasks WHERE next_cancel_at > $1",
+            next_update_due: "SELECT MIN(next_update_at) AS due FROM remote_tasks WHERE next_update_at > $1",
             unsent_answers: concat!(
                 "SELECT task_id, key, response FROM remote_task_inputs
                  WHERE response IS NOT NULL AND sent_at IS NULL AND task_id ",

@@ -3,6 +3,26 @@
 use super::support::*;
 
 mcptask_sql::on_both_backends! {
+    async fn next_due_is_the_earliest_time_scheduled_after_now(store: Arc<dyn RemoteTaskStore>) {
+        for (i, interval) in [1_000, 3_000].into_iter().enumerate() {
+            let mut t = new_task(&format!("p{i}"), &format!("r-{i}"));
+            t.snapshot.poll_interval_ms = Some(interval);
+            insert(&*store, &t).await;
+        }
+        let a = get(&*store, "p0").await.next_poll_at.expect("p0 scheduled");
+        let b = get(&*store, "p1").await.next_poll_at.expect("p1 scheduled");
+        assert!(a < b, "{a} < {b}");
+        let due = |phase, now| {
+            let store = store.clone();
+            async move { store.next_due(phase, now).await.expect("next_due") }
+        };
+        assert_eq!(due(Phase::Poll, a - 1).await, Some(a));
+        assert_eq!(due(Phase::Poll, a).await, Some(b), "strictly after now");
+        assert_eq!(due(Phase::Poll, b).await, None);
+        assert_eq!(due(Phase::Cancel, 0).await, None, "no cancel is scheduled");
+        assert_eq!(due(Phase::Update, 0).await, None, "no answer is waiting");
+    }
+
     async fn claims_respect_due_times_leases_terminal_rows_and_limits(store: Arc<dyn RemoteTaskStore>) {
         for (i, interval) in [1_000, 2_000, 3_000, 4_000].into_iter().enumerate() {
             let mut t = new_task(&format!("p{i}"), &format!("r-{i}"));
