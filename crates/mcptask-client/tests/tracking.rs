@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use mcptask_client::{CallOptions, CallOutcome, InputContext, InputResolver, ServerDef, Tracker};
+use mcptask_client::{
+    CallOptions, CallOutcome, InputContext, InputResolver, ServerDef, Tracker, TrackerConfig,
+};
 use mcptask_core::TaskStatus;
 use mcptask_core::client::EventKind;
 use serde_json::{Value, json};
@@ -80,6 +82,22 @@ async fn outcomes_are_recorded_as_the_server_reports_them(backend: TrackerBacken
         .await
         .unwrap_err();
     assert!(matches!(e, mcptask_client::TrackerError::Remote(_)), "{e}");
+    tracker.shutdown(Duration::from_secs(2)).await;
+}
+
+/// An idle phase wakes when its next task falls due, not at its idle tick:
+/// with a one-minute tick and ~50 ms polls, a working task is polled over
+/// and over within seconds (before the fix: once, then after a minute).
+async fn polls_follow_the_schedule_not_the_idle_tick(backend: TrackerBackend) {
+    let server = RemoteServer::start(Some(60_000)).await;
+    let config = TrackerConfig {
+        idle_tick: Duration::from_secs(60),
+        ..fast_config()
+    };
+    let tracker = tracker(&backend, &server, config).await;
+    let hold = start_task(&tracker, "hold").await;
+    until(&tracker, &hold.id, "polled 5 times", |r| r.poll_count >= 5).await;
+    tracker.cancel(&hold.id).await.unwrap();
     tracker.shutdown(Duration::from_secs(2)).await;
 }
 
@@ -869,6 +887,7 @@ mcptask_sql::on_both_backends! {
     an_unusable_handle_is_cancelled_not_left_running => super::an_unusable_handle_is_cancelled_not_left_running;
     outcomes_are_recorded_as_the_server_reports_them => super::outcomes_are_recorded_as_the_server_reports_them;
     cancel_settles_with_what_the_server_reports => super::cancel_settles_with_what_the_server_reports;
+    polls_follow_the_schedule_not_the_idle_tick => super::polls_follow_the_schedule_not_the_idle_tick;
     answers_reach_the_server_once => super::answers_reach_the_server_once;
     session_setup_is_bounded_and_carries_configured_headers => super::session_setup_is_bounded_and_carries_configured_headers;
     webhooks_deliver_only_on_2xx => super::webhooks_deliver_only_on_2xx;

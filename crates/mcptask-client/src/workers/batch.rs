@@ -63,7 +63,7 @@ pub(super) async fn pipeline(inner: Arc<Inner>, phase: Phase) {
     let refill = batch.min(slots).div_ceil(4);
     let mut calls: JoinSet<Done> = JoinSet::new();
     let mut claiming: Option<Stage<Claimed>> = None;
-    let mut applying: Option<Stage<()>> = None;
+    let mut applying: Option<Stage<Option<i64>>> = None;
     let mut pending: Vec<Done> = Vec::new();
     let mut claim_now = true;
     // When to claim again if nothing else wakes the phase: the idle tick, or
@@ -107,8 +107,10 @@ pub(super) async fn pipeline(inner: Arc<Inner>, phase: Phase) {
                     }
                 }
             }
-            Some(()) = OptionFuture::from(applying.as_mut().map(|a| &mut a.work)), if applying.is_some() => {
+            Some(due) = OptionFuture::from(applying.as_mut().map(|a| &mut a.work)), if applying.is_some() => {
                 applying = None;
+                // The rows just written may fall due before the current tick.
+                tick = tick.min(next_tick(&inner, due));
             }
             joined = calls.join_next(), if !calls.is_empty() => {
                 let mut next = joined;
@@ -183,10 +185,17 @@ async fn claim_stage(inner: Arc<Inner>, phase: Phase, want: usize) -> Claimed {
     (want, claimed, due)
 }
 
-async fn apply_stage(inner: Arc<Inner>, phase: Phase, done: Vec<Done>) {
+/// Apply, then say when the phase's next task falls due (the rows written
+/// were rescheduled; a claim running beside this apply could not see that).
+async fn apply_stage(inner: Arc<Inner>, phase: Phase, done: Vec<Done>) -> Option<i64> {
     if let Err(e) = finish(&inner, phase, done, true).await {
         tracing::warn!(phase = phase.as_str(), error = %e, "applying results failed; the claims lapse and are retried");
     }
+    inner
+        .store
+        .next_due(phase, inner.clock.now_ms())
+        .await
+        .unwrap_or(None)
 }
 
 async fn claim(
