@@ -69,7 +69,7 @@ pub mod tool;
 pub use config::RuntimeConfig;
 pub use engine::{CreateRequest, MAX_LIST_LIMIT, Maintenance, RuntimeBuilder, TaskRuntime};
 pub use error::{SERVER_BUSY, TASK_NOT_FOUND, TaskError};
-pub use mcp::{DurableTaskServer, Principal};
+pub use mcp::{DurableTaskServer, Principal, TaskListenLayer, TaskListenService};
 pub use mcptask_core::server::{InterruptPolicy, TaskSupport};
 pub use tool::input;
 pub use tool::{
