@@ -58,6 +58,11 @@ impl TaskListenLayer {
         self.max_inspected_bytes = bytes;
         self
     }
+
+    /// Wrap `inner` (what [`tower::Layer::layer`] does, without importing it).
+    pub fn wrap<S>(self, inner: S) -> TaskListenService<S> {
+        tower::Layer::layer(&self, inner)
+    }
 }
 
 impl Default for TaskListenLayer {
@@ -165,9 +170,7 @@ fn take_filter(body: &[u8]) -> Option<(ListenFilter, Bytes)> {
         return None;
     }
     let params = message.get_mut("params")?.as_object_mut()?;
-    if params.get("notifications")?.get("taskIds").is_none() {
-        return None;
-    }
+    params.get("notifications")?.get("taskIds")?;
     let filter = params.remove("notifications")?;
     let rewritten = serde_json::to_vec(&message).ok()?;
     Some((ListenFilter(filter), Bytes::from(rewritten)))
