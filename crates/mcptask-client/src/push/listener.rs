@@ -43,6 +43,8 @@ type Watched = HashMap<String, String>;
 struct Live {
     subscription: Subscription,
     watched: Watched,
+    /// Whether the stream has brought any notification yet.
+    heard_any: bool,
 }
 
 enum Next {
@@ -65,7 +67,11 @@ pub(super) async fn run(inner: Arc<Inner>, name: String) {
     let mut live: Option<Live> = None;
     let mut backoff = BASE_BACKOFF;
     loop {
-        let next = step(&inner, &name, &mut live, &mut changes, &mut backoff).await;
+        // Shutdown must not wait for a connect or an acknowledgement.
+        let next = tokio::select! {
+            _ = inner.shutdown.cancelled() => Next::Stop,
+            next = step(&inner, &name, &mut live, &mut changes, &mut backoff) => next,
+        };
         let pause = match next {
             Next::Rescan | Next::Finished => Duration::ZERO,
             Next::Lost => {
@@ -141,6 +147,7 @@ async fn step(
                 *live = Some(Live {
                     subscription,
                     watched,
+                    heard_any: false,
                 });
             }
             Err(End::Refused(why)) => {
@@ -159,8 +166,8 @@ async fn step(
                 );
                 return Next::Lost;
             }
-            // Acknowledged nothing and ended: every task ended meanwhile.
-            Err(End::Finished) => return Next::Finished,
+            // Ended before acknowledging: as good as lost.
+            Err(End::Finished) => return Next::Lost,
         }
     }
     let current = live.as_mut().expect("a live stream");
@@ -229,6 +236,7 @@ async fn follow(
             _ = &mut rescan => return Next::Rescan,
             heard = live.subscription.heard.recv() => match heard {
                 Some(Heard::Changed(remote)) => {
+                    live.heard_any = true;
                     if let Some(local) = live.watched.get(&remote) {
                         poll_now(inner, local).await;
                     }
@@ -237,9 +245,23 @@ async fn follow(
                 None => return Next::Lost,
             },
             end = Subscription::ended(&mut live.subscription.response) => {
+                // What the stream brought before it ended may still be queued.
+                while let Ok(heard) = live.subscription.heard.try_recv() {
+                    if let Heard::Changed(remote) = heard {
+                        live.heard_any = true;
+                        if let Some(local) = live.watched.get(&remote) {
+                            poll_now(inner, local).await;
+                        }
+                    }
+                }
                 return match end {
                     // Every watched task ended: look again at what is live.
-                    End::Finished => Next::Finished,
+                    End::Finished if live.heard_any => Next::Finished,
+                    // Ended without reporting anything while the tasks are
+                    // live here: the server accepted none of them (another
+                    // principal's, or forgotten). Reopening at once would
+                    // spin; their polls go on meanwhile.
+                    End::Finished => Next::Refused,
                     End::Refused(_) => Next::Refused,
                     End::Lost(why) => {
                         tracing::debug!(server = name, why, "push: stream lost; polling meanwhile, reconnecting");

@@ -14,6 +14,9 @@ use tokio::task::JoinHandle;
 
 use crate::remote::{RemoteError, ServerDef};
 
+/// How long closing a stream's session may take.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What the stream brought.
 #[derive(Debug)]
 pub(super) enum Heard {
@@ -128,8 +131,10 @@ impl Subscription {
     }
 
     /// Give the stream up and close its session.
+    /// Bounded: an unreachable server must not hold up the listener or a
+    /// tracker's shutdown (dropping the session closes it all the same).
     pub(super) async fn close(self) {
         self.response.abort();
-        let _ = self.session.cancel().await;
+        let _ = tokio::time::timeout(CLOSE_WAIT, self.session.cancel()).await;
     }
 }
