@@ -95,11 +95,14 @@ impl Listen {
 
     /// The next JSON-RPC message, or `None` when the stream ended.
     async fn next(&mut self) -> Option<Value> {
+        // One deadline for the message, not per chunk: keep-alives arrive
+        // while nothing else does.
+        let deadline = tokio::time::Instant::now() + WAIT;
         loop {
             if let Some(message) = self.take_message() {
                 return Some(message);
             }
-            let chunk = tokio::time::timeout(WAIT, self.response.chunk())
+            let chunk = tokio::time::timeout_at(deadline, self.response.chunk())
                 .await
                 .expect("the stream went silent")
                 .expect("read the stream")?;
@@ -146,17 +149,20 @@ async fn replica(backend: &Backend, gate: &Gate, owner: &str) -> TaskRuntime {
         .unwrap()
 }
 
-/// A subscription on replica A hears, in order and once per status change,
-/// what the work on replica B does: input required (with the request), then
-/// completed (with the result). The stream then ends with the final result.
+/// A subscription on replica A hears what the work on replica B does: the
+/// task, working when the stream opened, completes on B; A sends exactly one
+/// notification (the terminal snapshot, equal to `tasks/get`, with the
+/// result), then ends the stream with the final result.
 async fn a_subscription_on_one_replica_sees_changes_made_on_another(backend: Backend) {
     let gate = Gate::new();
     let a = replica(&backend, &gate, "A").await;
     let b = replica(&backend, &gate, "B").await;
     let (url, stop) = serve(a.clone()).await;
 
+    // `hold` stays working until the gate opens, which happens only after
+    // the stream is acknowledged: the change is made on B after A watches.
     let id = b
-        .create_task(request("ask", json!({})))
+        .create_task(request("hold", json!({})))
         .await
         .unwrap()
         .task_id;
@@ -172,61 +178,28 @@ async fn a_subscription_on_one_replica_sees_changes_made_on_another(backend: Bac
         "only tasks the caller can read are accepted: {ack}"
     );
     assert_eq!(ack["params"]["_meta"][SUBSCRIPTION_ID], 41, "{ack}");
+    gate.release(1);
 
-    let mut statuses = Vec::new();
-    let mut last = Value::Null;
-    let mut answered = false;
-    loop {
-        let message = listen.next().await.expect("the stream ended early");
-        if message.get("result").is_some() {
-            assert_eq!(message["result"]["_meta"][SUBSCRIPTION_ID], 41, "{message}");
-            break;
-        }
-        assert_eq!(message["method"], "notifications/tasks", "{message}");
-        let params = &message["params"];
-        assert_eq!(params["taskId"], json!(id));
-        assert_eq!(params["_meta"][SUBSCRIPTION_ID], 41, "{message}");
-        let status = params["status"].as_str().unwrap().to_string();
-        assert_ne!(
-            statuses.last(),
-            Some(&status),
-            "one notification per status change: {message}"
-        );
-        // The snapshot is what tasks/get says at that moment.
-        let got = serde_json::to_value(b.get_task(&id, None).await.unwrap()).unwrap();
-        if status == "input_required" {
-            assert!(params["inputRequests"]["q"].is_object(), "{message}");
-            assert!(!answered);
-            answered = true;
-            b.update_task(
-                &id,
-                None,
-                serde_json::from_value(
-                    json!({"q": {"action": "accept", "content": {"v": "blue"}}}),
-                )
-                .unwrap(),
-            )
-            .await
-            .unwrap();
-            gate.release(1);
-        } else if status == "completed" {
-            let mut snapshot = params.clone();
-            snapshot.as_object_mut().unwrap().remove("_meta");
-            assert_eq!(snapshot, got, "the terminal notification equals tasks/get");
-            assert_eq!(
-                params["result"]["content"][0]["text"],
-                "answer blue attempt 1"
-            );
-        }
-        statuses.push(status);
-        last = message;
-    }
-    assert_eq!(statuses.first().map(String::as_str), Some("input_required"));
+    let done = listen.next().await.expect("a notification");
+    assert_eq!(done["method"], "notifications/tasks", "{done}");
+    let params = &done["params"];
+    assert_eq!(params["_meta"][SUBSCRIPTION_ID], 41, "{done}");
     assert_eq!(
-        statuses.last().map(String::as_str),
-        Some("completed"),
-        "{last}"
+        params["status"], "completed",
+        "one notification per status change: {done}"
     );
+    assert_eq!(
+        params["result"]["content"][0]["text"], "held attempt 1",
+        "{done}"
+    );
+    let got = serde_json::to_value(b.get_task(&id, None).await.unwrap()).unwrap();
+    let mut snapshot = params.clone();
+    snapshot.as_object_mut().unwrap().remove("_meta");
+    assert_eq!(snapshot, got, "the terminal notification equals tasks/get");
+
+    let end = listen.next().await.expect("the final result");
+    assert_eq!(end["id"], 41, "{end}");
+    assert_eq!(end["result"]["_meta"][SUBSCRIPTION_ID], 41, "{end}");
     stop.cancel();
     a.shutdown(Duration::from_millis(100)).await;
     b.shutdown(Duration::from_millis(100)).await;
