@@ -52,6 +52,7 @@
 
 mod config;
 pub mod notify;
+mod push;
 pub mod remote;
 mod resolver;
 #[cfg(feature = "testkit")]

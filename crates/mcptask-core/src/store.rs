@@ -128,6 +128,24 @@ pub trait ServerTaskStore: Send + Sync + 'static {
     /// (PostgreSQL `LISTEN/NOTIFY`). `None` when only the backstop applies.
     async fn listen_signals(&self) -> Result<Option<BoxStream<'static, String>>, StoreError>;
 
+    /// Tell every replica's change feed that these tasks changed state
+    /// (hints: subscribers re-read the tasks). One call carries a whole batch
+    /// so a backend can send it as one message. A no-op where the backend has
+    /// no cross-process channel (the feed then stays in-process).
+    async fn publish_changes(&self, task_ids: &[String]) -> Result<(), StoreError> {
+        let _ = task_ids;
+        Ok(())
+    }
+
+    /// The change feed of every replica (task ids, in batches as published),
+    /// if the backend has a cross-process channel (PostgreSQL `LISTEN/NOTIFY`).
+    /// An empty batch means changes may have been lost (the channel
+    /// reconnected): subscribers re-read what they watch. `None`: only this
+    /// process's own changes are seen.
+    async fn listen_changes(&self) -> Result<Option<BoxStream<'static, Vec<String>>>, StoreError> {
+        Ok(None)
+    }
+
     /// Fenced: replace the task's driver state (`driver_state`) in one
     /// update. The caller bounds its size (the runtime applies
     /// [`PayloadLimits::max_arguments_bytes`](crate::payload::PayloadLimits)).
@@ -180,6 +198,17 @@ pub trait RemoteTaskStore: Send + Sync + 'static {
         &self,
         id: &str,
     ) -> Result<Option<crate::client::RemoteTaskRecord>, StoreError>;
+
+    /// Make a live task's poll due now, because its server pushed a status
+    /// change (`notifications/tasks`): the poll workers then read it with
+    /// `tasks/get` as usual, so the pushed snapshot is a hint and polling stays
+    /// the truth. A poll already due keeps its time. Returns whether the
+    /// schedule moved. A store that does not implement it keeps its schedule
+    /// (push then changes nothing, polling still settles every task).
+    async fn expedite_poll(&self, id: &str, now: i64) -> Result<bool, StoreError> {
+        let _ = (id, now);
+        Ok(false)
+    }
 
     /// All input keys ever seen for a task, with local answers.
     async fn remote_inputs(&self, id: &str) -> Result<Vec<crate::client::RemoteInput>, StoreError>;

@@ -71,7 +71,7 @@ pub use engine::{
     CreateRequest, MAX_LIST_LIMIT, Maintenance, RuntimeBuilder, TaskOverview, TaskRuntime,
 };
 pub use error::{SERVER_BUSY, TASK_NOT_FOUND, TaskError};
-pub use mcp::{DurableTaskServer, Principal};
+pub use mcp::{DurableTaskServer, Principal, TaskListenLayer, TaskListenService};
 pub use mcptask_core::server::{InterruptPolicy, TaskSupport};
 pub use tool::input;
 pub use tool::{

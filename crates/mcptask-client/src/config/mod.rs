@@ -65,6 +65,12 @@ pub struct TrackerConfig {
     pub purge_interval: Duration,
     /// Whether to run the workers (tests drive steps by hand).
     pub background: bool,
+    /// Listen for task status notifications (`subscriptions/listen`) on the
+    /// Streamable HTTP servers that serve them, and poll a task as soon as
+    /// its server says it changed. Polling stays the truth: a server that
+    /// does not serve them, or a lost stream, leaves tasks on their normal
+    /// schedule. Needs the workers (`background`).
+    pub push: bool,
 }
 
 impl Default for TrackerConfig {
@@ -88,6 +94,7 @@ impl Default for TrackerConfig {
             purge_batch: 1_000,
             purge_interval: Duration::from_secs(60),
             background: true,
+            push: true,
         }
     }
 }

@@ -103,6 +103,8 @@ settings! {
     max_arguments_bytes: usize => policy.limits.max_arguments_bytes, any_value;
     /// How long an idle worker waits before looking for due work again (at least 1).
     idle_tick_ms: u64 => idle_tick as millis_at_least_one, any_value;
+    /// Listen for task status notifications on servers that serve them.
+    push: bool => push, any_value;
 }
 
 impl<'de> Deserialize<'de> for TrackerConfig {

@@ -124,7 +124,7 @@ where
     }
 }
 
-fn client_config() -> ClientConfig {
+pub(crate) fn client_config() -> ClientConfig {
     ClientConfig::new(
         ClientCapabilities::builder().enable_tasks().build(),
         Implementation::new("mcptask", env!("CARGO_PKG_VERSION")),
@@ -233,6 +233,19 @@ fn http_transport(
         StreamableHttpClientTransport::with_client(http, config),
         fail,
     ))
+}
+
+/// Open a Streamable HTTP session to `def` (an HTTP server) served by
+/// `handler`, negotiating like every other session (the push listener's).
+pub(crate) async fn open_http_with<H: rmcp::ClientHandler>(
+    def: &ServerDef,
+    handler: H,
+) -> Result<RunningService<RoleClient, H>, RemoteError> {
+    let (transport, fail) = http_transport(def)?;
+    handler
+        .serve_with_lifecycle(transport, lifecycle())
+        .await
+        .map_err(|e| fail(super::why::init_failure(&e)))
 }
 
 /// A session to an upstream that relays input ([`UpstreamHandler`]), with the

@@ -16,8 +16,8 @@ mod tools;
 mod why;
 
 pub use classify::RemoteError;
-pub(crate) use connection::bounded;
 pub use connection::{Connection, Timeouts};
+pub(crate) use connection::{bounded, client_config, open_http_with};
 pub use lanes::{Lane, LaneOptions, LanePool};
 pub use registry::{Health, ServerRegistry};
 pub use server_def::{ServerDef, Toolset, Transport};

@@ -109,6 +109,9 @@ impl TrackerBuilder {
         });
         if inner.config.background {
             crate::workers::spawn_all(&inner);
+            if inner.config.push {
+                crate::push::spawn(&inner);
+            }
         }
         Ok(Tracker { inner })
     }

@@ -112,11 +112,22 @@ pub struct RemoteServer {
     runtime: Option<TaskRuntime>,
     stop: CancellationToken,
     ttl_ms: Option<i64>,
+    /// Whether it serves task status notifications (`TaskListenLayer`).
+    push: bool,
     _dir: Arc<tempfile::TempDir>,
 }
 
 impl RemoteServer {
     pub async fn start(ttl_ms: Option<i64>) -> Self {
+        Self::start_with(ttl_ms, false).await
+    }
+
+    /// A server that also serves task status notifications.
+    pub async fn start_with_push(ttl_ms: Option<i64>) -> Self {
+        Self::start_with(ttl_ms, true).await
+    }
+
+    async fn start_with(ttl_ms: Option<i64>, push: bool) -> Self {
         let dir = Arc::new(tempfile::tempdir().unwrap());
         let store_url = format!("sqlite:{}", dir.path().join("server.db").display());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -130,6 +141,7 @@ impl RemoteServer {
             runtime: None,
             stop: CancellationToken::new(),
             ttl_ms,
+            push,
             _dir: dir,
         };
         s.serve(listener).await;
@@ -164,16 +176,21 @@ impl RemoteServer {
                 .with_json_response(true)
                 .with_cancellation_token(self.stop.clone()),
         );
-        let app = axum::Router::new().nest_service("/mcp", service).layer(
-            axum::middleware::from_fn_with_state(
-                (
-                    self.mangle.clone(),
-                    self.seen.clone(),
-                    self.gets_in_flight.clone(),
-                ),
-                mangle_layer,
+        let routes = if self.push {
+            use tower::Layer;
+            let service = mcptask_server::TaskListenLayer::new().layer(service);
+            axum::Router::new().nest_service("/mcp", service)
+        } else {
+            axum::Router::new().nest_service("/mcp", service)
+        };
+        let app = routes.layer(axum::middleware::from_fn_with_state(
+            (
+                self.mangle.clone(),
+                self.seen.clone(),
+                self.gets_in_flight.clone(),
             ),
-        );
+            mangle_layer,
+        ));
         let stop = self.stop.clone();
         tokio::spawn(async move {
             let _ = axum::serve(listener, app)
@@ -232,6 +249,9 @@ async fn mangle_layer(
     let task_id = parsed["params"]["taskId"].as_str().map(str::to_string);
     if let Some(id) = &task_id {
         seen.lock().unwrap().push((method.clone(), id.clone()));
+    }
+    if method == "subscriptions/listen" {
+        seen.lock().unwrap().push((method.clone(), String::new()));
     }
     let key = match (method.as_str(), task_id, parsed["params"]["name"].as_str()) {
         ("tasks/get", Some(id), _) => Some(id),

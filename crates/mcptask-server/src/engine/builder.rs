@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::batcher::CreateBatcher;
+use super::feed::ChangeFeed;
 use super::quota::LiveQuota;
 use super::{RuntimeInner, TaskRuntime, maintenance, signals};
 use crate::config::RuntimeConfig;
@@ -66,6 +67,8 @@ impl RuntimeBuilder {
             self.config.max_live_tasks,
             self.config.max_live_tasks_per_principal,
         );
+        let stopped = CancellationToken::new();
+        let feed = ChangeFeed::start(self.store.clone(), stopped.clone()).await;
         let inner = Arc::new(RuntimeInner {
             store: self.store,
             clock: self.clock,
@@ -76,9 +79,10 @@ impl RuntimeBuilder {
             owner,
             local: Default::default(),
             creator,
+            feed,
             quota,
             shutdown: CancellationToken::new(),
-            stopped: CancellationToken::new(),
+            stopped,
             accepting: AtomicBool::new(true),
             work: TaskTracker::new(),
             last_heartbeat_ok: AtomicI64::new(now),

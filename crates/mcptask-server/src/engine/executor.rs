@@ -133,7 +133,7 @@ impl RuntimeInner {
             })
             .await
         {
-            Ok(true) => {}
+            Ok(true) => self.feed.publish(&fence.task_id),
             Ok(false) => {
                 tracing::info!(task_id = %fence.task_id, "task settled elsewhere or claim lost; result dropped")
             }
@@ -145,14 +145,17 @@ impl RuntimeInner {
                     -32603,
                     "the task finished, but the task store refused its outcome (see the server log)",
                 );
-                if self
+                match self
                     .retrying("finish task", || {
                         self.store.finish(fence, &fallback, now, purge_at)
                     })
                     .await
-                    .is_err()
                 {
-                    tracing::warn!(task_id = %fence.task_id, "could not record the task outcome; recovery will handle it")
+                    Ok(true) => self.feed.publish(&fence.task_id),
+                    Ok(false) => {}
+                    Err(_) => {
+                        tracing::warn!(task_id = %fence.task_id, "could not record the task outcome; recovery will handle it")
+                    }
                 }
             }
             Err(_) => {

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::batcher::CreateBatcher;
+use super::feed::ChangeFeed;
 use super::local::LocalWork;
 use super::quota::LiveQuota;
 use crate::config::RuntimeConfig;
@@ -38,6 +39,8 @@ pub(crate) struct RuntimeInner {
     pub(crate) local: LocalWork,
     /// Group commit of new tasks.
     pub(crate) creator: CreateBatcher,
+    /// Which tasks changed state, for `subscriptions/listen` streams.
+    pub(crate) feed: ChangeFeed,
     /// Live-task counts and caps (admission control).
     pub(crate) quota: LiveQuota,
     /// Cancelled when shutdown begins (the drain): no new tasks, no recovery.

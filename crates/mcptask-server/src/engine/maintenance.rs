@@ -100,6 +100,7 @@ impl Maintenance {
                 .await?;
             expired += batch.len();
             for task in &batch {
+                rt.feed.publish(&task.task_id);
                 if task.owner.as_deref() == Some(&rt.owner) {
                     rt.local.stop(&task.task_id);
                 }

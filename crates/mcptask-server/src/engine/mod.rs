@@ -10,6 +10,7 @@ mod admission;
 mod batcher;
 mod builder;
 mod executor;
+mod feed;
 mod inner;
 mod local;
 mod maintenance;
@@ -22,6 +23,7 @@ mod sync_call;
 
 pub use builder::RuntimeBuilder;
 pub(crate) use executor::panic_text;
+pub(crate) use feed::Change;
 pub(crate) use inner::RuntimeInner;
 pub use maintenance::Maintenance;
 pub use runtime::{CreateRequest, MAX_LIST_LIMIT, TaskOverview, TaskRuntime};

@@ -347,6 +347,7 @@ impl TaskRuntime {
             .await?;
         if !outcome.applied.is_empty() {
             rt.local.wake(task_id);
+            rt.feed.publish(task_id);
         }
         Ok(())
     }

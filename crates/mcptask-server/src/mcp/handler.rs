@@ -245,11 +245,18 @@ impl ServerHandler for DurableTaskServer {
 
     /// rmcp routes a `tasks/*` request whose params do not parse to the custom
     /// handler; the method exists, so that is "invalid params", not "method not found".
+    /// A `subscriptions/listen` for tasks arrives here too, its filter set
+    /// aside by [`TaskListenLayer`](super::TaskListenLayer).
     async fn on_custom_request(
         &self,
         request: CustomRequest,
         context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
+        if request.method == super::LISTEN_METHOD {
+            self.tasks_gate(&context)?;
+            let principal = (self.principal)(&context);
+            return super::listen::serve(&self.runtime, principal, context).await;
+        }
         if !matches!(
             request.method.as_str(),
             "tasks/get" | "tasks/update" | "tasks/cancel"

@@ -7,9 +7,15 @@
 //! these pieces directly.
 
 mod handler;
+mod listen;
+mod listen_layer;
 pub mod principal;
 mod validate;
 pub mod wire;
 
 pub use handler::{DurableTaskServer, declares_tasks, is_modern};
+pub use listen::{LISTEN_METHOD, ListenFilter, MAX_LISTEN_TASKS};
+pub use listen_layer::{
+    DEFAULT_MAX_INSPECTED_BYTES, ListenBody, TaskListenLayer, TaskListenService,
+};
 pub use principal::Principal;

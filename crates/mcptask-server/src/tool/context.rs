@@ -147,7 +147,11 @@ impl TaskContext {
                     .set_status_message(&task.fence, Some(&message), now)
             })
             .await?;
-        if ok { Ok(()) } else { Err(TaskExit::Lost) }
+        if !ok {
+            return Err(TaskExit::Lost);
+        }
+        task.rt.feed.publish(&task.fence.task_id);
+        Ok(())
     }
 
     /// Ask the client for input under `key` and wait for the answer.
@@ -216,6 +220,10 @@ impl TaskContext {
                 }
                 InputState::Pending => waiting.push(key),
             }
+        }
+        if !waiting.is_empty() {
+            // The task now reads `input_required` with these requests.
+            task.rt.feed.publish(&task.fence.task_id);
         }
         while !waiting.is_empty() {
             tokio::select! {

@@ -108,6 +108,20 @@ pub trait Dialect: Database + Sized {
     fn listen_signals(
         pool: &Pool<Self>,
     ) -> BoxFuture<'_, Result<Option<BoxStream<'static, String>>, StoreError>>;
+
+    /// Publish changed server-task ids to every store on this database that
+    /// listens (every replica on PostgreSQL; the stores of this process on
+    /// the same SQLite file).
+    fn publish_changes(
+        pool: &Pool<Self>,
+        task_ids: Vec<String>,
+    ) -> BoxFuture<'_, Result<(), StoreError>>;
+
+    /// The changes published on this database (batches of task ids; an
+    /// empty batch: some may have been lost).
+    fn listen_changes(
+        pool: &Pool<Self>,
+    ) -> BoxFuture<'_, Result<Option<BoxStream<'static, Vec<String>>>, StoreError>>;
 }
 
 /// A database the flows can run on: a [`Dialect`] plus generic execution and

@@ -8,6 +8,7 @@
 //! fragments and the seam in [`backend`].
 
 pub mod backend;
+pub(crate) mod changes;
 mod delivery;
 mod remote;
 mod server;

@@ -559,6 +559,12 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
         row.as_ref().map(codec::remote_task::<B>).transpose()
     }
 
+    async fn expedite_poll(&self, id: &str, now: i64) -> Result<bool, StoreError> {
+        let mut conn = self.writer.acquire().await.map_err(db_err)?;
+        let changed = B::execute(&mut conn, B::SQL.expedite_poll, args![id, now]).await?;
+        Ok(changed == 1)
+    }
+
     async fn remote_inputs(&self, id: &str) -> Result<Vec<RemoteInput>, StoreError> {
         let mut conn = self.reader.acquire().await.map_err(db_err)?;
         let rows = B::fetch_all(&mut conn, B::SQL.remote_inputs, args![id]).await?;

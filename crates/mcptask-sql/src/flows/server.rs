@@ -429,6 +429,14 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
         B::listen_signals(&self.reader).await
     }
 
+    async fn publish_changes(&self, task_ids: &[String]) -> Result<(), StoreError> {
+        B::publish_changes(&self.writer, task_ids.to_vec()).await
+    }
+
+    async fn listen_changes(&self) -> Result<Option<BoxStream<'static, Vec<String>>>, StoreError> {
+        B::listen_changes(&self.reader).await
+    }
+
     async fn save_state(&self, fence: &Fence, state: &Value, now: i64) -> Result<bool, StoreError> {
         let mut conn = self.writer.acquire().await.map_err(db_err)?;
         let changed = B::execute(

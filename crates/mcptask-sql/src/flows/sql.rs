@@ -116,6 +116,9 @@ pub struct Statements {
     pub acked_inputs: &'static str,
     /// Clear a key's answer so it can be given again (request replaced when given).
     pub reopen_input: &'static str,
+    /// A live task's poll made due now (its server pushed a change); a poll
+    /// due sooner keeps its time.
+    pub expedite_poll: &'static str,
     /// Claim tasks due for `tasks/get`.
     pub claim_poll: &'static str,
     /// Claim tasks due for `tasks/cancel`.
@@ -583,6 +586,11 @@ macro_rules! statements {
             reopen_input: "UPDATE remote_task_inputs
                  SET request = COALESCE($3, request), response = NULL, answered_at = NULL, sent_at = NULL
                  WHERE task_id = $1 AND key = $2",
+            expedite_poll: concat!(
+                "UPDATE remote_tasks SET next_poll_at = $2
+                 WHERE id = $1 AND next_poll_at > $2 AND ",
+                $crate::flows::sql::live!("status")
+            ),
             claim_poll: $crate::flows::sql::claim_due!(
                 "next_poll_at", ", poll_count = poll_count + 1", $claim_status, $skip_locked
             ),

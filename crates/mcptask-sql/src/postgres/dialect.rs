@@ -15,6 +15,29 @@ use crate::flows::sql::{Statements, statements};
 /// Channel carrying server-task ids whose owner should re-read them.
 pub(crate) const SERVER_SIGNAL_CHANNEL: &str = "mcptask_server_signal";
 
+/// Channel carrying batches of server-task ids whose state changed, for the
+/// `subscriptions/listen` streams of every replica.
+pub(crate) const TASK_CHANGES_CHANNEL: &str = "mcptask_task_changes";
+
+/// Publishes one payload of changed task ids on [`TASK_CHANGES_CHANNEL`].
+const PUBLISH_CHANGES: &str = "SELECT pg_notify('mcptask_task_changes', $1)";
+
+/// A listener on `channel` as a stream of payloads; `None` marks an error
+/// after which notifications may have been lost. PgListener reconnects by
+/// itself; what was sent meanwhile is lost, which each channel's consumer
+/// covers (the owners' backstop re-check, the feed's resync).
+async fn listen_channel(
+    pool: &Pool<Postgres>,
+    channel: &str,
+) -> Result<BoxStream<'static, Option<String>>, StoreError> {
+    let mut listener = PgListener::connect_with(pool).await.map_err(db_err)?;
+    listener.listen(channel).await.map_err(db_err)?;
+    let stream = listener
+        .into_stream()
+        .map(|n| n.ok().map(|n| n.payload().to_string()));
+    Ok(stream.boxed())
+}
+
 impl Dialect for Postgres {
     const SQL: &'static Statements = &SQL;
 
@@ -22,17 +45,40 @@ impl Dialect for Postgres {
         pool: &Pool<Self>,
     ) -> BoxFuture<'_, Result<Option<BoxStream<'static, String>>, StoreError>> {
         Box::pin(async move {
-            let mut listener = PgListener::connect_with(pool).await.map_err(db_err)?;
-            listener
-                .listen(SERVER_SIGNAL_CHANNEL)
-                .await
-                .map_err(db_err)?;
-            // PgListener reconnects by itself; notifications sent while it was
-            // reconnecting are lost, which the periodic backstop covers.
-            let stream = listener
-                .into_stream()
-                .filter_map(|n| async move { n.ok().map(|n| n.payload().to_string()) });
-            Ok(Some(stream.boxed()))
+            let payloads = listen_channel(pool, SERVER_SIGNAL_CHANNEL).await?;
+            Ok(Some(payloads.filter_map(|p| async move { p }).boxed()))
+        })
+    }
+
+    fn publish_changes(
+        pool: &Pool<Self>,
+        task_ids: Vec<String>,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move {
+            let mut conn = pool.acquire().await.map_err(db_err)?;
+            // NOTIFY takes a global lock at commit: one per batch, not per task.
+            for payload in crate::flows::changes::payloads(&task_ids) {
+                sqlx::query(PUBLISH_CHANGES)
+                    .bind(payload)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(db_err)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn listen_changes(
+        pool: &Pool<Self>,
+    ) -> BoxFuture<'_, Result<Option<BoxStream<'static, Vec<String>>>, StoreError>> {
+        Box::pin(async move {
+            let payloads = listen_channel(pool, TASK_CHANGES_CHANNEL).await?;
+            // An empty batch tells the feed that changes may have been lost.
+            let batches = payloads.map(|p| {
+                p.map(|p| p.split_whitespace().map(str::to_string).collect())
+                    .unwrap_or_default()
+            });
+            Ok(Some(batches.boxed()))
         })
     }
 
@@ -110,5 +156,10 @@ mod tests {
                 .unwrap()
                 .contains(super::SERVER_SIGNAL_CHANNEL)
         );
+    }
+
+    #[test]
+    fn the_change_statement_uses_the_change_channel() {
+        assert!(super::PUBLISH_CHANGES.contains(super::TASK_CHANGES_CHANNEL));
     }
 }

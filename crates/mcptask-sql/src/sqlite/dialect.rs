@@ -65,4 +65,19 @@ impl Dialect for Sqlite {
     ) -> BoxFuture<'_, Result<Option<BoxStream<'static, String>>, StoreError>> {
         Box::pin(async { Ok(None) })
     }
+
+    fn publish_changes(
+        pool: &Pool<Self>,
+        task_ids: Vec<String>,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        super::changes::publish(pool, task_ids);
+        Box::pin(async { Ok(()) })
+    }
+
+    fn listen_changes(
+        pool: &Pool<Self>,
+    ) -> BoxFuture<'_, Result<Option<BoxStream<'static, Vec<String>>>, StoreError>> {
+        let stream = super::changes::listen(pool);
+        Box::pin(async move { Ok(Some(stream)) })
+    }
 }

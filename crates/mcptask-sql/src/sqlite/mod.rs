@@ -5,6 +5,7 @@
 //! a separate pool and never block on the writer thanks to WAL. Several
 //! processes may share a file: `busy_timeout` makes them wait for the lock.
 
+mod changes;
 mod dialect;
 
 use std::str::FromStr;

@@ -126,6 +126,10 @@ pub fn router(
         config,
     );
     let tokens = Arc::new(options.tokens.clone());
+    // Task status notifications: rmcp cannot parse their filter (see TaskListenLayer).
+    let service = mcptask_server::TaskListenLayer::new()
+        .max_inspected_bytes(options.max_body_bytes)
+        .wrap(service);
     axum::Router::new()
         .nest_service("/mcp", service)
         .route("/healthz", axum::routing::get(|| async { "ok" }))

@@ -1,0 +1,368 @@
+//! The push listener of one server: keeps a `subscriptions/listen` stream open
+//! for the server's live tasks and turns each notification into "poll this
+//! task now".
+//!
+//! The loop: read the server's live tasks from the store; open a stream for
+//! them; when it is acknowledged, poll at once the tasks it newly covers (they
+//! may have changed before it existed); then follow it. A task tracked later
+//! opens a new stream for the larger set (the old one is closed once the new
+//! one is acknowledged). A stream the server ends gracefully is reopened for
+//! whatever is still live; a lost one is reopened with backoff, and every
+//! task is then polled once (changes may have been missed meanwhile). A
+//! server that refuses the method is asked again only after a long pause.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcptask_core::client::{ListFilter, RemoteDriver};
+use tokio::sync::broadcast::error::RecvError;
+
+use super::subscription::{End, Heard, Subscription};
+use crate::remote::{ServerDef, Transport};
+use crate::tracker::Inner;
+
+/// Live tasks one stream watches at most (the server's own bound); tasks
+/// beyond it are polled on their schedule only.
+const MAX_WATCHED: i64 = 1024;
+/// First wait before reopening a lost stream; doubles up to [`MAX_BACKOFF`].
+const BASE_BACKOFF: Duration = Duration::from_millis(250);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// Wait before asking again a server that refused the method.
+const REFUSED_RETRY: Duration = Duration::from_secs(300);
+/// Re-read the server's live tasks this often, for tasks another tracker
+/// process recorded (this process hears only of its own).
+const RESCAN_EVERY: Duration = Duration::from_secs(10);
+/// Let a burst of newly tracked tasks gather into one new stream.
+const GATHER: Duration = Duration::from_millis(20);
+
+/// Local id per remote id, of the tasks a stream watches.
+type Watched = HashMap<String, String>;
+
+/// A stream and what it watches.
+struct Live {
+    subscription: Subscription,
+    watched: Watched,
+    /// Whether the stream has brought any notification yet.
+    heard_any: bool,
+}
+
+enum Next {
+    /// Look at the live tasks again (a new one may need a new stream).
+    Rescan,
+    /// The server ended the stream (every watched task ended): open a new
+    /// one for whatever is live now.
+    Finished,
+    /// The stream is gone; back off before reopening.
+    Lost,
+    /// The server does not serve task notifications.
+    Refused,
+    /// The tracker is stopping or the server was removed.
+    Stop,
+}
+
+/// Run the listener of server `name` until shutdown or the server's removal.
+pub(super) async fn run(inner: Arc<Inner>, name: String) {
+    let mut changes = inner.changes.subscribe();
+    let mut live: Option<Live> = None;
+    let mut backoff = BASE_BACKOFF;
+    loop {
+        // Shutdown must not wait for a connect or an acknowledgement.
+        let next = tokio::select! {
+            _ = inner.shutdown.cancelled() => Next::Stop,
+            next = step(&inner, &name, &mut live, &mut changes, &mut backoff) => next,
+        };
+        let pause = match next {
+            Next::Rescan | Next::Finished => Duration::ZERO,
+            Next::Lost => {
+                let pause = backoff;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                pause
+            }
+            Next::Refused => REFUSED_RETRY,
+            Next::Stop => break,
+        };
+        if matches!(next, Next::Lost | Next::Refused | Next::Finished)
+            && let Some(old) = live.take()
+        {
+            old.subscription.close().await;
+        }
+        if !pause.is_zero() {
+            tokio::select! {
+                _ = inner.shutdown.cancelled() => break,
+                _ = tokio::time::sleep(pause) => {}
+            }
+        }
+    }
+    if let Some(old) = live.take() {
+        old.subscription.close().await;
+    }
+}
+
+/// One turn: make sure a stream covers the live tasks, then follow it until
+/// something calls for another look.
+async fn step(
+    inner: &Inner,
+    name: &str,
+    live: &mut Option<Live>,
+    changes: &mut tokio::sync::broadcast::Receiver<String>,
+    backoff: &mut Duration,
+) -> Next {
+    let Some(def) = http_server(inner, name) else {
+        return Next::Stop;
+    };
+    let watched = match live_tasks(inner, name).await {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::debug!(server = name, error = %e, "push: cannot list live tasks");
+            return Next::Lost;
+        }
+    };
+    if watched.is_empty() {
+        if let Some(old) = live.take() {
+            old.subscription.close().await;
+        }
+        return idle(inner, name, &HashMap::new(), changes).await;
+    }
+    let covered: HashSet<&String> = live
+        .as_ref()
+        .map(|l| l.watched.keys().collect())
+        .unwrap_or_default();
+    let fresh: Vec<String> = watched
+        .iter()
+        .filter(|(remote, _)| !covered.contains(remote))
+        .map(|(_, local)| local.clone())
+        .collect();
+    if !fresh.is_empty() {
+        match open(&def, &watched).await {
+            Ok(subscription) => {
+                *backoff = BASE_BACKOFF;
+                if let Some(old) = live.take() {
+                    follow_buffered(inner, old).await;
+                }
+                // Changes before the stream existed are not on it.
+                for local in &fresh {
+                    poll_now(inner, local).await;
+                }
+                *live = Some(Live {
+                    subscription,
+                    watched,
+                    heard_any: false,
+                });
+            }
+            Err(End::Refused(why)) => {
+                tracing::info!(
+                    server = name,
+                    why,
+                    "push: the server does not serve task notifications; polling only"
+                );
+                return Next::Refused;
+            }
+            Err(End::Lost(why)) => {
+                tracing::debug!(
+                    server = name,
+                    why,
+                    "push: cannot subscribe; polling meanwhile"
+                );
+                return Next::Lost;
+            }
+            // Ended before acknowledging: as good as lost.
+            Err(End::Finished) => return Next::Lost,
+        }
+    }
+    let current = live.as_mut().expect("a live stream");
+    follow(inner, name, current, changes).await
+}
+
+/// Open a stream for `watched` and wait for its acknowledgement.
+async fn open(def: &ServerDef, watched: &Watched) -> Result<Subscription, End> {
+    let ids: Vec<String> = watched.keys().cloned().collect();
+    let mut subscription = Subscription::open(def, ids)
+        .await
+        .map_err(|e| End::Lost(e.to_string()))?;
+    let bound = def.connect_timeout.unwrap_or(Duration::from_secs(30));
+    let acknowledged = tokio::time::timeout(bound, async {
+        loop {
+            tokio::select! {
+                heard = subscription.heard.recv() => match heard {
+                    Some(Heard::Acknowledged) => return Ok(()),
+                    Some(Heard::Changed(_)) => {}
+                    None => return Err(End::Lost("the session closed".into())),
+                },
+                end = Subscription::ended(&mut subscription.response) => return Err(end),
+            }
+        }
+    })
+    .await;
+    match acknowledged {
+        Ok(Ok(())) => Ok(subscription),
+        Ok(Err(end)) => {
+            subscription.close().await;
+            Err(end)
+        }
+        Err(_) => {
+            subscription.close().await;
+            Err(End::Lost("no acknowledgement in time".into()))
+        }
+    }
+}
+
+/// Act on what an old stream already brought, then close it.
+async fn follow_buffered(inner: &Inner, mut old: Live) {
+    while let Ok(heard) = old.subscription.heard.try_recv() {
+        if let Heard::Changed(remote) = heard
+            && let Some(local) = old.watched.get(&remote)
+        {
+            poll_now(inner, local).await;
+        }
+    }
+    old.subscription.close().await;
+}
+
+/// Follow a stream until it ends, a new task of this server is tracked, or
+/// the periodic rescan is due.
+async fn follow(
+    inner: &Inner,
+    name: &str,
+    live: &mut Live,
+    changes: &mut tokio::sync::broadcast::Receiver<String>,
+) -> Next {
+    let rescan = tokio::time::sleep(RESCAN_EVERY);
+    tokio::pin!(rescan);
+    let mut elsewhere: HashSet<String> = HashSet::new();
+    loop {
+        tokio::select! {
+            _ = inner.shutdown.cancelled() => return Next::Stop,
+            _ = &mut rescan => return Next::Rescan,
+            heard = live.subscription.heard.recv() => match heard {
+                Some(Heard::Changed(remote)) => {
+                    live.heard_any = true;
+                    if let Some(local) = live.watched.get(&remote) {
+                        poll_now(inner, local).await;
+                    }
+                }
+                Some(Heard::Acknowledged) => {}
+                None => return Next::Lost,
+            },
+            end = Subscription::ended(&mut live.subscription.response) => {
+                // What the stream brought before it ended may still be queued.
+                while let Ok(heard) = live.subscription.heard.try_recv() {
+                    if let Heard::Changed(remote) = heard {
+                        live.heard_any = true;
+                        if let Some(local) = live.watched.get(&remote) {
+                            poll_now(inner, local).await;
+                        }
+                    }
+                }
+                return match end {
+                    // Every watched task ended: look again at what is live.
+                    End::Finished if live.heard_any => Next::Finished,
+                    // Ended without reporting anything while the tasks are
+                    // live here: the server accepted none of them (another
+                    // principal's, or forgotten). Reopening at once would
+                    // spin; their polls go on meanwhile.
+                    End::Finished => Next::Refused,
+                    End::Refused(_) => Next::Refused,
+                    End::Lost(why) => {
+                        tracing::debug!(server = name, why, "push: stream lost; polling meanwhile, reconnecting");
+                        Next::Lost
+                    }
+                };
+            }
+            change = changes.recv() => match change {
+                Ok(local) => {
+                    if is_new_task_of(inner, name, &local, &live.watched, &mut elsewhere).await {
+                        tokio::time::sleep(GATHER).await;
+                        return Next::Rescan;
+                    }
+                }
+                Err(RecvError::Lagged(_)) => return Next::Rescan,
+                Err(RecvError::Closed) => return Next::Stop,
+            },
+        }
+    }
+}
+
+/// Wait (no live task) for a task of this server to be tracked, or the rescan.
+async fn idle(
+    inner: &Inner,
+    name: &str,
+    watched: &Watched,
+    changes: &mut tokio::sync::broadcast::Receiver<String>,
+) -> Next {
+    let rescan = tokio::time::sleep(RESCAN_EVERY);
+    tokio::pin!(rescan);
+    let mut elsewhere = HashSet::new();
+    loop {
+        tokio::select! {
+            _ = inner.shutdown.cancelled() => return Next::Stop,
+            _ = &mut rescan => return Next::Rescan,
+            change = changes.recv() => match change {
+                Ok(local) => {
+                    if is_new_task_of(inner, name, &local, watched, &mut elsewhere).await {
+                        tokio::time::sleep(GATHER).await;
+                        return Next::Rescan;
+                    }
+                }
+                Err(RecvError::Lagged(_)) => return Next::Rescan,
+                Err(RecvError::Closed) => return Next::Stop,
+            },
+        }
+    }
+}
+
+/// Whether local task `local` is a live SEP-2663 task of server `name` that
+/// `watched` does not cover. Ids of other servers are remembered in
+/// `elsewhere` so their frequent changes cost one read each.
+async fn is_new_task_of(
+    inner: &Inner,
+    name: &str,
+    local: &str,
+    watched: &Watched,
+    elsewhere: &mut HashSet<String>,
+) -> bool {
+    if elsewhere.contains(local) || watched.values().any(|l| l == local) {
+        return false;
+    }
+    match inner.store.get_remote(local).await {
+        Ok(Some(r)) if r.server == name && !r.status.is_terminal() => {
+            r.driver == RemoteDriver::Sep2663
+        }
+        Ok(_) => {
+            elsewhere.insert(local.to_string());
+            false
+        }
+        Err(_) => false,
+    }
+}
+
+/// The server's definition while it is an HTTP server in the registry.
+fn http_server(inner: &Inner, name: &str) -> Option<ServerDef> {
+    let (def, _) = inner.servers.get(name)?;
+    matches!(def.transport, Transport::Http { .. }).then_some(def)
+}
+
+/// The server's live SEP-2663 tasks (newest first, at most [`MAX_WATCHED`]).
+async fn live_tasks(inner: &Inner, name: &str) -> Result<Watched, mcptask_core::StoreError> {
+    let filter = ListFilter {
+        server: Some(name.to_string()),
+        active_only: true,
+        ..Default::default()
+    };
+    let rows = inner.store.list_remote(&filter, None, MAX_WATCHED).await?;
+    Ok(rows
+        .into_iter()
+        .filter(|r| r.driver == RemoteDriver::Sep2663)
+        .map(|r| (r.remote_task_id, r.id))
+        .collect())
+}
+
+/// "Poll this task now": make its poll due and wake the poll loop. The poll
+/// reads the task as usual; the notification itself is only the hint.
+async fn poll_now(inner: &Inner, local: &str) {
+    match inner.store.expedite_poll(local, inner.clock.now_ms()).await {
+        Ok(true) => inner.wakers.poll.notify_one(),
+        Ok(false) => {}
+        Err(e) => tracing::debug!(task = local, error = %e, "push: cannot expedite a poll"),
+    }
+}

@@ -1,0 +1,149 @@
+//! The task change feed: which tasks changed state, for the
+//! `subscriptions/listen` streams of every replica.
+//!
+//! A write that changes a task's status (settled, waiting for input, answered,
+//! expired) is published here after it committed. Subscribers in this process
+//! hear of it at once; other replicas hear of it through the store's push
+//! channel (PostgreSQL `LISTEN/NOTIFY`), batched so one `NOTIFY` carries every
+//! change made while the previous one was being sent. Changes are hints:
+//! subscribers re-read the task and send what the store says, and clients keep
+//! polling, so a hint lost in a reconnect costs latency, never correctness.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use mcptask_core::store::ServerTaskStore;
+use tokio::sync::{broadcast, mpsc};
+use tokio_util::sync::CancellationToken;
+
+/// Changes a slow subscriber may fall behind by before it must re-read all
+/// of its tasks ([`Change::Resync`]).
+const FEED_CAPACITY: usize = 4096;
+
+/// Ids published in one batch at most (one `NOTIFY` round per batch).
+const MAX_PUBLISH_BATCH: usize = 1024;
+
+/// Wait before listening again after the store's push channel failed.
+const RELISTEN_DELAY: Duration = Duration::from_secs(1);
+
+/// What a feed subscriber hears.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// This task may have changed: re-read it.
+    Task(Arc<str>),
+    /// Changes may have been missed (the push channel reconnected or the
+    /// subscriber fell behind): re-read every task of interest.
+    Resync,
+}
+
+/// The feed of one runtime: an in-process broadcast, fed by this process's
+/// writes and by the other replicas' published changes.
+pub(crate) struct ChangeFeed {
+    local: broadcast::Sender<Change>,
+    outbox: mpsc::UnboundedSender<String>,
+}
+
+impl ChangeFeed {
+    /// Start the feed: the publisher that batches this process's changes to
+    /// the store, and the listener that relays other replicas' changes. Both
+    /// end when `stopped` is cancelled. The store's listener is subscribed
+    /// before this returns, so no change published after start is missed.
+    pub(crate) async fn start(store: Arc<dyn ServerTaskStore>, stopped: CancellationToken) -> Self {
+        let (local, _) = broadcast::channel(FEED_CAPACITY);
+        let (outbox, pending) = mpsc::unbounded_channel();
+        tokio::spawn(publish(store.clone(), pending, stopped.clone()));
+        let first = store.listen_changes().await;
+        tokio::spawn(relay(store, first, local.clone(), stopped));
+        Self { local, outbox }
+    }
+
+    /// Publish that `task_id` changed (after the write committed).
+    pub(crate) fn publish(&self, task_id: &str) {
+        let _ = self.local.send(Change::Task(task_id.into()));
+        let _ = self.outbox.send(task_id.to_string());
+    }
+
+    /// Hear every change published from now on, here or on other replicas.
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Change> {
+        self.local.subscribe()
+    }
+}
+
+/// Send this process's changes to the other replicas, as few batches as the
+/// backlog allows: under load, each round carries everything that queued
+/// while the previous one was in flight.
+async fn publish(
+    store: Arc<dyn ServerTaskStore>,
+    mut pending: mpsc::UnboundedReceiver<String>,
+    stopped: CancellationToken,
+) {
+    let mut batch = Vec::new();
+    loop {
+        let received = tokio::select! {
+            _ = stopped.cancelled() => return,
+            n = pending.recv_many(&mut batch, MAX_PUBLISH_BATCH) => n,
+        };
+        if received == 0 {
+            return;
+        }
+        batch.sort_unstable();
+        batch.dedup();
+        if let Err(e) = store.publish_changes(&batch).await {
+            tracing::debug!(error = %e, count = batch.len(), "publishing task changes failed; clients poll");
+        }
+        batch.clear();
+    }
+}
+
+type Listening =
+    Result<Option<futures::stream::BoxStream<'static, Vec<String>>>, mcptask_core::StoreError>;
+
+/// Relay other replicas' changes into the local feed; after the channel was
+/// lost and found again, tell subscribers to re-read ([`Change::Resync`]).
+async fn relay(
+    store: Arc<dyn ServerTaskStore>,
+    first: Listening,
+    local: broadcast::Sender<Change>,
+    stopped: CancellationToken,
+) {
+    let mut next = Some(first);
+    loop {
+        let listening = match next.take() {
+            Some(l) => l,
+            None => tokio::select! {
+                _ = stopped.cancelled() => return,
+                l = store.listen_changes() => {
+                    let _ = local.send(Change::Resync);
+                    l
+                }
+            },
+        };
+        match listening {
+            Ok(None) => return, // In-process only.
+            Ok(Some(mut stream)) => loop {
+                tokio::select! {
+                    _ = stopped.cancelled() => return,
+                    batch = stream.next() => match batch {
+                        Some(ids) if ids.is_empty() => {
+                            let _ = local.send(Change::Resync);
+                        }
+                        Some(ids) => {
+                            for id in ids {
+                                let _ = local.send(Change::Task(id.into()));
+                            }
+                        }
+                        None => break,
+                    },
+                }
+            },
+            Err(e) => {
+                tracing::warn!(error = %e, "task change feed unavailable; subscribers fall back to client polling")
+            }
+        }
+        tokio::select! {
+            _ = stopped.cancelled() => return,
+            _ = tokio::time::sleep(RELISTEN_DELAY) => {}
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! Task status notifications (`subscriptions/listen` with `taskIds`) over
+//! real Streamable HTTP, on both stores: the stream is served by one replica
+//! while the work runs on another.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use mcptask_server::{DurableTaskServer, TaskListenLayer, TaskRuntime};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tower::Layer;
+
+const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+/// A bound on every wait: a hang is a failure, not a stuck test.
+const WAIT: Duration = Duration::from_secs(20);
+
+/// Serve `runtime` over Streamable HTTP (with the listen layer) on a free
+/// port; returns the URL and what stops it.
+async fn serve(runtime: TaskRuntime) -> (String, CancellationToken) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let stop = CancellationToken::new();
+    let server = DurableTaskServer::new(runtime);
+    let http = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default().with_cancellation_token(stop.clone()),
+    );
+    let app = axum::Router::new().nest_service("/mcp", TaskListenLayer::new().layer(http));
+    let stopped = stop.clone();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stopped.cancelled().await })
+            .await;
+    });
+    (url, stop)
+}
+
+/// A `subscriptions/listen` body for `task_ids`, declaring the tasks
+/// extension or not.
+fn listen_body(id: u64, task_ids: &[&str], declares_tasks: bool) -> String {
+    let extensions = if declares_tasks {
+        json!({ TASKS_EXTENSION: {} })
+    } else {
+        json!({})
+    };
+    json!({
+        "jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+        "params": {
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "push-test", "version": "0"},
+                "io.modelcontextprotocol/clientCapabilities": {"extensions": extensions},
+            },
+            "notifications": {"taskIds": task_ids},
+        }
+    })
+    .to_string()
+}
+
+/// One open listen request: its JSON-RPC messages as they arrive (SSE `data:`
+/// lines, or the single JSON body of an error).
+struct Listen {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl Listen {
+    async fn open(url: &str, body: String) -> Listen {
+        // reqwest panics without a rustls provider when TLS is compiled in.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let request = reqwest::Client::new()
+            .post(url)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", "2026-07-28")
+            .header("Mcp-Method", "subscriptions/listen")
+            .body(body)
+            .send();
+        let response = tokio::time::timeout(WAIT, request)
+            .await
+            .expect("no answer to subscriptions/listen")
+            .expect("POST subscriptions/listen");
+        Listen {
+            response,
+            buffer: String::new(),
+        }
+    }
+
+    /// The next JSON-RPC message, or `None` when the stream ended.
+    async fn next(&mut self) -> Option<Value> {
+        // One deadline for the message, not per chunk: keep-alives arrive
+        // while nothing else does.
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            if let Some(message) = self.take_message() {
+                return Some(message);
+            }
+            let chunk = tokio::time::timeout_at(deadline, self.response.chunk())
+                .await
+                .expect("the stream went silent")
+                .expect("read the stream")?;
+            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+
+    fn take_message(&mut self) -> Option<Value> {
+        let trimmed = self.buffer.trim_start();
+        if trimmed.starts_with('{') {
+            // A plain JSON body (an error answered without a stream).
+            let message = serde_json::from_str(trimmed).ok()?;
+            self.buffer.clear();
+            return Some(message);
+        }
+        loop {
+            let end = self.buffer.find("\n\n")?;
+            let event: String = self.buffer.drain(..end + 2).collect();
+            let data: String = event
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(str::trim_start)
+                .collect();
+            if let Ok(message) = serde_json::from_str(&data) {
+                return Some(message);
+            }
+            // Keep-alives and priming events carry no message.
+        }
+    }
+}
+
+/// A runtime on the real clock that runs its own work.
+async fn replica(backend: &Backend, gate: &Gate, owner: &str) -> TaskRuntime {
+    let clock: mcptask_core::SharedClock = Arc::new(mcptask_core::SystemClock);
+    TaskRuntime::builder(backend.server_tasks().await, registry(gate))
+        .clock(clock)
+        .config(mcptask_server::RuntimeConfig {
+            background: true,
+            ..config()
+        })
+        .owner_id(owner)
+        .start()
+        .await
+        .unwrap()
+}
+
+/// A subscription on replica A hears what the work on replica B does: the
+/// task, working when the stream opened, completes on B; A sends exactly one
+/// notification (the terminal snapshot, equal to `tasks/get`, with the
+/// result), then ends the stream with the final result.
+async fn a_subscription_on_one_replica_sees_changes_made_on_another(backend: Backend) {
+    let gate = Gate::new();
+    let a = replica(&backend, &gate, "A").await;
+    let b = replica(&backend, &gate, "B").await;
+    let (url, stop) = serve(a.clone()).await;
+
+    // `hold` stays working until the gate opens, which happens only after
+    // the stream is acknowledged: the change is made on B after A watches.
+    let id = b
+        .create_task(request("hold", json!({})))
+        .await
+        .unwrap()
+        .task_id;
+    let mut listen = Listen::open(&url, listen_body(41, &[&id, "no-such-task"], true)).await;
+    let ack = listen.next().await.expect("an acknowledgement");
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["notifications"]["taskIds"],
+        json!([id]),
+        "only tasks the caller can read are accepted: {ack}"
+    );
+    assert_eq!(ack["params"]["_meta"][SUBSCRIPTION_ID], 41, "{ack}");
+    gate.release(1);
+
+    let done = listen.next().await.expect("a notification");
+    assert_eq!(done["method"], "notifications/tasks", "{done}");
+    let params = &done["params"];
+    assert_eq!(params["_meta"][SUBSCRIPTION_ID], 41, "{done}");
+    assert_eq!(
+        params["status"], "completed",
+        "one notification per status change: {done}"
+    );
+    assert_eq!(
+        params["result"]["content"][0]["text"], "held attempt 1",
+        "{done}"
+    );
+    let got = serde_json::to_value(b.get_task(&id, None).await.unwrap()).unwrap();
+    let mut snapshot = params.clone();
+    snapshot.as_object_mut().unwrap().remove("_meta");
+    assert_eq!(snapshot, got, "the terminal notification equals tasks/get");
+
+    let end = listen.next().await.expect("the final result");
+    assert_eq!(end["id"], 41, "{end}");
+    assert_eq!(end["result"]["_meta"][SUBSCRIPTION_ID], 41, "{end}");
+    stop.cancel();
+    a.shutdown(Duration::from_millis(100)).await;
+    b.shutdown(Duration::from_millis(100)).await;
+}
+
+/// A task that already ended when the stream opens is reported at once (the
+/// client has not seen it end, or it would not ask), and the stream ends.
+async fn an_already_ended_task_is_reported_at_once(backend: Backend) {
+    let gate = Gate::new();
+    let a = replica(&backend, &gate, "A").await;
+    let (url, stop) = serve(a.clone()).await;
+    let id = a
+        .create_task(request("echo", json!({"x": 1})))
+        .await
+        .unwrap()
+        .task_id;
+    eventually(&a, &id, "completed", status_is("completed")).await;
+    let mut listen = Listen::open(&url, listen_body(5, &[&id], true)).await;
+    let ack = listen.next().await.unwrap();
+    assert_eq!(ack["params"]["notifications"]["taskIds"], json!([id]));
+    let done = listen.next().await.unwrap();
+    assert_eq!(done["params"]["status"], "completed", "{done}");
+    assert!(done["params"]["result"].is_object(), "{done}");
+    let end = listen.next().await.unwrap();
+    assert!(end.get("result").is_some(), "{end}");
+    stop.cancel();
+    a.shutdown(Duration::from_millis(100)).await;
+}
+
+/// Asking for task notifications without declaring the tasks extension is
+/// refused with -32021 and the capability that is missing.
+async fn a_non_declaring_request_gets_32021(backend: Backend) {
+    let gate = Gate::new();
+    let a = replica(&backend, &gate, "A").await;
+    let (url, stop) = serve(a.clone()).await;
+    let id = a
+        .create_task(request("hold", json!({})))
+        .await
+        .unwrap()
+        .task_id;
+    let mut listen = Listen::open(&url, listen_body(9, &[&id], false)).await;
+    let answer = listen.next().await.expect("an answer");
+    assert_eq!(answer["id"], 9, "{answer}");
+    assert_eq!(answer["error"]["code"], -32021, "{answer}");
+    assert_eq!(
+        answer["error"]["data"]["requiredCapabilities"]["extensions"][TASKS_EXTENSION],
+        json!({}),
+        "{answer}"
+    );
+    stop.cancel();
+    a.shutdown(Duration::from_millis(100)).await;
+}
+
+mcptask_sql::on_both_backends! {
+    a_subscription_on_one_replica_sees_changes_made_on_another => super::a_subscription_on_one_replica_sees_changes_made_on_another;
+    an_already_ended_task_is_reported_at_once => super::an_already_ended_task_is_reported_at_once;
+    a_non_declaring_request_gets_32021 => super::a_non_declaring_request_gets_32021;
+}
