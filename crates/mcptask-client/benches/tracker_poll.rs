@@ -347,6 +347,10 @@ impl RemoteTaskStore for Metered {
         self.inner.next_due(phase, now).await
     }
 
+    async fn expedite_poll(&self, id: &str, now: i64) -> Result<bool, StoreError> {
+        self.inner.expedite_poll(id, now).await
+    }
+
     async fn claim_remote(
         &self,
         phase: Phase,

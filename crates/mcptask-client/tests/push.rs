@@ -100,6 +100,30 @@ async fn pushed_changes_settle_long_before_the_next_poll(backend: TrackerBackend
     tracker.shutdown(Duration::from_secs(2)).await;
 }
 
+/// One task after another, each cancelled once it asks: every new task is
+/// covered by a new stream while the last one's task ends, and push must
+/// keep up for all of them (a stream that ended without reporting anything
+/// used to switch push off for five minutes).
+async fn push_keeps_up_with_tasks_started_one_after_another(backend: TrackerBackend) {
+    let server = RemoteServer::start_with_push(Some(600_000)).await;
+    let tracker = tracker(&backend, &server, slow_poll_config()).await;
+    for i in 0..10 {
+        let started = Instant::now();
+        let ask = start_task(&tracker, "ask").await;
+        until(&tracker, &ask.id, "input_required", |r| {
+            r.status == TaskStatus::InputRequired
+        })
+        .await;
+        assert!(
+            started.elapsed() < Duration::from_millis(POLL_MS as u64 / 2),
+            "task {i}: input_required was learned by push, not by the next poll"
+        );
+        tracker.cancel(&ask.id).await.unwrap();
+        until(&tracker, &ask.id, "cancelled", |r| r.status.is_terminal()).await;
+    }
+    tracker.shutdown(Duration::from_secs(2)).await;
+}
+
 /// The server restarts: the stream is lost, the tracker subscribes again
 /// (with backoff) and polls its tasks once, so a change made while it was
 /// not listening (the restart fails the interrupted task) is still seen
@@ -152,6 +176,7 @@ async fn a_server_without_push_is_polled_as_before(backend: TrackerBackend) {
 
 mcptask_sql::on_both_backends! {
     pushed_changes_settle_long_before_the_next_poll => super::pushed_changes_settle_long_before_the_next_poll;
+    push_keeps_up_with_tasks_started_one_after_another => super::push_keeps_up_with_tasks_started_one_after_another;
     a_lost_stream_is_reopened_and_its_tasks_polled => super::a_lost_stream_is_reopened_and_its_tasks_polled;
     a_server_without_push_is_polled_as_before => super::a_server_without_push_is_polled_as_before;
 }

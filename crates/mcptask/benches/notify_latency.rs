@@ -5,8 +5,10 @@
 //! Processes: the built `mcptask` binary as the tests start it: one `mcptask
 //! demo-server` (SQLite) is the upstream; for each mode a `mcptask serve`
 //! (SQLite) tracks it with `poll_min_ms = poll_max_ms = input_required_poll_ms
-//! = X` and one webhook, a receiver in this process that stamps each
-//! delivery on arrival (wall clock, ms).
+//! = X` and `push = false`, then once with `push = true` and X = 10 s (the
+//! demo server serves `notifications/tasks`, so the tracker polls a task as
+//! soon as it is told it changed), each with one webhook: a receiver in this
+//! process that stamps each delivery on arrival (wall clock, ms).
 //!
 //! - **completion**: `slow_compute {seconds: s}` with `s` spread over
 //!   0.2-1.2 s, so completions fall at every phase of the poll cycle. The
@@ -113,13 +115,36 @@ impl Settings {
     }
 }
 
-fn gateway_toml(db: &str, upstream: &str, hook: &str, poll_ms: u64) -> String {
+/// How the tracker learns of a change.
+#[derive(Clone, Copy)]
+enum Mode {
+    /// Polling every `ms`, push off.
+    Polling(u64),
+    /// Push on (the demo server serves task notifications), with polls every
+    /// 10 s as the backstop only.
+    Push,
+}
+
+impl Mode {
+    fn name(self) -> String {
+        match self {
+            Mode::Polling(ms) => format!("polling {ms} ms"),
+            Mode::Push => "push (polls every 10 s)".into(),
+        }
+    }
+}
+
+fn gateway_toml(db: &str, upstream: &str, hook: &str, mode: Mode) -> String {
+    let (poll_ms, push) = match mode {
+        Mode::Polling(ms) => (ms, false),
+        Mode::Push => (10_000, true),
+    };
     let base = GatewaySpec::with_tokens(db, &[("demo", upstream)]).toml();
     // Replace the test defaults' [tracker] section with this mode's.
     let (head, rest) = base.split_once("\n[tracker]").expect("a tracker section");
     let servers = rest.split_once("\n[[servers]]").map_or("", |(_, s)| s);
     format!(
-        "{head}\n[tracker]\npoll_default_ms = {poll_ms}\npoll_min_ms = {poll_ms}\npoll_max_ms = {poll_ms}\n\
+        "{head}\n[tracker]\npush = {push}\npoll_default_ms = {poll_ms}\npoll_min_ms = {poll_ms}\npoll_max_ms = {poll_ms}\n\
          input_required_poll_ms = {poll_ms}\n\n[[servers]]{servers}\n[[webhooks]]\nurl = {hook:?}\nsecret = \"bench\"\n"
     )
 }
@@ -181,14 +206,14 @@ async fn measure_mode(
     s: &Settings,
     demo: &DemoServer,
     upstream: &TestClient,
-    poll_ms: u64,
+    mode: Mode,
 ) -> Vec<Row> {
     let (hook, arrivals) = receiver().await;
     let db = Database::sqlite();
-    let toml = gateway_toml(&db.url, &demo.url, &hook, poll_ms);
-    let gateway = Gateway::start_toml(&format!("gateway polling {poll_ms} ms"), &toml, &[]).await;
+    let toml = gateway_toml(&db.url, &demo.url, &hook, mode);
+    let mode = mode.name();
+    let gateway = Gateway::start_toml(&format!("gateway, {mode}"), &toml, &[]).await;
     let api = gateway.client(Some(OPERATOR));
-    let mode = format!("polling {poll_ms} ms");
 
     // Completions, spread over the poll cycle.
     let mut started = Vec::new();
@@ -249,8 +274,13 @@ async fn run(s: Settings) {
         machine::load_average()
     );
     let mut rows = Vec::new();
-    for poll in &s.polls {
-        rows.extend(measure_mode(&s, &demo, &upstream, *poll).await);
+    let modes = s
+        .polls
+        .iter()
+        .map(|ms| Mode::Polling(*ms))
+        .chain(std::iter::once(Mode::Push));
+    for mode in modes {
+        rows.extend(measure_mode(&s, &demo, &upstream, mode).await);
     }
     println!("| mode | measure | n | p50 ms | p99 ms | max ms |");
     println!("|---|---|---:|---:|---:|---:|");

@@ -259,9 +259,12 @@ async fn follow(
                     End::Finished if live.heard_any => Next::Finished,
                     // Ended without reporting anything while the tasks are
                     // live here: the server accepted none of them (another
-                    // principal's, or forgotten). Reopening at once would
-                    // spin; their polls go on meanwhile.
-                    End::Finished => Next::Refused,
+                    // principal's, or forgotten), or they ended in a window
+                    // the stream did not see. Reopening at once could spin,
+                    // so back off as after a lost stream (not the long pause
+                    // of a refusal, which left push off for minutes after a
+                    // harmless race); their polls go on meanwhile.
+                    End::Finished => Next::Lost,
                     End::Refused(_) => Next::Refused,
                     End::Lost(why) => {
                         tracing::debug!(server = name, why, "push: stream lost; polling meanwhile, reconnecting");

@@ -25,6 +25,10 @@ use source::{Source, Upstream, Upstreams};
 /// How often the catalog is listed again when no upstream says it changed.
 const REFRESH_EVERY: Duration = Duration::from_secs(300);
 
+/// The front's MCP endpoint over Streamable HTTP, with task notifications.
+pub type FrontService =
+    mcptask_server::TaskListenService<StreamableHttpService<FrontServer, LocalSessionManager>>;
+
 /// A running front: the upstreams and the runtime of front tasks.
 #[derive(Clone)]
 pub struct Proxy {
@@ -142,11 +146,7 @@ impl Proxy {
 
     /// The Streamable HTTP service for `/mcp` (2026-07-28 stateless, older
     /// clients in sessions). Callers are the gateway's API tokens.
-    pub fn http_service(
-        &self,
-        max_body_bytes: usize,
-        stop: CancellationToken,
-    ) -> StreamableHttpService<FrontServer, LocalSessionManager> {
+    pub fn http_service(&self, max_body_bytes: usize, stop: CancellationToken) -> FrontService {
         let config = StreamableHttpServerConfig::default()
             .with_json_response(true)
             .with_max_request_body_bytes(max_body_bytes)
@@ -158,11 +158,16 @@ impl Proxy {
                 .and_then(|parts| parts.extensions.get::<crate::gateway::api::Caller>())
                 .and_then(|caller| caller.principal.clone())
         }));
-        StreamableHttpService::new(
+        let service = StreamableHttpService::new(
             move || Ok(server.clone()),
             Arc::new(LocalSessionManager::default()),
             config,
-        )
+        );
+        // Front task notifications on `subscriptions/listen` (rmcp cannot
+        // parse their filter; see TaskListenLayer).
+        mcptask_server::TaskListenLayer::new()
+            .max_inspected_bytes(max_body_bytes)
+            .wrap(service)
     }
 
     /// Drain the front tasks running here (the rest is left to recovery).

@@ -182,12 +182,7 @@ pub fn router(state: AppState, max_body_bytes: usize) -> axum::Router {
 pub fn router_with_mcp(
     state: AppState,
     max_body_bytes: usize,
-    mcp: Option<
-        rmcp::transport::StreamableHttpService<
-            crate::proxy::front::FrontServer,
-            rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
-        >,
-    >,
+    mcp: Option<crate::proxy::FrontService>,
 ) -> axum::Router {
     let mut protected = axum::Router::new();
     if let Some(service) = mcp {
