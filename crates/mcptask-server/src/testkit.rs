@@ -224,3 +224,104 @@ pub fn error_code(e: &ServiceError) -> Option<i32> {
         _ => None,
     }
 }
+
+/// A bound on every wait of a [`TaskListen`]: a hang is a failure.
+const LISTEN_WAIT: Duration = Duration::from_secs(20);
+
+/// A `subscriptions/listen` body for `task_ids`, declaring the tasks
+/// extension or not.
+pub fn listen_body(id: u64, task_ids: &[&str], declares_tasks: bool) -> String {
+    let extensions = if declares_tasks {
+        serde_json::json!({ "io.modelcontextprotocol/tasks": {} })
+    } else {
+        serde_json::json!({})
+    };
+    serde_json::json!({
+        "jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+        "params": {
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "push-test", "version": "0"},
+                "io.modelcontextprotocol/clientCapabilities": {"extensions": extensions},
+            },
+            "notifications": {"taskIds": task_ids},
+        }
+    })
+    .to_string()
+}
+
+/// One open `subscriptions/listen` request, read raw (rmcp's client cannot
+/// ask for `taskIds`): its JSON-RPC messages as they arrive (SSE `data:`
+/// lines, or the single JSON body of an error).
+pub struct TaskListen {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl TaskListen {
+    /// POST `body` (see [`listen_body`]) to `url`, with a bearer token if
+    /// given, and keep the response open for [`TaskListen::next`].
+    pub async fn open(url: &str, bearer: Option<&str>, body: String) -> TaskListen {
+        // reqwest panics without a rustls provider when TLS is compiled in.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut request = reqwest::Client::new().post(url);
+        if let Some(token) = bearer {
+            request = request.bearer_auth(token);
+        }
+        let request = request
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", "2026-07-28")
+            .header("Mcp-Method", "subscriptions/listen")
+            .body(body)
+            .send();
+        let response = tokio::time::timeout(LISTEN_WAIT, request)
+            .await
+            .expect("no answer to subscriptions/listen")
+            .expect("POST subscriptions/listen");
+        TaskListen {
+            response,
+            buffer: String::new(),
+        }
+    }
+
+    /// The next JSON-RPC message, or `None` when the stream ended.
+    pub async fn next(&mut self) -> Option<Value> {
+        // One deadline for the message, not per chunk: keep-alives arrive
+        // while nothing else does.
+        let deadline = tokio::time::Instant::now() + LISTEN_WAIT;
+        loop {
+            if let Some(message) = self.take_message() {
+                return Some(message);
+            }
+            let chunk = tokio::time::timeout_at(deadline, self.response.chunk())
+                .await
+                .expect("the stream went silent")
+                .expect("read the stream")?;
+            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+
+    fn take_message(&mut self) -> Option<Value> {
+        let trimmed = self.buffer.trim_start();
+        if trimmed.starts_with('{') {
+            // A plain JSON body (an error answered without a stream).
+            let message = serde_json::from_str(trimmed).ok()?;
+            self.buffer.clear();
+            return Some(message);
+        }
+        loop {
+            let end = self.buffer.find("\n\n")?;
+            let event: String = self.buffer.drain(..end + 2).collect();
+            let data: String = event
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(str::trim_start)
+                .collect();
+            if let Ok(message) = serde_json::from_str(&data) {
+                return Some(message);
+            }
+            // Keep-alives and priming events carry no message.
+        }
+    }
+}

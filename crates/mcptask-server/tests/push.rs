@@ -8,17 +8,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
+use mcptask_server::testkit::{TaskListen, listen_body};
 use mcptask_server::{DurableTaskServer, TaskListenLayer, TaskRuntime};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tower::Layer;
 
 const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
-/// A bound on every wait: a hang is a failure, not a stuck test.
-const WAIT: Duration = Duration::from_secs(20);
 
 /// Serve `runtime` over Streamable HTTP (with the listen layer) on a free
 /// port; returns the URL and what stops it.
@@ -40,98 +39,6 @@ async fn serve(runtime: TaskRuntime) -> (String, CancellationToken) {
             .await;
     });
     (url, stop)
-}
-
-/// A `subscriptions/listen` body for `task_ids`, declaring the tasks
-/// extension or not.
-fn listen_body(id: u64, task_ids: &[&str], declares_tasks: bool) -> String {
-    let extensions = if declares_tasks {
-        json!({ TASKS_EXTENSION: {} })
-    } else {
-        json!({})
-    };
-    json!({
-        "jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
-        "params": {
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientInfo": {"name": "push-test", "version": "0"},
-                "io.modelcontextprotocol/clientCapabilities": {"extensions": extensions},
-            },
-            "notifications": {"taskIds": task_ids},
-        }
-    })
-    .to_string()
-}
-
-/// One open listen request: its JSON-RPC messages as they arrive (SSE `data:`
-/// lines, or the single JSON body of an error).
-struct Listen {
-    response: reqwest::Response,
-    buffer: String,
-}
-
-impl Listen {
-    async fn open(url: &str, body: String) -> Listen {
-        // reqwest panics without a rustls provider when TLS is compiled in.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let request = reqwest::Client::new()
-            .post(url)
-            .header("Content-Type", "application/json")
-            .header("Accept", "application/json, text/event-stream")
-            .header("MCP-Protocol-Version", "2026-07-28")
-            .header("Mcp-Method", "subscriptions/listen")
-            .body(body)
-            .send();
-        let response = tokio::time::timeout(WAIT, request)
-            .await
-            .expect("no answer to subscriptions/listen")
-            .expect("POST subscriptions/listen");
-        Listen {
-            response,
-            buffer: String::new(),
-        }
-    }
-
-    /// The next JSON-RPC message, or `None` when the stream ended.
-    async fn next(&mut self) -> Option<Value> {
-        // One deadline for the message, not per chunk: keep-alives arrive
-        // while nothing else does.
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            if let Some(message) = self.take_message() {
-                return Some(message);
-            }
-            let chunk = tokio::time::timeout_at(deadline, self.response.chunk())
-                .await
-                .expect("the stream went silent")
-                .expect("read the stream")?;
-            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
-        }
-    }
-
-    fn take_message(&mut self) -> Option<Value> {
-        let trimmed = self.buffer.trim_start();
-        if trimmed.starts_with('{') {
-            // A plain JSON body (an error answered without a stream).
-            let message = serde_json::from_str(trimmed).ok()?;
-            self.buffer.clear();
-            return Some(message);
-        }
-        loop {
-            let end = self.buffer.find("\n\n")?;
-            let event: String = self.buffer.drain(..end + 2).collect();
-            let data: String = event
-                .lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .map(str::trim_start)
-                .collect();
-            if let Ok(message) = serde_json::from_str(&data) {
-                return Some(message);
-            }
-            // Keep-alives and priming events carry no message.
-        }
-    }
 }
 
 /// A runtime on the real clock that runs its own work.
@@ -166,7 +73,8 @@ async fn a_subscription_on_one_replica_sees_changes_made_on_another(backend: Bac
         .await
         .unwrap()
         .task_id;
-    let mut listen = Listen::open(&url, listen_body(41, &[&id, "no-such-task"], true)).await;
+    let mut listen =
+        TaskListen::open(&url, None, listen_body(41, &[&id, "no-such-task"], true)).await;
     let ack = listen.next().await.expect("an acknowledgement");
     assert_eq!(
         ack["method"], "notifications/subscriptions/acknowledged",
@@ -217,7 +125,7 @@ async fn an_already_ended_task_is_reported_at_once(backend: Backend) {
         .unwrap()
         .task_id;
     eventually(&a, &id, "completed", status_is("completed")).await;
-    let mut listen = Listen::open(&url, listen_body(5, &[&id], true)).await;
+    let mut listen = TaskListen::open(&url, None, listen_body(5, &[&id], true)).await;
     let ack = listen.next().await.unwrap();
     assert_eq!(ack["params"]["notifications"]["taskIds"], json!([id]));
     let done = listen.next().await.unwrap();
@@ -240,7 +148,7 @@ async fn a_non_declaring_request_gets_32021(backend: Backend) {
         .await
         .unwrap()
         .task_id;
-    let mut listen = Listen::open(&url, listen_body(9, &[&id], false)).await;
+    let mut listen = TaskListen::open(&url, None, listen_body(9, &[&id], false)).await;
     let answer = listen.next().await.expect("an answer");
     assert_eq!(answer["id"], 9, "{answer}");
     assert_eq!(answer["error"]["code"], -32021, "{answer}");
