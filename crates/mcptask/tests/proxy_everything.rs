@@ -70,6 +70,16 @@ fn config(db: &str, node: &Path, entry: &Path, servers: &[(&str, &str)]) -> Stri
     text
 }
 
+/// A directory holding a proxy configuration with the everything server as
+/// `everything` (`interrupt = "fail"`) and a front database; the config's path.
+fn stdio_config(node: &Path, entry: &Path) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = format!("sqlite:{}", dir.path().join("front.db").display());
+    let path = dir.path().join("mcptask.toml");
+    std::fs::write(&path, config(&db, node, entry, &[("everything", "fail")])).expect("config");
+    (dir, path)
+}
+
 /// `mcptask proxy --stdio --config <config>`, run in the config's directory.
 fn proxy_stdio(config: &Path) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcptask"));
@@ -95,10 +105,7 @@ async fn a_sep1686_task_is_answered_through_the_front_and_plain_calls_pass_throu
     let Some((node, entry)) = everything_or_skip(test) else {
         return;
     };
-    let dir = tempfile::tempdir().expect("temp dir");
-    let db = format!("sqlite:{}", dir.path().join("front.db").display());
-    let path = dir.path().join("mcptask.toml");
-    std::fs::write(&path, config(&db, &node, &entry, &[("everything", "fail")])).expect("config");
+    let (_dir, path) = stdio_config(&node, &entry);
     let client = TestClient::stdio(proxy_stdio(&path), Lifecycle::Modern { tasks: true })
         .await
         .expect("connect to mcptask proxy --stdio");
@@ -266,10 +273,7 @@ async fn prompts_and_resources_pass_through_the_front() {
     let Some((node, entry)) = everything_or_skip(test) else {
         return;
     };
-    let dir = tempfile::tempdir().expect("temp dir");
-    let db = format!("sqlite:{}", dir.path().join("front.db").display());
-    let path = dir.path().join("mcptask.toml");
-    std::fs::write(&path, config(&db, &node, &entry, &[("everything", "fail")])).expect("config");
+    let (_dir, path) = stdio_config(&node, &entry);
     let client = TestClient::stdio(proxy_stdio(&path), Lifecycle::Modern { tasks: false })
         .await
         .expect("connect to mcptask proxy --stdio");
@@ -385,10 +389,7 @@ async fn an_upstream_question_during_a_pass_through_call_reaches_a_legacy_caller
     let Some((node, entry)) = everything_or_skip(test) else {
         return;
     };
-    let dir = tempfile::tempdir().expect("temp dir");
-    let db = format!("sqlite:{}", dir.path().join("front.db").display());
-    let path = dir.path().join("mcptask.toml");
-    std::fs::write(&path, config(&db, &node, &entry, &[("everything", "fail")])).expect("config");
+    let (_dir, path) = stdio_config(&node, &entry);
 
     let (tx, mut asked) = tokio::sync::mpsc::unbounded_channel();
     let transport =

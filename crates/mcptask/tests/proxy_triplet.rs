@@ -12,23 +12,33 @@ use rmcp::model::CallToolResponse;
 use serde_json::json;
 use support::{Database, Gateway, status, wait_terminal};
 
+/// A proxy in front of the fixture server `jobs` (state in `dir`), with its
+/// submit/status/cancel toolset declared when `toolset`.
+fn proxy_toml(db: &Database, dir: &tempfile::TempDir, toolset: bool) -> String {
+    let q = |s: &str| serde_json::to_string(s).expect("a TOML string");
+    let mut toml = format!(
+        "[database]\nurl = {db}\n\n[api]\nlisten = \"127.0.0.1:0\"\nauth = \"none\"\n\n\
+         [proxy]\nenabled = true\n\n\
+         [tracker]\npoll_default_ms = 200\npoll_min_ms = 100\nbackoff_base_ms = 100\nbackoff_max_ms = 1000\n\n\
+         [[servers]]\nname = \"jobs\"\ncommand = {bin}\nargs = [\"fixture-triplet\", \"--state\", {state}]\n",
+        db = q(&db.url),
+        bin = q(env!("CARGO_BIN_EXE_mcptask")),
+        state = q(&dir.path().join("jobs.json").display().to_string()),
+    );
+    if toolset {
+        toml.push_str(
+            "\n[[servers.toolsets]]\nname = \"jobs\"\nsubmit_tool = \"submit_job\"\n\
+             status_tool = \"job_status\"\ncancel_tool = \"cancel_job\"\n",
+        );
+    }
+    toml
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_toolsets_submit_tool_is_a_front_task_followed_through_its_status_tool() {
     let db = Database::sqlite();
     let dir = tempfile::tempdir().expect("temp dir");
-    let state = dir.path().join("jobs.json");
-    let q = |s: &str| serde_json::to_string(s).expect("a TOML string");
-    let toml = format!(
-        "[database]\nurl = {db}\n\n[api]\nlisten = \"127.0.0.1:0\"\nauth = \"none\"\n\n\
-         [proxy]\nenabled = true\n\n\
-         [tracker]\npoll_default_ms = 200\npoll_min_ms = 100\nbackoff_base_ms = 100\nbackoff_max_ms = 1000\n\n\
-         [[servers]]\nname = \"jobs\"\ncommand = {bin}\nargs = [\"fixture-triplet\", \"--state\", {state}]\n\n\
-         [[servers.toolsets]]\nname = \"jobs\"\nsubmit_tool = \"submit_job\"\n\
-         status_tool = \"job_status\"\ncancel_tool = \"cancel_job\"\n",
-        db = q(&db.url),
-        bin = q(env!("CARGO_BIN_EXE_mcptask")),
-        state = q(&state.display().to_string()),
-    );
+    let toml = proxy_toml(&db, &dir, true);
     let gateway = Gateway::start_toml("proxy over a toolset", &toml, &[]).await;
     let client = TestClient::http(
         &format!("{}/mcp", gateway.base),
@@ -94,16 +104,7 @@ async fn a_tool_added_upstream_is_listed_and_announced_by_the_front() {
 
     let db = Database::sqlite();
     let dir = tempfile::tempdir().expect("temp dir");
-    let state = dir.path().join("jobs.json");
-    let q = |s: &str| serde_json::to_string(s).expect("a TOML string");
-    let toml = format!(
-        "[database]\nurl = {db}\n\n[api]\nlisten = \"127.0.0.1:0\"\nauth = \"none\"\n\n\
-         [proxy]\nenabled = true\n\n\
-         [[servers]]\nname = \"jobs\"\ncommand = {bin}\nargs = [\"fixture-triplet\", \"--state\", {state}]\n",
-        db = q(&db.url),
-        bin = q(env!("CARGO_BIN_EXE_mcptask")),
-        state = q(&state.display().to_string()),
-    );
+    let toml = proxy_toml(&db, &dir, false);
     let gateway = Gateway::start_toml("proxy over a changing server", &toml, &[]).await;
     let url = format!("{}/mcp", gateway.base);
     let _ = rustls::crypto::ring::default_provider().install_default();
