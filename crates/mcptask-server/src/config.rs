@@ -32,7 +32,10 @@ pub struct RuntimeConfig {
     pub batch_size: i64,
     /// Creates committed together at most (group commit).
     pub max_create_batch: usize,
-    /// Concurrent create transactions (1 suits SQLite's single writer).
+    /// Concurrent create transactions, each a group commit. 1 suits SQLite's
+    /// single writer; on PostgreSQL use 4 or more (the `mcptask` binary does):
+    /// with one, creates cannot outrun PostgreSQL's own group commit
+    /// (docs/BENCHMARKS.md, "Server against the raw limit").
     pub create_writers: usize,
     /// Creates waiting for their commit, at most. A create beyond it is
     /// refused at once with a "server busy" error ([`crate::SERVER_BUSY`])
