@@ -304,6 +304,9 @@ fn error_of(e: mcptask_client::upstream::UpstreamError) -> ErrorData {
     }
 }
 
+/// How often a session's list-change follower checks that its session lives.
+const SESSION_CHECK: std::time::Duration = std::time::Duration::from_secs(60);
+
 impl ServerHandler for FrontServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
@@ -476,9 +479,20 @@ impl ServerHandler for FrontServer {
         changed.borrow_and_update();
         let peer = context.peer;
         tokio::spawn(async move {
-            while changed.changed().await.is_ok() {
-                if peer.notify_tool_list_changed().await.is_err() {
-                    return;
+            loop {
+                tokio::select! {
+                    r = changed.changed() => {
+                        if r.is_err() || peer.notify_tool_list_changed().await.is_err() {
+                            return;
+                        }
+                    }
+                    // A session that ended while the catalog stood still
+                    // must not keep this task forever.
+                    _ = tokio::time::sleep(SESSION_CHECK) => {
+                        if peer.is_transport_closed() {
+                            return;
+                        }
+                    }
                 }
             }
         });
