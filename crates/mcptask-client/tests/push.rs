@@ -57,21 +57,28 @@ async fn next_poll_is_far(tracker: &Tracker, id: &str) -> bool {
     r.next_poll_at.is_some_and(|at| at - now > POLL_MS / 2)
 }
 
-/// Each change of the task (input required, then completed after the answer)
-/// reaches the tracker long before its next poll would have.
-async fn pushed_changes_settle_long_before_the_next_poll(backend: TrackerBackend) {
-    let server = RemoteServer::start_with_push(Some(600_000)).await;
-    let tracker = tracker(&backend, &server, slow_poll_config()).await;
+/// Start an `ask` task and wait until the tracker sees its question, which
+/// must come long before the next poll (by push).
+async fn ask_learned_by_push(tracker: &Tracker, which: &str) -> mcptask_client::RemoteTaskRecord {
     let started = Instant::now();
-    let ask = start_task(&tracker, "ask").await;
-    until(&tracker, &ask.id, "input_required", |r| {
+    let ask = start_task(tracker, "ask").await;
+    until(tracker, &ask.id, "input_required", |r| {
         r.status == TaskStatus::InputRequired
     })
     .await;
     assert!(
         started.elapsed() < Duration::from_millis(POLL_MS as u64 / 2),
-        "input_required was learned by push, not by the next poll"
+        "{which}: input_required was learned by push, not by the next poll"
     );
+    ask
+}
+
+/// Each change of the task (input required, then completed after the answer)
+/// reaches the tracker long before its next poll would have.
+async fn pushed_changes_settle_long_before_the_next_poll(backend: TrackerBackend) {
+    let server = RemoteServer::start_with_push(Some(600_000)).await;
+    let tracker = tracker(&backend, &server, slow_poll_config()).await;
+    let ask = ask_learned_by_push(&tracker, "the task").await;
     assert!(listens(&server) >= 1, "the tracker subscribed");
     tracker
         .answer(
@@ -108,16 +115,7 @@ async fn push_keeps_up_with_tasks_started_one_after_another(backend: TrackerBack
     let server = RemoteServer::start_with_push(Some(600_000)).await;
     let tracker = tracker(&backend, &server, slow_poll_config()).await;
     for i in 0..10 {
-        let started = Instant::now();
-        let ask = start_task(&tracker, "ask").await;
-        until(&tracker, &ask.id, "input_required", |r| {
-            r.status == TaskStatus::InputRequired
-        })
-        .await;
-        assert!(
-            started.elapsed() < Duration::from_millis(POLL_MS as u64 / 2),
-            "task {i}: input_required was learned by push, not by the next poll"
-        );
+        let ask = ask_learned_by_push(&tracker, &format!("task {i}")).await;
         tracker.cancel(&ask.id).await.unwrap();
         until(&tracker, &ask.id, "cancelled", |r| r.status.is_terminal()).await;
     }

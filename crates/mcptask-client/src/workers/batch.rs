@@ -69,13 +69,17 @@ pub(super) async fn pipeline(inner: Arc<Inner>, phase: Phase) {
     // When to claim again if nothing else wakes the phase: the idle tick, or
     // sooner when the store says a task falls due before it.
     let mut tick = tokio::time::Instant::now() + inner.config.idle_tick;
+    // Whether the last claim found less than it asked for: only then does
+    // the next due time matter (a saturated phase claims as slots free up),
+    // so only then does an apply ask the store for it.
+    let mut caught_up = false;
     loop {
         let stopping = inner.shutdown.is_cancelled();
         if applying.is_none() && !pending.is_empty() {
             let done = std::mem::take(&mut pending);
             applying = Some(Stage::start(
                 done.len(),
-                apply_stage(inner.clone(), phase, done),
+                apply_stage(inner.clone(), phase, done, caught_up),
             ));
         }
         let backlog = applying.as_ref().map_or(0, |a| a.rows);
@@ -97,7 +101,8 @@ pub(super) async fn pipeline(inner: Arc<Inner>, phase: Phase) {
                 match claimed {
                     Ok(claimed) => {
                         // A full claim means more is due: claim again at once.
-                        claim_now |= claimed.len() == want;
+                        caught_up = claimed.len() < want;
+                        claim_now |= !caught_up;
                         for c in claimed {
                             calls.spawn(call(inner.clone(), phase, c));
                         }
@@ -173,13 +178,9 @@ impl<T> Stage<T> {
 
 async fn claim_stage(inner: Arc<Inner>, phase: Phase, want: usize) -> Claimed {
     let claimed = claim(&inner, phase, want as i64).await;
-    // Nothing more is due now: ask when something will be (an index seek).
+    // Nothing more is due now: ask when something will be.
     let due = match &claimed {
-        Ok(c) if c.len() < want => inner
-            .store
-            .next_due(phase, inner.clock.now_ms())
-            .await
-            .unwrap_or(None),
+        Ok(c) if c.len() < want => next_due(&inner, phase).await,
         _ => None,
     };
     (want, claimed, due)
@@ -187,10 +188,25 @@ async fn claim_stage(inner: Arc<Inner>, phase: Phase, want: usize) -> Claimed {
 
 /// Apply, then say when the phase's next task falls due (the rows written
 /// were rescheduled; a claim running beside this apply could not see that).
-async fn apply_stage(inner: Arc<Inner>, phase: Phase, done: Vec<Done>) -> Option<i64> {
+async fn apply_stage(
+    inner: Arc<Inner>,
+    phase: Phase,
+    done: Vec<Done>,
+    ask_next_due: bool,
+) -> Option<i64> {
     if let Err(e) = finish(&inner, phase, done, true).await {
         tracing::warn!(phase = phase.as_str(), error = %e, "applying results failed; the claims lapse and are retried");
     }
+    if ask_next_due {
+        next_due(&inner, phase).await
+    } else {
+        None
+    }
+}
+
+/// When the phase's next task falls due, if the store knows (an index seek;
+/// a failure only means waiting for the idle tick).
+async fn next_due(inner: &Inner, phase: Phase) -> Option<i64> {
     inner
         .store
         .next_due(phase, inner.clock.now_ms())

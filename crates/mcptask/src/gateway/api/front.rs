@@ -57,14 +57,7 @@ fn task_error(e: TaskError) -> ApiError {
 }
 
 fn principal_param(value: Option<String>) -> Result<Option<String>, ApiError> {
-    if value
-        .as_deref()
-        .is_some_and(|v| v.chars().any(char::is_control))
-    {
-        return Err(ApiError::bad_request(
-            "principal must not contain control characters",
-        ));
-    }
+    super::handlers::plain_text("principal", value.as_deref())?;
     Ok(value)
 }
 

@@ -301,7 +301,7 @@ pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse,
 /// Ids, keys and names are plain text: a control character is a client
 /// error (400), and must not reach the store (PostgreSQL refuses NUL in text
 /// with an error of its own).
-fn plain_text(what: &str, value: Option<&str>) -> Result<(), ApiError> {
+pub(super) fn plain_text(what: &str, value: Option<&str>) -> Result<(), ApiError> {
     if value.is_some_and(|v| v.chars().any(char::is_control)) {
         return Err(ApiError::bad_request(format!(
             "{what} must not contain control characters"
