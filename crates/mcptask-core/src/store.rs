@@ -27,9 +27,34 @@ pub trait ServerTaskStore: Send + Sync + 'static {
     /// a `tasks/get` on any replica resolves them.
     async fn create_tasks(&self, tasks: &[NewServerTask]) -> Result<(), StoreError>;
 
+    /// How many [`create_tasks`](Self::create_tasks) transactions the runtime
+    /// should run side by side by default: 1 where writes are serialised
+    /// anyway (one SQLite write connection), more where the database commits
+    /// concurrent transactions with one flush (PostgreSQL).
+    fn create_writers(&self) -> usize {
+        1
+    }
+
     /// The task and, when `input_required`, its outstanding input requests, read
     /// in one consistent snapshot. Does not filter by principal, TTL or purge time.
     async fn get_task(&self, task_id: &str) -> Result<Option<ServerTaskView>, StoreError>;
+
+    /// What `tasks/get` reads of the task: [`get_task`](Self::get_task)
+    /// narrowed to its [`ServerTaskState`](crate::server::ServerTaskState).
+    /// Stores read only those columns, and a waiting task's questions only
+    /// when it waits; they may come from a read just after the task's, so a
+    /// question answered in between is left out, and a task whose every
+    /// question was answered in between reads `working` (as it then is).
+    /// The default narrows the whole view.
+    async fn get_task_state(
+        &self,
+        task_id: &str,
+    ) -> Result<Option<crate::server::ServerTaskState>, StoreError> {
+        Ok(self
+            .get_task(task_id)
+            .await?
+            .map(|view| crate::server::ServerTaskState::of(&view)))
+    }
 
     /// Fenced: replace the status message.
     async fn set_status_message(

@@ -1,7 +1,7 @@
 //! Row decoding and column encoding, written once for every backend
 //! (columns are read by name).
 
-use mcptask_core::server::ServerTaskRecord;
+use mcptask_core::server::{ServerTaskRecord, ServerTaskState};
 use mcptask_core::{StoreError, TaskStatus};
 use serde_json::Value;
 
@@ -53,6 +53,29 @@ pub(crate) fn server_task<B: Backend>(row: &B::Row) -> Result<ServerTaskRecord, 
         purge_at: B::column(row, "purge_at")?,
         driver: B::column(row, "driver")?,
         driver_state: parse_opt_json("driver_state", B::column(row, "driver_state")?)?,
+    })
+}
+
+/// Decode the state columns of task `id`'s row (input requests are the
+/// caller's: they come from the join's rows).
+pub(crate) fn server_task_state<B: Backend>(
+    id: &str,
+    row: &B::Row,
+) -> Result<ServerTaskState, StoreError> {
+    let status: String = B::column(row, "status")?;
+    Ok(ServerTaskState {
+        id: id.to_string(),
+        principal: B::column(row, "principal")?,
+        status: parse_status(&status)?,
+        status_message: B::column(row, "status_message")?,
+        result: parse_opt_json("result", B::column(row, "result")?)?,
+        error: parse_opt_json("error", B::column(row, "error")?)?,
+        created_at: B::column(row, "created_at")?,
+        updated_at: B::column(row, "updated_at")?,
+        ttl_ms: B::column(row, "ttl_ms")?,
+        poll_interval_ms: B::column(row, "poll_interval_ms")?,
+        purge_at: B::column(row, "purge_at")?,
+        input_requests: Vec::new(),
     })
 }
 

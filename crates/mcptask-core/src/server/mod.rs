@@ -236,17 +236,17 @@ pub struct TaskPage {
 impl ServerTaskRecord {
     /// `createdAt + ttlMs`, if the TTL is limited.
     pub fn expires_at(&self) -> Option<i64> {
-        self.ttl_ms.map(|ttl| self.created_at.saturating_add(ttl))
+        expires_at(self.created_at, self.ttl_ms)
     }
 
     /// A live task whose TTL has elapsed (the sweeper may not have marked it yet).
     pub fn is_overdue(&self, now: i64) -> bool {
-        !self.status.is_terminal() && self.expires_at().is_some_and(|e| e <= now)
+        is_overdue(self.status, self.expires_at(), now)
     }
 
     /// Past its retention: reads treat it as absent even before the purge sweep runs.
     pub fn is_purged(&self, now: i64) -> bool {
-        self.purge_at.is_some_and(|p| p <= now)
+        is_purged(self.purge_at, now)
     }
 
     /// The fence that authorises writes by the current claim holder.
@@ -257,6 +257,102 @@ impl ServerTaskRecord {
             token: self.claim_token.clone()?,
         })
     }
+}
+
+/// What `tasks/get` reads of a task: its state, its result and what it waits
+/// for, without its arguments, claim or driver. The hottest request reads
+/// this narrower row ([`ServerTaskStore::get_task_state`]) rather than the
+/// whole [`ServerTaskView`], so the database and the decoder handle half the
+/// columns and no stored arguments are parsed.
+///
+/// [`ServerTaskStore::get_task_state`]: crate::store::ServerTaskStore::get_task_state
+///
+/// ```
+/// use mcptask_core::server::{NewServerTask, ServerTaskState, ServerTaskView};
+/// let record = NewServerTask {
+///     id: "t".into(), principal: Some("alice".into()), tool: "x".into(),
+///     arguments: serde_json::json!({"big": "payload"}), call_inputs: None, created_at: 5,
+///     ttl_ms: Some(60_000), poll_interval_ms: None, status_message: None,
+///     owner: "A".into(), claim_token: "k".into(), driver: None, driver_state: None,
+/// }.into_record();
+/// let state = ServerTaskState::of(&ServerTaskView { record, input_requests: vec![] });
+/// assert_eq!((state.id.as_str(), state.expires_at()), ("t", Some(60_005)));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerTaskState {
+    /// The task id.
+    pub id: String,
+    /// The principal the task is bound to (`None`: anonymous).
+    pub principal: Option<String>,
+    /// Status as stored.
+    pub status: TaskStatus,
+    /// Human-readable status message.
+    pub status_message: Option<String>,
+    /// The `CallToolResult`, when completed.
+    pub result: Option<Value>,
+    /// The JSON-RPC error, when failed.
+    pub error: Option<Value>,
+    /// Creation time (epoch ms).
+    pub created_at: i64,
+    /// Last change (epoch ms).
+    pub updated_at: i64,
+    /// TTL in ms; `None` = unlimited.
+    pub ttl_ms: Option<i64>,
+    /// Suggested poll interval in ms.
+    pub poll_interval_ms: Option<i64>,
+    /// When reads stop seeing the task (retention).
+    pub purge_at: Option<i64>,
+    /// `(key, request)` pairs not yet answered, ordered by key (only when
+    /// `input_required`).
+    pub input_requests: Vec<(String, Value)>,
+}
+
+impl ServerTaskState {
+    /// The state part of a full view.
+    pub fn of(view: &ServerTaskView) -> Self {
+        let r = &view.record;
+        ServerTaskState {
+            id: r.id.clone(),
+            principal: r.principal.clone(),
+            status: r.status,
+            status_message: r.status_message.clone(),
+            result: r.result.clone(),
+            error: r.error.clone(),
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+            ttl_ms: r.ttl_ms,
+            poll_interval_ms: r.poll_interval_ms,
+            purge_at: r.purge_at,
+            input_requests: view.input_requests.clone(),
+        }
+    }
+
+    /// `createdAt + ttlMs`, if the TTL is limited.
+    pub fn expires_at(&self) -> Option<i64> {
+        expires_at(self.created_at, self.ttl_ms)
+    }
+
+    /// A live task whose TTL has elapsed (the sweeper may not have marked it yet).
+    pub fn is_overdue(&self, now: i64) -> bool {
+        is_overdue(self.status, self.expires_at(), now)
+    }
+
+    /// Past its retention: reads treat it as absent even before the purge sweep runs.
+    pub fn is_purged(&self, now: i64) -> bool {
+        is_purged(self.purge_at, now)
+    }
+}
+
+fn is_overdue(status: TaskStatus, expires_at: Option<i64>, now: i64) -> bool {
+    !status.is_terminal() && expires_at.is_some_and(|e| e <= now)
+}
+
+fn expires_at(created_at: i64, ttl_ms: Option<i64>) -> Option<i64> {
+    ttl_ms.map(|ttl| created_at.saturating_add(ttl))
+}
+
+fn is_purged(purge_at: Option<i64>, now: i64) -> bool {
+    purge_at.is_some_and(|p| p <= now)
 }
 
 /// A task together with its outstanding input requests (only when `input_required`).

@@ -8,7 +8,11 @@
 
 use std::borrow::Cow;
 
-use super::{EXPIRED_MESSAGE, Outcome, ServerTaskRecord, expired_error, expired_outcome};
+use serde_json::Value;
+
+use super::{
+    EXPIRED_MESSAGE, Outcome, ServerTaskRecord, ServerTaskState, expired_error, expired_outcome,
+};
 use crate::TaskStatus;
 
 /// `record` as a reader sees it at `now`: unchanged, unless it is live and
@@ -32,14 +36,73 @@ pub fn seen_at(record: &ServerTaskRecord, now: i64) -> Cow<'_, ServerTaskRecord>
     if !record.is_overdue(now) {
         return Cow::Borrowed(record);
     }
-    Cow::Owned(ServerTaskRecord {
-        status: TaskStatus::Failed,
-        status_message: Some(EXPIRED_MESSAGE.to_string()),
-        result: None,
-        error: Some(expired_error()),
-        updated_at: record.expires_at().unwrap_or(now),
-        ..record.clone()
-    })
+    let mut seen = record.clone();
+    expire(
+        Reading {
+            status: &mut seen.status,
+            message: &mut seen.status_message,
+            result: &mut seen.result,
+            error: &mut seen.error,
+            updated_at: &mut seen.updated_at,
+        },
+        record.expires_at(),
+        now,
+    );
+    Cow::Owned(seen)
+}
+
+/// [`seen_at`] for the narrower [`ServerTaskState`] that `tasks/get` reads:
+/// the same rule, applied in place.
+///
+/// ```
+/// use mcptask_core::server::{NewServerTask, ServerTaskState, ServerTaskView, reading::state_seen_at};
+/// use mcptask_core::TaskStatus;
+/// let record = NewServerTask {
+///     id: "t".into(), principal: None, tool: "x".into(), arguments: serde_json::json!({}),
+///     call_inputs: None, created_at: 0, ttl_ms: Some(1_000), poll_interval_ms: None,
+///     status_message: None, owner: "A".into(), claim_token: "k".into(),
+///     driver: None, driver_state: None,
+/// }.into_record();
+/// let state = ServerTaskState::of(&ServerTaskView { record, input_requests: vec![] });
+/// assert_eq!(state_seen_at(state.clone(), 999).status, TaskStatus::Working);
+/// let late = state_seen_at(state, 1_000);
+/// assert_eq!((late.status, late.updated_at), (TaskStatus::Failed, 1_000));
+/// ```
+pub fn state_seen_at(mut state: ServerTaskState, now: i64) -> ServerTaskState {
+    if state.is_overdue(now) {
+        let expires_at = state.expires_at();
+        expire(
+            Reading {
+                status: &mut state.status,
+                message: &mut state.status_message,
+                result: &mut state.result,
+                error: &mut state.error,
+                updated_at: &mut state.updated_at,
+            },
+            expires_at,
+            now,
+        );
+    }
+    state
+}
+
+/// The fields expiry changes in what a reader sees.
+struct Reading<'a> {
+    status: &'a mut TaskStatus,
+    message: &'a mut Option<String>,
+    result: &'a mut Option<Value>,
+    error: &'a mut Option<Value>,
+    updated_at: &'a mut i64,
+}
+
+/// How an overdue task reads: `failed` with the expiry error, updated at its
+/// deadline.
+fn expire(reading: Reading<'_>, expires_at: Option<i64>, now: i64) {
+    *reading.status = TaskStatus::Failed;
+    *reading.message = Some(EXPIRED_MESSAGE.to_string());
+    *reading.result = None;
+    *reading.error = Some(expired_error());
+    *reading.updated_at = expires_at.unwrap_or(now);
 }
 
 /// What a fenced finish of a task expiring at `expires_at` stores at `now`:
@@ -161,6 +224,24 @@ mod tests {
             } else {
                 prop_assert_eq!(stored, outcome);
             }
+        }
+
+        /// `tasks/get`'s narrow read expires exactly as the whole record does.
+        #[test]
+        fn the_state_reads_as_its_record_does(
+            status in status(),
+            created in 0i64..1_000_000,
+            ttl in proptest::option::of(0i64..1_000_000),
+            now in 0i64..3_000_000,
+        ) {
+            let r = record(status, created, ttl);
+            let inputs = vec![("k".to_string(), json!({"method": "elicitation/create"}))];
+            let view = |record: ServerTaskRecord| crate::server::ServerTaskView {
+                record,
+                input_requests: inputs.clone(),
+            };
+            let state = state_seen_at(ServerTaskState::of(&view(r.clone())), now);
+            prop_assert_eq!(state, ServerTaskState::of(&view(seen_at(&r, now).into_owned())));
         }
 
         #[test]

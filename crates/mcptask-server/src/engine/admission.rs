@@ -6,7 +6,7 @@
 //! same [`TaskError::NotFound`], so ids cannot be probed.
 
 use mcptask_core::payload;
-use mcptask_core::server::ServerTaskView;
+use mcptask_core::server::{ServerTaskState, ServerTaskView};
 use rmcp::model::InputResponses;
 use serde_json::Value;
 
@@ -39,6 +39,26 @@ impl RuntimeInner {
             return Err(TaskError::NotFound);
         }
         Ok(view)
+    }
+
+    /// [`RuntimeInner::visible`] for `tasks/get`: only the task's state.
+    pub(crate) async fn visible_state(
+        &self,
+        task_id: &str,
+        principal: Option<&str>,
+    ) -> Result<ServerTaskState, TaskError> {
+        if task_id.is_empty() || task_id.len() > MAX_TASK_ID_LEN {
+            return Err(TaskError::NotFound);
+        }
+        let state = self
+            .store
+            .get_task_state(task_id)
+            .await?
+            .ok_or(TaskError::NotFound)?;
+        if state.principal.as_deref() != principal || state.is_purged(self.clock.now_ms()) {
+            return Err(TaskError::NotFound);
+        }
+        Ok(state)
     }
 
     /// Tool arguments (or stored call inputs) within the configured bound.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use mcptask_core::server::{CancelOutcome, NewServerTask, TaskCursor};
+use mcptask_core::server::{CancelOutcome, NewServerTask, ServerTaskState, TaskCursor};
 use mcptask_core::store::ServerTaskStore;
 use mcptask_core::{SystemClock, ids, lease};
 use rmcp::model::{DetailedTask, InputResponses, JsonObject, Task};
@@ -248,8 +248,8 @@ impl TaskRuntime {
         task_id: &str,
         principal: Option<&str>,
     ) -> Result<DetailedTask, TaskError> {
-        let view = self.inner.visible(task_id, principal).await?;
-        wire::detailed_task(&view, self.inner.clock.now_ms())
+        let state = self.inner.visible_state(task_id, principal).await?;
+        wire::detailed_task(state, self.inner.clock.now_ms())
     }
 
     /// The tasks bound to `principal` (`None`: the anonymous callers'
@@ -325,7 +325,7 @@ impl TaskRuntime {
         principal: Option<&str>,
     ) -> Result<(DetailedTask, TaskOverview), TaskError> {
         let view = self.inner.visible(task_id, principal).await?;
-        let task = wire::detailed_task(&view, self.inner.clock.now_ms())?;
+        let task = wire::detailed_task(ServerTaskState::of(&view), self.inner.clock.now_ms())?;
         Ok((task, TaskOverview::of(&view.record)))
     }
 

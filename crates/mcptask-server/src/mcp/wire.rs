@@ -1,6 +1,6 @@
 //! Conversions between stored records and the SEP-2663 wire types of `rmcp::model`.
 
-use mcptask_core::server::{ServerTaskRecord, ServerTaskView, reading};
+use mcptask_core::server::{ServerTaskRecord, ServerTaskState, reading};
 use mcptask_core::time::to_rfc3339;
 use rmcp::model::{
     DetailedTask, InputRequests, JsonObject, Task, TaskPayload, TaskStatus as WireStatus,
@@ -25,26 +25,47 @@ pub fn wire_status(status: mcptask_core::TaskStatus) -> WireStatus {
 }
 
 fn base_task(
-    record: &ServerTaskRecord,
+    id: &str,
+    created_at: i64,
+    ttl_ms: Option<i64>,
+    poll_interval_ms: Option<i64>,
     status: WireStatus,
     updated_at: i64,
     message: Option<&str>,
 ) -> Task {
     let mut task = Task::new(
-        record.id.clone(),
+        id.to_string(),
         status,
-        to_rfc3339(record.created_at),
+        to_rfc3339(created_at),
         to_rfc3339(updated_at),
     );
     task.status_message = message.map(str::to_string);
-    task.ttl_ms = record.ttl_ms.map(|t| t.max(0) as u64);
-    task.poll_interval_ms = record.poll_interval_ms.map(|p| p.max(1) as u64);
+    task.ttl_ms = ttl_ms.map(|t| t.max(0) as u64);
+    task.poll_interval_ms = poll_interval_ms.map(|p| p.max(1) as u64);
     task
 }
 
-fn object(column: &str, value: &Value) -> Result<JsonObject, TaskError> {
-    match value {
-        Value::Object(map) => Ok(map.clone()),
+/// [`base_task`] of a stored record.
+fn record_task(
+    record: &ServerTaskRecord,
+    status: WireStatus,
+    updated_at: i64,
+    message: Option<&str>,
+) -> Task {
+    base_task(
+        &record.id,
+        record.created_at,
+        record.ttl_ms,
+        record.poll_interval_ms,
+        status,
+        updated_at,
+        message,
+    )
+}
+
+fn object(column: &str, value: Option<Value>) -> Result<JsonObject, TaskError> {
+    match value.unwrap_or(Value::Null) {
+        Value::Object(map) => Ok(map),
         other => Err(TaskError::Internal(format!(
             "stored {column} is not a JSON object: {}",
             mcptask_core::payload::truncate_text(&other.to_string(), QUOTED_VALUE_BYTES)
@@ -57,11 +78,13 @@ fn object(column: &str, value: &Value) -> Result<JsonObject, TaskError> {
 /// A live task past its TTL reads as `failed` (expired) even before the sweep
 /// has written that ([`reading::seen_at`]), so what clients see never depends
 /// on sweep timing.
-pub fn detailed_task(view: &ServerTaskView, now: i64) -> Result<DetailedTask, TaskError> {
-    let seen = reading::seen_at(&view.record, now);
-    let r = &*seen;
+pub fn detailed_task(state: ServerTaskState, now: i64) -> Result<DetailedTask, TaskError> {
+    let r = reading::state_seen_at(state, now);
     let task = base_task(
-        r,
+        &r.id,
+        r.created_at,
+        r.ttl_ms,
+        r.poll_interval_ms,
         wire_status(r.status),
         r.updated_at,
         r.status_message.as_deref(),
@@ -71,11 +94,11 @@ pub fn detailed_task(view: &ServerTaskView, now: i64) -> Result<DetailedTask, Ta
         S::Working => TaskPayload::Working,
         S::InputRequired => {
             let mut input_requests = InputRequests::new();
-            for (key, request) in &view.input_requests {
-                let parsed = serde_json::from_value(request.clone()).map_err(|e| {
+            for (key, request) in r.input_requests {
+                let parsed = serde_json::from_value(request).map_err(|e| {
                     TaskError::Internal(format!("stored input request {key:?} is invalid: {e}"))
                 })?;
-                input_requests.insert(key.clone(), parsed);
+                input_requests.insert(key, parsed);
             }
             if input_requests.is_empty() {
                 // Only possible mid-transition on a backend without snapshot reads.
@@ -85,10 +108,10 @@ pub fn detailed_task(view: &ServerTaskView, now: i64) -> Result<DetailedTask, Ta
             }
         }
         S::Completed => TaskPayload::Completed {
-            result: object("result", r.result.as_ref().unwrap_or(&Value::Null))?,
+            result: object("result", r.result)?,
         },
         S::Failed => TaskPayload::Failed {
-            error: object("error", r.error.as_ref().unwrap_or(&Value::Null))?,
+            error: object("error", r.error)?,
         },
         S::Cancelled => TaskPayload::Cancelled,
     };
@@ -101,7 +124,7 @@ pub fn detailed_task(view: &ServerTaskView, now: i64) -> Result<DetailedTask, Ta
 pub fn listed_task(record: &ServerTaskRecord, now: i64) -> Task {
     let seen = reading::seen_at(record, now);
     let r = &*seen;
-    base_task(
+    record_task(
         r,
         wire_status(r.status),
         r.updated_at,
@@ -111,7 +134,7 @@ pub fn listed_task(record: &ServerTaskRecord, now: i64) -> Task {
 
 /// The seed `Task` of a just-created task, for `CreateTaskResult`.
 pub fn created_task(record: &ServerTaskRecord) -> Task {
-    base_task(
+    record_task(
         record,
         WireStatus::Working,
         record.created_at,

@@ -10,13 +10,13 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
-use mcptask_core::StoreError;
 use mcptask_core::server::{
     AnswerOutcome, CancelOutcome, ExpiredTask, Fence, InputState, NewServerTask, Outcome,
-    ServerTaskRecord, ServerTaskView, TaskCursor, TaskPage, TaskSignal, expired_error,
-    input_conflict, reading,
+    ServerTaskRecord, ServerTaskState, ServerTaskView, TaskCursor, TaskPage, TaskSignal,
+    expired_error, input_conflict, reading,
 };
 use mcptask_core::store::ServerTaskStore;
+use mcptask_core::{StoreError, TaskStatus};
 use serde_json::Value;
 
 use super::SqlStore;
@@ -24,6 +24,19 @@ use super::backend::{Backend, args};
 use super::sql;
 use crate::codec::{self, OutcomeColumns, parse_json, parse_status, to_json_text};
 use crate::error::db_err;
+
+/// The outstanding input requests carried by a task read's joined rows.
+fn input_requests<B: Backend>(rows: &[B::Row]) -> Result<Vec<(String, Value)>, StoreError> {
+    let mut input_requests = Vec::new();
+    for row in rows {
+        let key: Option<String> = B::column(row, "input_key")?;
+        let request: Option<String> = B::column(row, "input_request")?;
+        if let (Some(key), Some(request)) = (key, request) {
+            input_requests.push((key, parse_json("request", &request)?));
+        }
+    }
+    Ok(input_requests)
+}
 
 impl<B: Backend> SqlStore<B> {
     /// A write transaction that starts by touching the fenced task: `None`
@@ -133,25 +146,44 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
         tx.commit().await.map_err(db_err)
     }
 
+    fn create_writers(&self) -> usize {
+        B::CREATE_WRITERS
+    }
+
     async fn get_task(&self, task_id: &str) -> Result<Option<ServerTaskView>, StoreError> {
         let mut conn = self.reader.acquire().await.map_err(db_err)?;
         let rows = B::fetch_all(&mut conn, B::SQL.get_task, args![task_id]).await?;
         let Some(first) = rows.first() else {
             return Ok(None);
         };
-        let record = codec::server_task::<B>(first)?;
-        let mut input_requests = Vec::new();
-        for row in &rows {
-            let key: Option<String> = B::column(row, "input_key")?;
-            let request: Option<String> = B::column(row, "input_request")?;
-            if let (Some(key), Some(request)) = (key, request) {
-                input_requests.push((key, parse_json("request", &request)?));
+        Ok(Some(ServerTaskView {
+            record: codec::server_task::<B>(first)?,
+            input_requests: input_requests::<B>(&rows)?,
+        }))
+    }
+
+    async fn get_task_state(&self, task_id: &str) -> Result<Option<ServerTaskState>, StoreError> {
+        let mut conn = self.reader.acquire().await.map_err(db_err)?;
+        let Some(row) = B::fetch_optional(&mut conn, B::SQL.get_task_state, args![task_id]).await?
+        else {
+            return Ok(None);
+        };
+        let mut state = codec::server_task_state::<B>(task_id, &row)?;
+        if state.status == TaskStatus::InputRequired {
+            let rows = B::fetch_all(&mut conn, B::SQL.pending_inputs, args![task_id]).await?;
+            for row in &rows {
+                let request: String = B::column(row, "request")?;
+                state
+                    .input_requests
+                    .push((B::column(row, "key")?, parse_json("request", &request)?));
+            }
+            // Every question was answered between the two reads: the task
+            // is working again (the answer's commit moved it back).
+            if state.input_requests.is_empty() {
+                state.status = TaskStatus::Working;
             }
         }
-        Ok(Some(ServerTaskView {
-            record,
-            input_requests,
-        }))
+        Ok(Some(state))
     }
 
     async fn set_status_message(

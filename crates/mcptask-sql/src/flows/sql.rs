@@ -21,6 +21,10 @@ pub struct Statements {
     // --- server tasks -------------------------------------------------------
     /// A task and its outstanding input requests, in one snapshot.
     pub get_task: &'static str,
+    /// `get_task`'s task row narrowed to what `tasks/get` reads.
+    pub get_task_state: &'static str,
+    /// A task's unanswered input requests, by key.
+    pub pending_inputs: &'static str,
     /// Fenced: replace the status message.
     pub set_status_message: &'static str,
     /// Fenced: check the claim and lock the row until commit.
@@ -390,6 +394,15 @@ macro_rules! statements {
                    ON i.task_id = t.id AND i.response IS NULL AND t.status = 'input_required'
                  WHERE t.id = $1
                  ORDER BY i.key",
+            // Half the columns and no join: the hottest read costs the
+            // database (and the decoder) what a bare primary-key lookup
+            // does (docs/BENCHMARKS.md). A waiting task's questions are a
+            // second read (`pending_inputs`).
+            get_task_state: "SELECT principal, status, status_message, result, error,
+                   created_at, updated_at, ttl_ms, poll_interval_ms, purge_at
+                 FROM server_tasks WHERE id = $1",
+            pending_inputs: "SELECT key, request FROM server_task_inputs
+                 WHERE task_id = $1 AND response IS NULL ORDER BY key",
             set_status_message: concat!(
                 "UPDATE server_tasks SET status_message = $4, updated_at = $5 WHERE ",
                 $crate::flows::sql::server_fence!()

@@ -205,3 +205,59 @@ mcptask_sql::on_both_backends! {
         assert_eq!(got, "t1");
     }
 }
+
+mcptask_sql::on_both_backends! {
+    async fn the_state_read_is_the_whole_view_narrowed(store: Arc<dyn ServerTaskStore>) {
+        use mcptask_core::server::ServerTaskState;
+        let same = |id: &'static str| {
+            let store = store.clone();
+            async move {
+                let view = store.get_task(id).await.unwrap().expect("stored");
+                let state = store.get_task_state(id).await.unwrap().expect("stored");
+                assert_eq!(state, ServerTaskState::of(&view), "task {id}");
+                state
+            }
+        };
+        let working = new_task("working", "A", Some(60_000));
+        create(&*store, &working).await;
+        same("working").await;
+
+        // Keys asked out of order read back ordered, without the answered one.
+        let waiting = new_task("waiting", "A", None);
+        create(&*store, &waiting).await;
+        let ask = |m: &str| json!({"method": "elicitation/create", "params": {"message": m}});
+        store
+            .request_inputs(
+                &fence_of(&waiting),
+                &[("b".into(), ask("b?")), ("c".into(), ask("c?")), ("a".into(), ask("a?"))],
+                T0 + 1,
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        store
+            .answer_inputs("waiting", &[("c".into(), json!({"action": "decline"}))], T0 + 2)
+            .await
+            .unwrap();
+        let state = same("waiting").await;
+        assert_eq!(state.status, TaskStatus::InputRequired);
+        assert_eq!(
+            state.input_requests,
+            vec![("a".into(), ask("a?")), ("b".into(), ask("b?"))]
+        );
+
+        for (id, outcome) in [
+            ("completed", Outcome::Completed { result: json!({"content": [{"type": "text", "text": "ok"}]}) }),
+            ("failed", Outcome::Failed { error: json!({"code": -32603, "message": "no"}), message: "no".into() }),
+            ("cancelled", Outcome::Cancelled { message: Some("stopped".into()) }),
+        ] {
+            let t = new_task(id, "A", Some(60_000));
+            create(&*store, &t).await;
+            let purge = purge_at(&t, T0 + 3);
+            assert!(store.finish(&fence_of(&t), &outcome, T0 + 3, purge).await.unwrap());
+            let state = same(id).await;
+            assert_eq!((state.purge_at, state.updated_at), (purge, T0 + 3));
+        }
+        assert_eq!(store.get_task_state("no-such-task").await.unwrap(), None);
+    }
+}
