@@ -318,10 +318,15 @@ async fn start_runtime(store: &mcptask_sql::Store) -> TaskRuntime {
         max_live_tasks: None,
         max_live_tasks_per_principal: None,
         create_writers: env_number("MCPTASK_BENCH_CREATE_WRITERS")
-            .map_or(defaults.create_writers, |n| n as usize),
+            .map_or(defaults.create_writers, |n| Some(n as usize)),
         ..defaults
     };
-    println!("create writers: {}", config.create_writers);
+    println!(
+        "create writers: {}",
+        config
+            .create_writers
+            .unwrap_or_else(|| store.server_tasks().create_writers())
+    );
     TaskRuntime::builder(store.server_tasks(), tools)
         .config(config)
         .start()
@@ -402,16 +407,22 @@ const RAW_INSERT: &str = "INSERT INTO server_tasks (id, tool, arguments, status,
 impl Raw {
     async fn sqlite(file: &Path) -> Self {
         use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
-        // The store's own settings: WAL, durable commits.
+        // The store's own settings: WAL, durable commits, its page cache.
         let options = SqliteConnectOptions::from_str(&format!("sqlite:{}", file.display()))
             .expect("sqlite url")
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
+            .pragma("cache_size", mcptask_sql::sqlite::SQLITE_CACHE_SIZE)
             .busy_timeout(Duration::from_secs(60));
+        // Every connection open from the start: the bundled SQLite shares one
+        // page-cache budget between all connections of the process (the sum
+        // of their sizes), so a pool that opened only when its turn came
+        // would leave the other side a smaller cache than its own.
         let pool = |n| {
             sqlx::pool::PoolOptions::<sqlx::Sqlite>::new()
                 .max_connections(n)
+                .min_connections(n)
                 .test_before_acquire(false)
                 .connect_lazy_with(options.clone())
         };

@@ -22,6 +22,11 @@ pub struct RuntimeConfig {
     pub backstop_every_ms: i64,
     /// How far back each backstop re-check looks (covers slow commits and clock skew).
     pub backstop_window_ms: i64,
+    /// How often an open `subscriptions/listen` stream re-reads the tasks it
+    /// watches without being told of a change: the backstop for a change
+    /// notice lost between replicas (a notice is a hint; the store is the
+    /// truth).
+    pub listen_recheck_every_ms: i64,
     /// How long a settled or expired task stays readable after its TTL.
     pub retention_ms: i64,
     /// TTL given to tasks whose tool does not set one; `None` = unlimited.
@@ -32,11 +37,13 @@ pub struct RuntimeConfig {
     pub batch_size: i64,
     /// Creates committed together at most (group commit).
     pub max_create_batch: usize,
-    /// Concurrent create transactions, each a group commit. 1 suits SQLite's
-    /// single writer; on PostgreSQL use 4 or more (the `mcptask` binary does):
-    /// with one, creates cannot outrun PostgreSQL's own group commit
-    /// (docs/BENCHMARKS.md, "Server against the raw limit").
-    pub create_writers: usize,
+    /// Concurrent create transactions, each a group commit. `None` (the
+    /// default): the store's own choice
+    /// ([`ServerTaskStore::create_writers`](mcptask_core::store::ServerTaskStore::create_writers)),
+    /// 1 on SQLite's single writer and 4 on PostgreSQL, where a single writer
+    /// cannot outrun PostgreSQL's own group commit (docs/BENCHMARKS.md,
+    /// "Server against the raw limit").
+    pub create_writers: Option<usize>,
     /// Creates waiting for their commit, at most. A create beyond it is
     /// refused at once with a "server busy" error ([`crate::SERVER_BUSY`])
     /// rather than queued without bound. Default 4096.
@@ -63,12 +70,13 @@ impl Default for RuntimeConfig {
             sweep_every_ms: 1_000,
             backstop_every_ms: 2_000,
             backstop_window_ms: 60_000,
+            listen_recheck_every_ms: 30_000,
             retention_ms: 3_600_000,
             default_ttl_ms: Some(3_600_000),
             default_poll_interval_ms: 1_000,
             batch_size: 200,
             max_create_batch: 256,
-            create_writers: 1,
+            create_writers: None,
             max_create_queue: 4_096,
             max_live_tasks: Some(10_000),
             max_live_tasks_per_principal: Some(1_000),

@@ -59,7 +59,10 @@ impl RuntimeBuilder {
             .await?;
         let creator = CreateBatcher::start(
             self.store.clone(),
-            self.config.create_writers,
+            self.config
+                .create_writers
+                .unwrap_or_else(|| self.store.create_writers())
+                .max(1),
             self.config.max_create_batch,
             self.config.max_create_queue,
         );

@@ -85,6 +85,10 @@ pub trait Dialect: Database + Sized {
     /// Every statement the flows run, by name.
     const SQL: &'static Statements;
 
+    /// Create transactions worth running side by side (see
+    /// `ServerTaskStore::create_writers`).
+    const CREATE_WRITERS: usize;
+
     /// Start a transaction that will write (SQLite takes the database write
     /// lock up front; PostgreSQL locks rows as statements touch them).
     fn begin_write(

@@ -40,6 +40,10 @@ async fn listen_channel(
 
 impl Dialect for Postgres {
     const SQL: &'static Statements = &SQL;
+    // Commits from several connections share one WAL flush; a single
+    // writer would leave PostgreSQL's own group commit idle between batches
+    // (docs/BENCHMARKS.md, "Server against the raw limit").
+    const CREATE_WRITERS: usize = 4;
 
     fn listen_signals(
         pool: &Pool<Self>,

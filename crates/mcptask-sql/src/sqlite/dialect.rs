@@ -32,6 +32,8 @@ static SQL: Statements = statements! {
 
 impl Dialect for Sqlite {
     const SQL: &'static Statements = &SQL;
+    // One write connection: more writers would only queue for it.
+    const CREATE_WRITERS: usize = 1;
 
     fn begin_write(
         pool: &Pool<Self>,

@@ -46,6 +46,7 @@ impl SqlStore<Sqlite> {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(synchronous)
             .foreign_keys(true)
+            .pragma("cache_size", SQLITE_CACHE_SIZE)
             .busy_timeout(busy_timeout);
         let path = options.get_filename().to_path_buf();
         crate::diagnose::sqlite_preflight(&path).map_err(|reason| connect_err(reason, None))?;
@@ -66,6 +67,15 @@ impl SqlStore<Sqlite> {
         &self.writer
     }
 }
+
+/// Each connection's page cache (`PRAGMA cache_size`; negative: KiB), 8 MiB
+/// instead of SQLite's 2 MiB. The bundled SQLite pools every connection's
+/// cache into one budget for the process (the sum of their sizes), and 2 MiB
+/// per connection holds less than the live rows of 10,000 tasks once eight
+/// readers each want them: every `tasks/get` then read three pages from the
+/// file again (docs/BENCHMARKS.md). At most 72 MiB for the store's nine
+/// connections, and only as much as the file holds.
+pub const SQLITE_CACHE_SIZE: &str = "-8192";
 
 /// How long a write waits for another process's write lock by default.
 const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(30);

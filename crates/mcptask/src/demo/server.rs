@@ -34,10 +34,7 @@ pub struct DemoServerOptions {
 pub async fn start_runtime(options: &DemoServerOptions) -> anyhow::Result<TaskRuntime> {
     // The error names the (redacted) URL, the cause and the fix already.
     let store = mcptask_sql::open(&options.database_url).await?;
-    let mut config = options.config.clone();
-    if store.backend() == mcptask_sql::Backend::Postgres {
-        config.create_writers = config.create_writers.max(4);
-    }
+    let config = options.config.clone();
     let runtime = TaskRuntime::builder(store.server_tasks(), super::tools::registry())
         .config(config)
         .start()

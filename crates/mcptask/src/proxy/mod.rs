@@ -107,9 +107,6 @@ impl Proxy {
             runtime_config.lease_ms = lease_ms.max(300);
             runtime_config.recovery_every_ms = (lease_ms / 3).max(100);
         }
-        if store.backend() == mcptask_sql::Backend::Postgres {
-            runtime_config.create_writers = runtime_config.create_writers.max(4);
-        }
         let runtime = TaskRuntime::builder_with_source(
             store.server_tasks(),
             Arc::new(Source(upstreams.clone())),
