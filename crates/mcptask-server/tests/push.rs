@@ -161,7 +161,67 @@ async fn a_non_declaring_request_gets_32021(backend: Backend) {
     a.shutdown(Duration::from_millis(100)).await;
 }
 
+/// A change the feed never announced (here a row changed behind the
+/// runtime's back, as when a publish fails after its commit) still reaches
+/// an open stream: the stream re-reads its tasks now and then.
+async fn a_change_nobody_announced_is_still_reported(backend: Backend) {
+    let gate = Gate::new();
+    let clock: mcptask_core::SharedClock = Arc::new(mcptask_core::SystemClock);
+    let a = TaskRuntime::builder(backend.server_tasks().await, registry(&gate))
+        .clock(clock)
+        .config(mcptask_server::RuntimeConfig {
+            background: true,
+            listen_recheck_every_ms: 200,
+            ..config()
+        })
+        .owner_id("A")
+        .start()
+        .await
+        .unwrap();
+    let (url, stop) = serve(a.clone()).await;
+    let id = a
+        .create_task(request("hold", json!({})))
+        .await
+        .unwrap()
+        .task_id;
+    let mut listen = TaskListen::open(&url, None, listen_body(3, &[&id], true)).await;
+    let ack = listen.next().await.expect("an acknowledgement");
+    assert_eq!(ack["params"]["notifications"]["taskIds"], json!([id]));
+
+    let unannounced = "UPDATE server_tasks SET status = 'cancelled', \
+        status_message = 'changed behind the feed', updated_at = updated_at + 1 WHERE id = $1";
+    let changed = match backend.open().await {
+        mcptask_sql::Store::Sqlite(s) => sqlx::query(unannounced)
+            .bind(&id)
+            .execute(s.writer_pool())
+            .await
+            .unwrap()
+            .rows_affected(),
+        mcptask_sql::Store::Postgres(s) => sqlx::query(unannounced)
+            .bind(&id)
+            .execute(s.pool())
+            .await
+            .unwrap()
+            .rows_affected(),
+    };
+    assert_eq!(changed, 1);
+
+    let seen = listen.next().await.expect("a notification");
+    assert_eq!(seen["method"], "notifications/tasks", "{seen}");
+    assert_eq!(seen["params"]["status"], "cancelled", "{seen}");
+    assert_eq!(
+        seen["params"]["statusMessage"], "changed behind the feed",
+        "{seen}"
+    );
+    let end = listen.next().await.expect("the final result");
+    assert_eq!(end["id"], 3, "{end}");
+    stop.cancel();
+    gate.release(1);
+    a.shutdown(Duration::from_millis(100)).await;
+}
+
 mcptask_sql::on_both_backends! {
+    a_change_nobody_announced_is_still_reported => super::a_change_nobody_announced_is_still_reported;
     a_subscription_on_one_replica_sees_changes_made_on_another => super::a_subscription_on_one_replica_sees_changes_made_on_another;
     an_already_ended_task_is_reported_at_once => super::an_already_ended_task_is_reported_at_once;
     a_non_declaring_request_gets_32021 => super::a_non_declaring_request_gets_32021;

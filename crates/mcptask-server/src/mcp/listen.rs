@@ -18,6 +18,7 @@
 //! request reaches the handler as a custom one.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use rmcp::RoleServer;
 use rmcp::model::{
@@ -28,6 +29,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
+use tokio::time::MissedTickBehavior;
 
 use crate::engine::Change;
 use crate::{TaskError, TaskRuntime};
@@ -224,10 +226,16 @@ pub(super) async fn serve(
     for task in ended {
         stream.send(task).await.map_err(|_| gone())?;
     }
+    let every = Duration::from_millis(runtime.inner.config.listen_recheck_every_ms.max(10) as u64);
+    let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    recheck.set_missed_tick_behavior(MissedTickBehavior::Delay);
     while !stream.watched.is_empty() {
         let change = tokio::select! {
             _ = context.ct.cancelled() => return Err(gone()),
             change = feed.recv() => change,
+            // A notice can be lost (a publish that failed after its commit):
+            // re-read now and then rather than stay silent until the end.
+            _ = recheck.tick() => Ok(Change::Resync),
         };
         let step = match change {
             Ok(Change::Task(id)) => stream.refresh(&id).await,
