@@ -29,7 +29,8 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mcptask_core::client::Phase;
+use mcptask_core::client::{Applied, Observation, Phase, RemoteSnapshot, TrackerPolicy};
+use mcptask_core::policy::PollPolicy;
 use mcptask_server::{CreateRequest, RuntimeConfig, TaskExit, TaskRuntime, TaskTool, ToolRegistry};
 use rmcp::model::{TaskStatus, Tool};
 
@@ -44,6 +45,8 @@ const ARGUMENTS: &str = r#"{"query":"quarterly revenue by region","limit":50,"fo
 /// Rows written per seeding statement.
 const SEED_CHUNK: i64 = 50_000;
 const CLAIM_BATCH: i64 = 64;
+/// The tracker's default lease: claimed rows stay out of later claims until applied.
+const CLAIM_LEASE_MS: i64 = 30_000;
 
 struct Settings {
     levels: Vec<i64>,
@@ -213,8 +216,10 @@ async fn bench_backend(settings: &Settings, url: &str, db: Db) {
         ops.push(("tasks/get", get));
 
         // One task in 20 waits for an answer (and 4 in 20 work): take at most
-        // half of them, so the random picks of distinct tasks stay quick.
-        let changes = samples.min(rows as usize / 40).max(1);
+        // half of the smallest level's, so the random picks of distinct tasks
+        // stay quick, and the same number at every level, so each p99 is the
+        // same rank of its run.
+        let changes = change_samples(settings);
         let targets: Vec<i64> = (0..changes).map(|_| pick(&mut rng, 19..=19)).collect();
         let update = timed(changes, |i| {
             let n = targets[i];
@@ -265,23 +270,52 @@ async fn bench_backend(settings: &Settings, url: &str, db: Db) {
         .await;
         ops.push(("create", create));
 
-        let claim = timed(samples, |_| {
-            let remote = remote.clone();
-            async move {
+        // A claim as the tracker makes it: a lease, then (untimed) the apply of
+        // a `working` snapshot that reschedules each row at once, so the next
+        // claim takes the next due rows and every row churns the way a busy
+        // tracker's do (a new index entry per poll, the old one dead).
+        let claim = {
+            let mut latencies = Vec::with_capacity(samples);
+            let started = Instant::now();
+            let owner = "scale-bench";
+            let snapshot = Observation::Snapshot(RemoteSnapshot {
+                status: Some(mcptask_core::TaskStatus::Working),
+                ..Default::default()
+            });
+            let policy = claim_policy();
+            for _ in 0..samples {
+                let t = Instant::now();
                 let claimed = remote
-                    // A lease of 0: claimed rows are due again a millisecond later, so
-                    // every claim finds a full batch however many samples run.
-                    .claim_remote(Phase::Poll, "scale-bench", now_ms(), 0, CLAIM_BATCH)
+                    .claim_remote(Phase::Poll, owner, now_ms(), CLAIM_LEASE_MS, CLAIM_BATCH)
                     .await
                     .expect("claim_remote");
+                latencies.push(t.elapsed());
                 assert_eq!(
                     claimed.len() as i64,
                     CLAIM_BATCH,
                     "every claim finds due tasks"
                 );
+                let applied: Vec<Applied> = claimed
+                    .iter()
+                    .map(|c| Applied {
+                        fence: c.fence.clone(),
+                        phase: Phase::Poll,
+                        observation: snapshot.clone(),
+                        jitter: 0.0,
+                    })
+                    .collect();
+                let ok = remote
+                    .apply_remote(&applied, &policy, now_ms())
+                    .await
+                    .expect("apply_remote");
+                assert!(ok.iter().all(|ok| *ok), "every claim held");
             }
-        })
-        .await;
+            Run {
+                ops: samples,
+                elapsed: started.elapsed(),
+                latencies,
+            }
+        };
         ops.push(("tracker claim (64)", claim));
 
         for (name, run) in &ops {
@@ -299,7 +333,7 @@ async fn bench_backend(settings: &Settings, url: &str, db: Db) {
     let rounds: i64 = settings
         .levels
         .iter()
-        .map(|&rows| settings.samples.min(rows as usize / 40).max(1) as i64)
+        .map(|_| change_samples(settings) as i64)
         .sum();
     assert_eq!(
         count(
@@ -331,6 +365,27 @@ async fn bench_backend(settings: &Settings, url: &str, db: Db) {
 
     parked_memory(settings, &store).await;
     store.close().await;
+}
+
+/// How many `tasks/update` and `tasks/cancel` samples each level takes.
+fn change_samples(settings: &Settings) -> usize {
+    let smallest = settings.levels.iter().copied().min().unwrap_or(0);
+    settings.samples.min(smallest as usize / 40).max(1)
+}
+
+/// The tracker's policy for the claim samples: every poll is due again at
+/// once, so the rows keep cycling through the due index.
+fn claim_policy() -> TrackerPolicy {
+    TrackerPolicy {
+        poll: PollPolicy {
+            default_ms: 1,
+            min_ms: 1,
+            max_ms: 1,
+            input_required_min_ms: 1,
+            jitter_permille: 0,
+        },
+        ..TrackerPolicy::default()
+    }
 }
 
 /// One caller, `samples` operations one after another: latency of each.

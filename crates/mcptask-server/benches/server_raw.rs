@@ -24,7 +24,8 @@
 //! Run: `cargo bench -p mcptask-server --bench server_raw`
 //! Knobs: `MCPTASK_BENCH_BACKENDS` (`sqlite`, `postgres`, both by default),
 //! `MCPTASK_BENCH_LIVE`, `MCPTASK_BENCH_ROUNDS`, `MCPTASK_BENCH_SECS` (per
-//! side and round for reads), `MCPTASK_BENCH_DIR` (the SQLite file's
+//! side and round for reads), `MCPTASK_BENCH_CREATES` (per side and round),
+//! `MCPTASK_BENCH_PHASES` (mark each side's start on stderr, for a profiler), `MCPTASK_BENCH_DIR` (the SQLite file's
 //! directory), `MCPTASK_BENCH_CREATE_WRITERS` (the runtime's group-commit
 //! writers; its default otherwise). PostgreSQL: `MCPTASK_TEST_DATABASE_URL` (an admin URL) or the
 //! tests' throwaway cluster (`fsync=off`; the settings are printed).
@@ -79,7 +80,7 @@ impl Settings {
             live: n("MCPTASK_BENCH_LIVE", 1_000, 10_000) as usize,
             rounds: n("MCPTASK_BENCH_ROUNDS", 1, 3) as usize,
             read_secs: n("MCPTASK_BENCH_SECS", 0, 3).max(1) as f64 * if quick { 0.3 } else { 1.0 },
-            creates: if quick { 256 } else { 4_000 },
+            creates: n("MCPTASK_BENCH_CREATES", 256, 4_000) as usize,
             serial: if quick { 64 } else { 500 },
             pgbench_secs: if quick { 1 } else { 5 },
             sqlite: backends.contains("sqlite"),
@@ -233,8 +234,11 @@ async fn bench_backend(
     let mut created = ids.len();
     for round in 1..=settings.rounds {
         // Reads, then creates: a round's reads always see the same table.
+        phase("server get");
         let get = run_for(&ids, read_conns, budget, getter(&runtime)).await;
+        phase("raw get");
         let raw_get = run_for(&ids, read_conns, budget, raw.getter()).await;
+        phase("gets done");
         let select = pgbench
             .as_ref()
             .map(|p| p.select(read_conns, settings.pgbench_secs));
@@ -247,9 +251,12 @@ async fn bench_backend(
             select.map_or(String::new(), |tps| format!(" | pgbench -S {tps:.0}/s")),
         );
 
+        phase("server create");
         let (new, create) = run_count(settings.creates, CREATE_CALLERS, creator(&runtime)).await;
         created += new.len();
+        phase("raw create");
         let (_, raw_insert) = run_count(settings.creates, CREATE_CALLERS, raw.inserter()).await;
+        phase("creates done");
         let insert = pgbench
             .as_ref()
             .map(|p| p.insert(write_conns, settings.pgbench_secs));
@@ -555,6 +562,14 @@ impl Raw {
             }
             Raw::Postgres(pool) => pool.close().await,
         }
+    }
+}
+
+/// With `MCPTASK_BENCH_PHASES` set, mark where each measured side starts on
+/// stderr (a file a profiler's timer can watch).
+fn phase(name: &str) {
+    if std::env::var_os("MCPTASK_BENCH_PHASES").is_some() {
+        eprintln!("phase: {name}");
     }
 }
 
