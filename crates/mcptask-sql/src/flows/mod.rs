@@ -29,6 +29,9 @@ use backend::{Arg, Sql};
 pub struct SqlStore<D: sqlx::Database> {
     pub(crate) writer: Pool<D>,
     pub(crate) reader: Pool<D>,
+    /// Background work that lives as long as some handle of this store
+    /// (SQLite's WAL checkpoints); dropped with the last one.
+    pub(crate) background: Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl<D: sqlx::Database> Clone for SqlStore<D> {
@@ -36,6 +39,7 @@ impl<D: sqlx::Database> Clone for SqlStore<D> {
         SqlStore {
             writer: self.writer.clone(),
             reader: self.reader.clone(),
+            background: self.background.clone(),
         }
     }
 }

@@ -45,6 +45,7 @@ impl SqlStore<Postgres> {
         Ok(Self {
             writer: pool.clone(),
             reader: pool,
+            background: None,
         })
     }
 

@@ -6,6 +6,7 @@
 //! processes may share a file: `busy_timeout` makes them wait for the lock.
 
 mod changes;
+mod checkpoint;
 mod dialect;
 
 use std::str::FromStr;
@@ -53,13 +54,23 @@ impl SqlStore<Sqlite> {
         let failed =
             |e: sqlx::Error| connect_err(crate::diagnose::sqlite_reason(&path, &e), Some(e));
         let acquire = Duration::from_secs(60);
-        let writer = connect_pool::<Sqlite>(options.clone(), 1, acquire)
+        // Checkpoints run in the background; the writer's own automatic one
+        // is only the backstop (see `checkpoint`).
+        let writer_options = options
+            .clone()
+            .pragma("wal_autocheckpoint", checkpoint::BACKSTOP_PAGES);
+        let writer = connect_pool::<Sqlite>(writer_options, 1, acquire)
             .await
             .map_err(failed)?;
         let reader = connect_pool::<Sqlite>(options, 8, acquire)
             .await
             .map_err(failed)?;
-        Ok(Self { writer, reader })
+        let background = checkpoint::Checkpointer::start(reader.clone());
+        Ok(Self {
+            writer,
+            reader,
+            background: Some(std::sync::Arc::new(background)),
+        })
     }
 
     /// The write pool, for tests and tools that need raw SQL.
