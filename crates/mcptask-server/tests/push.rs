@@ -43,12 +43,22 @@ async fn serve(runtime: TaskRuntime) -> (String, CancellationToken) {
 
 /// A runtime on the real clock that runs its own work.
 async fn replica(backend: &Backend, gate: &Gate, owner: &str) -> TaskRuntime {
+    replica_with(backend, gate, owner, config()).await
+}
+
+/// [`replica`] with its own configuration (background loops always on).
+async fn replica_with(
+    backend: &Backend,
+    gate: &Gate,
+    owner: &str,
+    config: mcptask_server::RuntimeConfig,
+) -> TaskRuntime {
     let clock: mcptask_core::SharedClock = Arc::new(mcptask_core::SystemClock);
     TaskRuntime::builder(backend.server_tasks().await, registry(gate))
         .clock(clock)
         .config(mcptask_server::RuntimeConfig {
             background: true,
-            ..config()
+            ..config
         })
         .owner_id(owner)
         .start()
@@ -166,18 +176,11 @@ async fn a_non_declaring_request_gets_32021(backend: Backend) {
 /// an open stream: the stream re-reads its tasks now and then.
 async fn a_change_nobody_announced_is_still_reported(backend: Backend) {
     let gate = Gate::new();
-    let clock: mcptask_core::SharedClock = Arc::new(mcptask_core::SystemClock);
-    let a = TaskRuntime::builder(backend.server_tasks().await, registry(&gate))
-        .clock(clock)
-        .config(mcptask_server::RuntimeConfig {
-            background: true,
-            listen_recheck_every_ms: 200,
-            ..config()
-        })
-        .owner_id("A")
-        .start()
-        .await
-        .unwrap();
+    let recheck_often = mcptask_server::RuntimeConfig {
+        listen_recheck_every_ms: 200,
+        ..config()
+    };
+    let a = replica_with(&backend, &gate, "A", recheck_often).await;
     let (url, stop) = serve(a.clone()).await;
     let id = a
         .create_task(request("hold", json!({})))
