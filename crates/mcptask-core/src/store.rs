@@ -227,9 +227,28 @@ pub trait RemoteTaskStore: Send + Sync + 'static {
     /// Make a live task's poll due now, because its server pushed a status
     /// change (`notifications/tasks`): the poll workers then read it with
     /// `tasks/get` as usual, so the pushed snapshot is a hint and polling stays
-    /// the truth. A poll already due keeps its time. Returns whether the
-    /// schedule moved. A store that does not implement it keeps its schedule
-    /// (push then changes nothing, polling still settles every task).
+    /// the truth. A poll already due keeps its time.
+    ///
+    /// While a claim of the task is not yet applied (a call in flight, which
+    /// may have read the task before the change), moving the schedule is not
+    /// enough: the claim's apply rewrites it from what its call read. The
+    /// store then keeps `now` as a poll hint (the earliest one), and that
+    /// apply schedules the next poll no later than the hint; a poll claimed
+    /// later covers the hint (the claim clears it).
+    ///
+    /// Returns whether either took effect (the schedule moved, or a hint was
+    /// recorded); the caller may then wake the poll workers. A store that does
+    /// not implement it keeps its schedule (push then changes nothing, polling
+    /// still settles every task).
+    ///
+    /// ```no_run
+    /// # async fn pushed(store: &dyn mcptask_core::store::RemoteTaskStore, now: i64) -> Result<(), mcptask_core::StoreError> {
+    /// // A `notifications/tasks` for the task tracked locally as "t1":
+    /// if store.expedite_poll("t1", now).await? {
+    ///     // wake the poll workers
+    /// }
+    /// # Ok(()) }
+    /// ```
     async fn expedite_poll(&self, id: &str, now: i64) -> Result<bool, StoreError> {
         let _ = (id, now);
         Ok(false)

@@ -95,7 +95,8 @@ pub struct Statements {
     pub remote_inputs: &'static str,
     /// Events of a tracked task after a version.
     pub remote_events: &'static str,
-    /// Fenced: write a worker's state change, claim columns included.
+    /// Fenced: write a worker's state change, claim columns included; the
+    /// next poll comes no later than a pending poll hint, which it clears.
     pub update_remote_fenced: &'static str,
     /// Fenced, set-based: `update_remote_fenced` for a whole batch in one
     /// statement (`$1` a JSON array of `remote_fenced_rows!` objects),
@@ -121,9 +122,10 @@ pub struct Statements {
     /// Clear a key's answer so it can be given again (request replaced when given).
     pub reopen_input: &'static str,
     /// A live task's poll made due now (its server pushed a change); a poll
-    /// due sooner keeps its time.
+    /// due sooner keeps its time. Under a claim not yet applied, the time is
+    /// also kept as the poll hint, for that claim's apply.
     pub expedite_poll: &'static str,
-    /// Claim tasks due for `tasks/get`.
+    /// Claim tasks due for `tasks/get` (clearing their poll hints).
     pub claim_poll: &'static str,
     /// Claim tasks due for `tasks/cancel`.
     pub claim_cancel: &'static str,
@@ -294,12 +296,15 @@ macro_rules! server_fence {
 }
 pub(crate) use server_fence;
 
-/// The columns a remote-task state change writes, as `$2 … $28` (`$1` is the id).
+/// The columns a remote-task state change writes, as `$2 … $28` (`$1` is the
+/// id), but for `next_poll_at` (`$13`): an application write stores it as
+/// is, a fenced apply merges it with a pending push hint
+/// (`hinted_next_poll!`).
 macro_rules! remote_mutable_columns {
     () => {
         "status = $2, status_message = $3, input_requests = $4, result = $5,
          result_truncated = $6, error = $7, remote_created_at = $8, ttl_ms = $9,
-         poll_interval_ms = $10, updated_at = $11, completed_at = $12, next_poll_at = $13,
+         poll_interval_ms = $10, updated_at = $11, completed_at = $12,
          last_polled_at = $14, poll_count = $15, consecutive_errors = $16, last_error = $17,
          cancel_requested_at = $18, cancel_sent_at = $19, next_cancel_at = $20,
          cancel_attempts = $21, next_update_at = $22, event_version = $23,
@@ -308,6 +313,33 @@ macro_rules! remote_mutable_columns {
     };
 }
 pub(crate) use remote_mutable_columns;
+
+/// The `next_poll_at` a fenced apply writes: the computed time `$new`, or the
+/// push hint `$hint` recorded while the claim was in flight when that is
+/// sooner (the hint came after the claimed call had read the task, so only
+/// another poll sees what it announced). A settled task (`$new` NULL) stays
+/// unscheduled. `$min` is the dialect's two-argument `least`; every such
+/// write also clears the hint.
+macro_rules! hinted_next_poll {
+    ($min:tt, $new:tt, $hint:tt) => {
+        concat!(
+            "CASE WHEN ",
+            $hint,
+            " IS NOT NULL AND ",
+            $new,
+            " IS NOT NULL THEN ",
+            $min,
+            "(",
+            $new,
+            ", ",
+            $hint,
+            ") ELSE ",
+            $new,
+            " END"
+        )
+    };
+}
+pub(crate) use hinted_next_poll;
 
 /// The fields of one row of a set-based fenced write, in the order the
 /// store's row builder emits them: `remote_mutable_columns!`'s columns (their
@@ -373,6 +405,24 @@ macro_rules! list_tasks_where {
     };
 }
 pub(crate) use list_tasks_where;
+
+/// `expedite_poll` (`$2` now) moves the poll: no live lease, and the poll
+/// is due later.
+macro_rules! expedite_moves {
+    () => {
+        "((claim_expires_at IS NULL OR claim_expires_at < $2) AND next_poll_at > $2)"
+    };
+}
+pub(crate) use expedite_moves;
+
+/// `expedite_poll` (`$2` now) records a hint: a claim not yet applied, and
+/// no hint as early pending.
+macro_rules! expedite_hints {
+    () => {
+        "(claim_token IS NOT NULL AND (poll_hint_at IS NULL OR poll_hint_at > $2))"
+    };
+}
+pub(crate) use expedite_hints;
 
 /// Build a backend's [`Statements`] from its dialect fragments.
 macro_rules! statements {
@@ -564,16 +614,19 @@ macro_rules! statements {
             update_remote_fenced: concat!(
                 "UPDATE remote_tasks SET ",
                 $crate::flows::sql::remote_mutable_columns!(),
-                ", claim_owner = $29, claim_token = $30, claim_expires_at = $31 WHERE ",
+                ", next_poll_at = ",
+                $crate::flows::sql::hinted_next_poll!($min, "CAST($13 AS BIGINT)", "poll_hint_at"),
+                ", poll_hint_at = NULL, claim_owner = $29, claim_token = $30, claim_expires_at = $31 WHERE ",
                 $crate::flows::sql::fenced_by!("claim_owner" = "$32", "claim_token" = "$33")
             ),
             update_remotes_fenced: $fenced_set_update,
             // An application write (cancel intent, answers): the claim columns
-            // stay, so a worker's claim in flight stays valid.
+            // stay, so a worker's claim in flight stays valid, and so does a
+            // push hint recorded for that claim's apply.
             update_remote_unclaimed: concat!(
                 "UPDATE remote_tasks SET ",
                 $crate::flows::sql::remote_mutable_columns!(),
-                " WHERE id = $1"
+                ", next_poll_at = $13 WHERE id = $1"
             ),
             insert_remote_input: "INSERT INTO remote_task_inputs (task_id, key, request, first_seen_at)
                  VALUES ($1, $2, $3, $4) ON CONFLICT (task_id, key) DO NOTHING",
@@ -599,13 +652,28 @@ macro_rules! statements {
             reopen_input: "UPDATE remote_task_inputs
                  SET request = COALESCE($3, request), response = NULL, answered_at = NULL, sent_at = NULL
                  WHERE task_id = $1 AND key = $2",
+            // Two effects, each taken when it changes something. Without a
+            // live lease the poll moves to now (a poll due sooner keeps its
+            // time). Under a claim not yet applied, whose apply will write
+            // next_poll_at from what its call read (maybe before the change
+            // pushed), the earliest hint waits in poll_hint_at for that
+            // apply; a lapsed claim gets both, as its late result still
+            // applies unless someone reclaims first.
             expedite_poll: concat!(
-                "UPDATE remote_tasks SET next_poll_at = $2
-                 WHERE id = $1 AND next_poll_at > $2 AND ",
-                $crate::flows::sql::live!("status")
+                "UPDATE remote_tasks SET
+                    next_poll_at = CASE WHEN ", $crate::flows::sql::expedite_moves!(), "
+                                   THEN $2 ELSE next_poll_at END,
+                    poll_hint_at = CASE WHEN ", $crate::flows::sql::expedite_hints!(), "
+                                   THEN $2 ELSE poll_hint_at END
+                 WHERE id = $1 AND ",
+                $crate::flows::sql::live!("status"),
+                " AND (", $crate::flows::sql::expedite_moves!(),
+                " OR ", $crate::flows::sql::expedite_hints!(), ")"
             ),
+            // The poll claimed covers every hint recorded before it.
             claim_poll: $crate::flows::sql::claim_due!(
-                "next_poll_at", ", poll_count = poll_count + 1", $claim_status, $skip_locked
+                "next_poll_at", ", poll_count = poll_count + 1, poll_hint_at = NULL",
+                $claim_status, $skip_locked
             ),
             claim_cancel: $crate::flows::sql::claim_due!(
                 "next_cancel_at", "", $claim_status, $skip_locked

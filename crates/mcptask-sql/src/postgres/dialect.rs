@@ -126,6 +126,7 @@ static SQL: Statements = statements! {
 /// JSON array (a fixed statement text whatever the batch size, so it is
 /// prepared once), the fence is in the join, and `RETURNING` names the rows
 /// whose claim still held. The flow has locked the rows in id order already.
+/// Like `update_remote_fenced`, it merges and clears a pending poll hint.
 const UPDATE_REMOTES_FENCED: &str = concat!(
     "UPDATE remote_tasks AS t SET
         status = v.status, status_message = v.status_message,
@@ -133,7 +134,10 @@ const UPDATE_REMOTES_FENCED: &str = concat!(
         result_truncated = v.result_truncated, error = v.error,
         remote_created_at = v.remote_created_at, ttl_ms = v.ttl_ms,
         poll_interval_ms = v.poll_interval_ms, updated_at = v.updated_at,
-        completed_at = v.completed_at, next_poll_at = v.next_poll_at,
+        completed_at = v.completed_at,
+        next_poll_at = ",
+    crate::flows::sql::hinted_next_poll!("LEAST", "v.next_poll_at", "t.poll_hint_at"),
+    ", poll_hint_at = NULL,
         last_polled_at = v.last_polled_at, poll_count = v.poll_count,
         consecutive_errors = v.consecutive_errors, last_error = v.last_error,
         cancel_requested_at = v.cancel_requested_at, cancel_sent_at = v.cancel_sent_at,

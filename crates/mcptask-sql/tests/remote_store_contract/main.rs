@@ -7,6 +7,7 @@
 
 mod claims;
 mod delivery;
+mod hints;
 mod inputs;
 mod notify;
 mod reasks;
