@@ -300,10 +300,13 @@ pub trait RemoteTaskStore: Send + Sync + 'static {
         limit: i64,
     ) -> Result<Vec<crate::client::ClaimedTask>, StoreError>;
 
-    /// The earliest time after `now` at which a task becomes due for
-    /// `phase` (an index seek, not a scan), so an idle worker can wake for
-    /// it instead of at its next idle tick. `None`: nothing is scheduled.
-    /// Stores without it answer `None` and workers keep their idle tick.
+    /// The earliest time at which a task that no live lease holds at `now`
+    /// is due for `phase` (an ordered index scan that stops at the first
+    /// row), so an idle worker can wake for it instead of at its next idle
+    /// tick. It can be `<= now`: a task due that no claim has taken yet,
+    /// such as one whose push hint was applied after its poll. `None`:
+    /// nothing is scheduled. Stores without it answer `None` and workers keep
+    /// their idle tick.
     async fn next_due(
         &self,
         phase: crate::client::Phase,

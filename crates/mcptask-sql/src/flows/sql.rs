@@ -131,11 +131,11 @@ pub struct Statements {
     pub claim_cancel: &'static str,
     /// Claim tasks due for `tasks/update`.
     pub claim_update: &'static str,
-    /// The earliest `next_poll_at` after `$1` (as `due`).
+    /// The earliest `next_poll_at` of a task no lease holds at `$1` (as `due`).
     pub next_poll_due: &'static str,
-    /// The earliest `next_cancel_at` after `$1` (as `due`).
+    /// The earliest `next_cancel_at` of a task no lease holds at `$1` (as `due`).
     pub next_cancel_due: &'static str,
-    /// The earliest `next_update_at` after `$1` (as `due`).
+    /// The earliest `next_update_at` of a task no lease holds at `$1` (as `due`).
     pub next_update_due: &'static str,
     /// The answers still to send for a batch of claimed tasks.
     pub unsent_answers: &'static str,
@@ -383,6 +383,27 @@ macro_rules! claim_due {
     };
 }
 pub(crate) use claim_due;
+
+/// The earliest due time of a phase's schedule column among live tasks no
+/// live lease holds (`$1` now): an ordered index scan that stops at the first
+/// row. It can be `<= now`: a task due now that no claim has taken yet (a
+/// push hint applied after its poll), so the worker claims again at once.
+macro_rules! next_due {
+    ($due:tt, $status:tt) => {
+        concat!(
+            "SELECT ",
+            $due,
+            " AS due FROM remote_tasks WHERE ",
+            $due,
+            " IS NOT NULL AND ",
+            $crate::flows::sql::live!($status),
+            " AND (claim_expires_at IS NULL OR claim_expires_at < $1) ORDER BY ",
+            $due,
+            " LIMIT 1"
+        )
+    };
+}
+pub(crate) use next_due;
 
 /// A page of tasks matching `$principal` (which reads `$1`): `$2` live
 /// only, `$3` now (retention), `$4`/`$5` the keyset cursor (created_at, id;
@@ -681,9 +702,9 @@ macro_rules! statements {
             claim_update: $crate::flows::sql::claim_due!(
                 "next_update_at", "", $claim_status, $skip_locked
             ),
-            next_poll_due: "SELECT MIN(next_poll_at) AS due FROM remote_tasks WHERE next_poll_at > $1",
-            next_cancel_due: "SELECT MIN(next_cancel_at) AS due FROM remote_tasks WHERE next_cancel_at > $1",
-            next_update_due: "SELECT MIN(next_update_at) AS due FROM remote_tasks WHERE next_update_at > $1",
+            next_poll_due: $crate::flows::sql::next_due!("next_poll_at", $claim_status),
+            next_cancel_due: $crate::flows::sql::next_due!("next_cancel_at", $claim_status),
+            next_update_due: $crate::flows::sql::next_due!("next_update_at", $claim_status),
             unsent_answers: concat!(
                 "SELECT task_id, key, response FROM remote_task_inputs
                  WHERE response IS NOT NULL AND sent_at IS NULL AND task_id ",

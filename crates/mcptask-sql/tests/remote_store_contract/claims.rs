@@ -3,7 +3,7 @@
 use super::support::*;
 
 mcptask_sql::on_both_backends! {
-    async fn next_due_is_the_earliest_time_scheduled_after_now(store: Arc<dyn RemoteTaskStore>) {
+    async fn next_due_is_the_earliest_time_no_lease_holds(store: Arc<dyn RemoteTaskStore>) {
         for (i, interval) in [1_000, 3_000].into_iter().enumerate() {
             let mut t = new_task(&format!("p{i}"), &format!("r-{i}"));
             t.snapshot.poll_interval_ms = Some(interval);
@@ -17,8 +17,17 @@ mcptask_sql::on_both_backends! {
             async move { store.next_due(phase, now).await.expect("next_due") }
         };
         assert_eq!(due(Phase::Poll, a - 1).await, Some(a));
-        assert_eq!(due(Phase::Poll, a).await, Some(b), "strictly after now");
-        assert_eq!(due(Phase::Poll, b).await, None);
+        assert_eq!(due(Phase::Poll, a).await, Some(a), "due now and not taken");
+        assert_eq!(
+            due(Phase::Poll, b + 1).await,
+            Some(a),
+            "still due, and nothing claimed it"
+        );
+        let claimed = claim(&*store, Phase::Poll, "w1", a, 1).await;
+        assert_eq!(ids(&claimed), ["p0"]);
+        assert_eq!(due(Phase::Poll, a).await, Some(b), "a claimed task is not due");
+        claim(&*store, Phase::Poll, "w1", b, 1).await;
+        assert_eq!(due(Phase::Poll, b).await, None, "every task is claimed");
         assert_eq!(due(Phase::Cancel, 0).await, None, "no cancel is scheduled");
         assert_eq!(due(Phase::Update, 0).await, None, "no answer is waiting");
     }
