@@ -55,6 +55,10 @@ enum Next {
     Finished,
     /// The stream is gone; back off before reopening.
     Lost,
+    /// The server ended the stream without reporting anything: reopen at
+    /// once the first time (its tasks may have ended in a window the stream
+    /// did not see, and a new task may be waiting), back off if it repeats.
+    EndedUnheard,
     /// The server does not serve task notifications.
     Refused,
     /// The tracker is stopping or the server was removed.
@@ -66,15 +70,27 @@ pub(super) async fn run(inner: Arc<Inner>, name: String) {
     let mut changes = inner.changes.subscribe();
     let mut live: Option<Live> = None;
     let mut backoff = BASE_BACKOFF;
+    // Streams in a row that ended without reporting anything.
+    let mut unheard = 0u32;
     loop {
         // Shutdown must not wait for a connect or an acknowledgement.
         let next = tokio::select! {
             _ = inner.shutdown.cancelled() => Next::Stop,
             next = step(&inner, &name, &mut live, &mut changes, &mut backoff) => next,
         };
+        // A stream that reported something, or a new task to cover, ends
+        // the streak.
+        if matches!(next, Next::Finished | Next::Rescan) {
+            unheard = 0;
+        }
         let pause = match next {
             Next::Rescan | Next::Finished => Duration::ZERO,
-            Next::Lost => {
+            Next::EndedUnheard if unheard == 0 => {
+                unheard += 1;
+                Duration::ZERO
+            }
+            Next::Lost | Next::EndedUnheard => {
+                unheard += u32::from(matches!(next, Next::EndedUnheard));
                 let pause = backoff;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
                 pause
@@ -82,8 +98,10 @@ pub(super) async fn run(inner: Arc<Inner>, name: String) {
             Next::Refused => REFUSED_RETRY,
             Next::Stop => break,
         };
-        if matches!(next, Next::Lost | Next::Refused | Next::Finished)
-            && let Some(old) = live.take()
+        if matches!(
+            next,
+            Next::Lost | Next::EndedUnheard | Next::Refused | Next::Finished
+        ) && let Some(old) = live.take()
         {
             old.subscription.close().await;
         }
@@ -258,13 +276,16 @@ async fn follow(
                     // Every watched task ended: look again at what is live.
                     End::Finished if live.heard_any => Next::Finished,
                     // Ended without reporting anything while the tasks are
-                    // live here: the server accepted none of them (another
-                    // principal's, or forgotten), or they ended in a window
-                    // the stream did not see. Reopening at once could spin,
-                    // so back off as after a lost stream (not the long pause
-                    // of a refusal, which left push off for minutes after a
-                    // harmless race); their polls go on meanwhile.
-                    End::Finished => Next::Lost,
+                    // live here: they ended in a window the stream did not
+                    // see (the usual case: a task settling while its stream
+                    // was being replaced), or the server accepted none of
+                    // them. The first time, reopen at once (reopening polls
+                    // every task): waiting would delay a task created
+                    // meanwhile by the whole pause. In a row, back off as
+                    // after a lost stream, so a server that accepts none
+                    // cannot make this spin (not the long pause of a
+                    // refusal, which left push off for minutes).
+                    End::Finished => Next::EndedUnheard,
                     End::Refused(_) => Next::Refused,
                     End::Lost(why) => {
                         tracing::debug!(server = name, why, "push: stream lost; polling meanwhile, reconnecting");
