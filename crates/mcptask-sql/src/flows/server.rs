@@ -171,12 +171,7 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
         let mut state = codec::server_task_state::<B>(task_id, &row)?;
         if state.status == TaskStatus::InputRequired {
             let rows = B::fetch_all(&mut conn, B::SQL.pending_inputs, args![task_id]).await?;
-            for row in &rows {
-                let request: String = B::column(row, "request")?;
-                state
-                    .input_requests
-                    .push((B::column(row, "key")?, parse_json("request", &request)?));
-            }
+            state.input_requests = input_requests::<B>(&rows)?;
             // Every question was answered between the two reads: the task
             // is working again (the answer's commit moved it back).
             if state.input_requests.is_empty() {

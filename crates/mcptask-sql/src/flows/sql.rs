@@ -472,7 +472,8 @@ macro_rules! statements {
             get_task_state: "SELECT principal, status, status_message, result, error,
                    created_at, updated_at, ttl_ms, poll_interval_ms, purge_at
                  FROM server_tasks WHERE id = $1",
-            pending_inputs: "SELECT key, request FROM server_task_inputs
+            pending_inputs: "SELECT key AS input_key, request AS input_request
+                 FROM server_task_inputs
                  WHERE task_id = $1 AND response IS NULL ORDER BY key",
             set_status_message: concat!(
                 "UPDATE server_tasks SET status_message = $4, updated_at = $5 WHERE ",
