@@ -83,18 +83,22 @@ pub(super) async fn run(inner: Arc<Inner>, name: String) {
         if matches!(next, Next::Finished | Next::Rescan) {
             unheard = 0;
         }
+        let mut back_off = || {
+            let pause = backoff;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+            pause
+        };
         let pause = match next {
             Next::Rescan | Next::Finished => Duration::ZERO,
-            Next::EndedUnheard if unheard == 0 => {
+            Next::EndedUnheard => {
                 unheard += 1;
-                Duration::ZERO
+                if unheard == 1 {
+                    Duration::ZERO
+                } else {
+                    back_off()
+                }
             }
-            Next::Lost | Next::EndedUnheard => {
-                unheard += u32::from(matches!(next, Next::EndedUnheard));
-                let pause = backoff;
-                backoff = (backoff * 2).min(MAX_BACKOFF);
-                pause
-            }
+            Next::Lost => back_off(),
             Next::Refused => REFUSED_RETRY,
             Next::Stop => break,
         };
