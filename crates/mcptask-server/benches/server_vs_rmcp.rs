@@ -23,6 +23,10 @@ use mcptask_server::{RuntimeConfig, TaskExit, TaskRuntime, TaskTool, ToolRegistr
 use rmcp::model::{TaskStatus, Tool};
 use rmcp::task_manager::{TaskManager, TaskOptions};
 
+mod support;
+
+use support::{ms, percentile};
+
 #[path = "../../../benches/machine.rs"]
 mod machine;
 
@@ -401,34 +405,11 @@ where
     F: Fn() -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Arc<str>> + Send + 'static,
 {
-    let start = Instant::now();
-    let callers: Vec<_> = (0..concurrency)
-        .map(|caller| {
-            let create = create.clone();
-            let share = total / concurrency + usize::from(caller < total % concurrency);
-            tokio::spawn(async move {
-                let mut ids = Vec::with_capacity(share);
-                let mut latencies = Vec::with_capacity(share);
-                for _ in 0..share {
-                    let t = Instant::now();
-                    ids.push(create().await);
-                    latencies.push(t.elapsed());
-                }
-                (ids, latencies)
-            })
-        })
-        .collect();
-    let mut ids = Vec::with_capacity(total);
-    let mut latencies = Vec::with_capacity(total);
-    for caller in callers {
-        let (i, l) = caller.await.expect("create caller panicked");
-        ids.extend(i);
-        latencies.extend(l);
-    }
+    let (ids, run) = support::run_count(total, concurrency, move |_| create()).await;
     CreateRun {
         ids,
-        elapsed: start.elapsed(),
-        latencies,
+        elapsed: run.elapsed,
+        latencies: run.latencies,
     }
 }
 
@@ -490,21 +471,13 @@ impl SplitMix64 {
     }
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[rank]
-}
-
 fn latency_text(run: &CreateRun) -> String {
     let mut l = run.latencies.clone();
     l.sort_unstable();
     format!(
         "p50 {:.2} ms, p99 {:.2} ms",
-        percentile(&l, 0.50).as_secs_f64() * 1e3,
-        percentile(&l, 0.99).as_secs_f64() * 1e3
+        ms(percentile(&l, 0.50)),
+        ms(percentile(&l, 0.99))
     )
 }
 
@@ -577,7 +550,6 @@ fn fsync_probe(dir: &Path) -> String {
     };
     overwrite.sort_unstable();
     append.sort_unstable();
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
     format!(
         "4 KiB write + fdatasync: overwrite p50 {:.3} ms / p99 {:.3} ms; append p50 {:.3} ms / p99 {:.3} ms",
         ms(percentile(&overwrite, 0.50)),
