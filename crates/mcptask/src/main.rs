@@ -2,9 +2,7 @@
 
 mod cli;
 mod demo;
-mod fixture;
-mod gateway;
-mod proxy;
+mod wiring;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -96,7 +94,14 @@ enum Command {
     DemoServer(DemoServerArgs),
     /// Test fixture: a stdio server with a submit/status/cancel toolset.
     #[command(hide = true)]
-    FixtureTriplet(fixture::FixtureArgs),
+    FixtureToolset {
+        /// The JSON file holding the jobs (created if missing).
+        #[arg(long)]
+        state: std::path::PathBuf,
+        /// How jobs behave when the submit arguments name no mode.
+        #[arg(long, default_value = "complete")]
+        mode: String,
+    },
     /// Run the gateway: tracker workers, HTTP API, dashboard and metrics.
     Serve {
         /// Configuration file (see README, Configuration).
@@ -363,17 +368,19 @@ fn report(e: anyhow::Error) -> std::process::ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::DemoServer(args) => demo_server(args).await,
-        Command::FixtureTriplet(args) => fixture::run(args).await,
+        Command::FixtureToolset { state, mode } => {
+            mcptask_demo::toolset_fixture::run(state, mode).await
+        }
         Command::Serve {
             config,
             listen,
             database_url,
         } => {
-            let flags = gateway::config::Overrides {
+            let flags = mcptask_gateway::config::Overrides {
                 listen: listen.map(|a| a.to_string()),
                 database_url,
             };
-            gateway::run(&config, &flags).await
+            wiring::serve(&config, &flags).await
         }
         Command::Proxy {
             stdio,
@@ -385,11 +392,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     "mcptask proxy serves stdio only: add --stdio\n  fix: for HTTP, set [proxy] enabled = true and run `mcptask serve` (MCP at /mcp)"
                 );
             }
-            let flags = gateway::config::Overrides {
+            let flags = mcptask_gateway::config::Overrides {
                 listen: None,
                 database_url,
             };
-            proxy::run_stdio(&config, &flags).await
+            wiring::proxy_stdio(&config, &flags).await
         }
         Command::Demo {
             once,
@@ -567,16 +574,14 @@ async fn demo_server(args: DemoServerArgs) -> anyhow::Result<()> {
         },
         ..Default::default()
     };
-    demo::server::run(demo::server::DemoServerOptions {
+    let options = mcptask_demo::DemoServerOptions {
         database_url: args.database_url,
-        http: args.http,
         config,
         tokens,
         allowed_hosts: args.allowed_hosts,
         max_body_bytes: args.max_body_bytes,
-        shutdown_grace: Duration::from_secs(10),
-    })
-    .await
+    };
+    wiring::demo_server(options, args.http).await
 }
 
 #[cfg(test)]
@@ -629,7 +634,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             default,
-            crate::gateway::config::ApiSection::default().max_body_bytes
+            mcptask_gateway::config::ApiSection::default().max_body_bytes
         );
     }
 

@@ -1,7 +1,7 @@
 //! A submit/status/cancel toolset behind the proxy: callers see the submit
 //! tool only, and a caller that declares tasks gets a front task that the
 //! tracker follows through the status tool (the fixture server of
-//! `mcptask fixture-triplet`).
+//! `mcptask fixture-toolset`).
 
 mod support;
 
@@ -20,7 +20,7 @@ fn proxy_toml(db: &Database, dir: &tempfile::TempDir, toolset: bool) -> String {
         "[database]\nurl = {db}\n\n[api]\nlisten = \"127.0.0.1:0\"\nauth = \"none\"\n\n\
          [proxy]\nenabled = true\n\n\
          [tracker]\npoll_default_ms = 200\npoll_min_ms = 100\nbackoff_base_ms = 100\nbackoff_max_ms = 1000\n\n\
-         [[servers]]\nname = \"jobs\"\ncommand = {bin}\nargs = [\"fixture-triplet\", \"--state\", {state}]\n",
+         [[servers]]\nname = \"jobs\"\ncommand = {bin}\nargs = [\"fixture-toolset\", \"--state\", {state}]\n",
         db = q(&db.url),
         bin = q(env!("CARGO_BIN_EXE_mcptask")),
         state = q(&dir.path().join("jobs.json").display().to_string()),

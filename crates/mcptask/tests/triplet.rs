@@ -1,5 +1,5 @@
 //! Servers that run long work as three plain tools (submit/status/cancel):
-//! a real `mcptask serve` with `mcptask fixture-triplet` as a stdio server
+//! a real `mcptask serve` with `mcptask fixture-toolset` as a stdio server
 //! and a `[[servers.toolsets]]` entry. Work submitted through the API is
 //! tracked to its end with the toolset's own tools; what the fixture saw
 //! (status polls and their times, cancels) is read from its state file.
@@ -35,7 +35,7 @@ impl Stack {
              [tracker]\npoll_default_ms = 200\npoll_min_ms = 100\npoll_max_ms = 30000\n\
              idle_tick_ms = 50\nbackoff_base_ms = 100\nbackoff_max_ms = 1000\nlease_ms = 3000\n\
              call_timeout_ms = 2000\n\n\
-             [[servers]]\nname = \"jobs\"\ncommand = {bin}\nargs = [\"fixture-triplet\", \"--state\", {state}]\n\n\
+             [[servers]]\nname = \"jobs\"\ncommand = {bin}\nargs = [\"fixture-toolset\", \"--state\", {state}]\n\n\
              [[servers.toolsets]]\nname = \"jobs\"\nsubmit_tool = \"submit_job\"\n\
              status_tool = \"job_status\"\ncancel_tool = \"cancel_job\"\n",
             db = q(&db.url),

@@ -11,7 +11,7 @@ use mcptask_client::remote::Timeouts;
 use mcptask_client::{Cursor, ListFilter, ServerDef, ServerRegistry, Transport};
 
 use super::output::outln;
-use crate::gateway::config::{AuthMode, Config};
+use mcptask_gateway::config::{AuthMode, Config};
 
 /// A commented `mcptask.toml` that `serve` accepts as it is: SQLite next to
 /// the working directory, token auth with a fresh operator token, the bundled demo server

@@ -1,5 +1,3 @@
-//! The bundled demo MCP server (`mcptask demo-server`).
+//! `mcptask demo`: the demo server and a gateway in one process.
 
-pub mod server;
-pub mod tools;
 pub mod walkthrough;

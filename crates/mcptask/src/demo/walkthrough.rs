@@ -8,12 +8,10 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 
 use crate::cli::output::outln;
-use mcptask_client::{CallOptions, CallOutcome, RemoteTaskRecord, ServerDef, TaskStatus, Tracker};
+use mcptask_client::{CallOptions, CallOutcome, RemoteTaskRecord, TaskStatus, Tracker};
+use mcptask_gateway::{Config, Gateway};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-
-use super::server::DemoServerOptions;
-use crate::gateway;
 
 pub struct DemoArgs {
     pub database_url: String,
@@ -63,23 +61,15 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let stop = CancellationToken::new();
 
     // The MCP server with durable tasks, on a free loopback port.
-    let server_options = DemoServerOptions {
-        database_url: args.database_url.clone(),
-        http: None,
-        config: mcptask_server::RuntimeConfig::default(),
-        tokens: Default::default(),
-        allowed_hosts: Vec::new(),
-        max_body_bytes: mcptask_core::payload::DEFAULT_MAX_BODY_BYTES,
-        shutdown_grace: Duration::from_secs(5),
-    };
+    let server_options = mcptask_demo::DemoServerOptions::new(args.database_url.clone());
     let runtime =
-        mcptask_server::TaskRuntime::builder(store.server_tasks(), super::tools::registry())
+        mcptask_server::TaskRuntime::builder(store.server_tasks(), mcptask_demo::tools::registry())
             .start()
             .await
             .context("starting the demo server runtime")?;
     let mcp_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let mcp_url = format!("http://{}/mcp", mcp_listener.local_addr()?);
-    let mcp_app = super::server::router(runtime.clone(), &server_options, stop.clone());
+    let mcp_app = mcptask_demo::router(runtime.clone(), &server_options, stop.clone());
     tokio::spawn({
         let stop = stop.clone();
         async move {
@@ -91,17 +81,14 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
 
     // The gateway: tracker + API + dashboard, with a fresh token.
     let token = mcptask_core::ids::new_task_id();
-    let config = gateway::config::Config::parse(
+    let config = Config::parse(
         "(demo)",
         &format!(
-            "[api]\nlisten = \"{}\"\n[[api.tokens]]\ntoken = \"{token}\"\n",
+            "[api]\nlisten = \"{}\"\n[[api.tokens]]\ntoken = \"{token}\"\n\n[[servers]]\nname = \"demo\"\nurl = \"{mcp_url}\"\n",
             args.listen
         ),
     )?;
-    let gw = gateway::start_with_store(config, store.clone()).await?;
-    gw.tracker
-        .servers()
-        .upsert(ServerDef::http("demo", mcp_url.clone()));
+    let gw = Gateway::start_with_store(config, store.clone()).await?;
     let listener = match tokio::net::TcpListener::bind(args.listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -110,18 +97,12 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         }
     };
     let api_addr = listener.local_addr()?;
-    let handle = gateway::metrics::install().ok();
-    gateway::metrics::spawn_gauges(gw.tracker.clone(), Duration::from_secs(5), stop.clone());
-    let app = gateway::api::router(
-        gateway::api::AppState::new(gw.tracker.clone(), &gw.config, handle),
-        gw.config.api.max_body_bytes,
-    );
+    let handle = mcptask_gateway::metrics::install().ok();
+    gw.spawn_metric_gauges(Duration::from_secs(5));
     tokio::spawn({
-        let stop = stop.clone();
+        let gw = gw.clone();
         async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async move { stop.cancelled().await })
-                .await;
+            let _ = gw.serve(listener, handle).await;
         }
     });
     let dashboard = format!("http://{api_addr}/#token={token}");
@@ -246,11 +227,10 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         outln!(
             "Serving until Ctrl-C (try: mcptask call demo countdown --args '{{\"seconds\": 20}}' --wait --token {token} --gateway http://{api_addr})"
         );
-        super::server::shutdown_signal().await;
+        crate::wiring::shutdown_signal().await;
     }
     stop.cancel();
-    gw.tracker.shutdown(Duration::from_secs(5)).await;
     runtime.shutdown(Duration::from_secs(5)).await;
-    store.close().await;
+    gw.shutdown().await;
     outcome
 }

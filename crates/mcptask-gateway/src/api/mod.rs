@@ -1,6 +1,7 @@
 //! The gateway's HTTP API (`/api/v1`), live event stream, health, metrics,
 //! OpenAPI document and dashboard.
 
+mod dashboard;
 pub mod error;
 pub mod front;
 mod handlers;
@@ -18,43 +19,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use mcptask_client::Tracker;
 
-use super::config::{AuthMode, Config};
+pub use crate::auth::Caller;
+use crate::config::{AuthMode, Config};
 use error::ApiError;
-
-/// Who is calling.
-#[derive(Debug, Clone)]
-pub struct Caller {
-    /// Tasks are scoped to this principal (a principal token).
-    pub principal: Option<String>,
-    /// An operator token (or no auth): sees every task.
-    pub operator: bool,
-}
-
-impl Caller {
-    /// Whether this caller may see a task bound to `principal`.
-    pub fn may_see(&self, principal: Option<&str>) -> bool {
-        self.operator || self.principal.as_deref() == principal
-    }
-
-    /// The principal a request acts for. An operator may name any principal
-    /// (or none); a principal token acts for itself, and naming anyone else
-    /// is refused rather than silently ignored, so a caller never mistakes
-    /// its own tasks for someone else's.
-    pub fn acting_for(&self, requested: Option<String>) -> Result<Option<String>, ApiError> {
-        if self.operator {
-            return Ok(requested);
-        }
-        match requested {
-            Some(other) if Some(&other) != self.principal.as_ref() => {
-                Err(ApiError::forbidden(format!(
-                    "this token acts for principal {:?} only; {other:?} needs an operator token",
-                    self.principal.as_deref().unwrap_or_default()
-                )))
-            }
-            _ => Ok(self.principal.clone()),
-        }
-    }
-}
 
 /// Shared state of the API handlers.
 #[derive(Clone)]
@@ -182,7 +149,7 @@ pub fn router(state: AppState, max_body_bytes: usize) -> axum::Router {
 pub fn router_with_mcp(
     state: AppState,
     max_body_bytes: usize,
-    mcp: Option<crate::proxy::FrontService>,
+    mcp: Option<crate::front::FrontService>,
 ) -> axum::Router {
     let mut protected = axum::Router::new();
     if let Some(service) = mcp {
@@ -211,7 +178,7 @@ pub fn router_with_mcp(
             authenticate,
         ));
     axum::Router::new()
-        .route("/", get(super::dashboard::page))
+        .route("/", get(dashboard::page))
         .route("/healthz", get(|| async { "ok" }))
         .route("/openapi.json", get(openapi::document))
         .merge(protected)

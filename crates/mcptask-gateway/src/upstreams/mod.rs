@@ -1,6 +1,9 @@
-//! The front's tools: the configured servers' listings, kept in a
-//! [`Catalog`] that is rebuilt on refresh, served to the runtime as a
-//! [`ToolSource`].
+//! The upstream servers as calls see them: each server's tool listing, the
+//! [`Catalog`] of routes built from them (rebuilt when a server's tools
+//! change), and the lanes (exclusive sessions) synchronous and SEP-1686 calls
+//! run on.
+
+pub mod catalog;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,13 +13,10 @@ use std::time::Duration;
 use mcptask_client::Tracker;
 use mcptask_client::remote::Timeouts;
 use mcptask_client::upstream::{LaneOptions, LanePool, Protocol, TaskSupport};
-use mcptask_server::tool::{Lookup, ToolSource};
-use mcptask_server::{InterruptPolicy, TaskTool};
 use rmcp::model::Tool;
 use tokio::sync::watch;
 
-use super::catalog::{Catalog, Clash, Kind, Listing, Route};
-use super::drivers;
+use catalog::{Catalog, Clash, Kind, Listing};
 
 /// One configured server, as the proxy fronts it.
 #[derive(Debug, Clone)]
@@ -40,8 +40,6 @@ pub struct Upstreams {
     version: watch::Sender<u64>,
     lanes: Mutex<HashMap<String, LanePool>>,
     rebuilding: Mutex<()>,
-    /// Where upstream prompts and resources were last seen.
-    pub directory: super::passthrough::Directory,
 }
 
 impl Upstreams {
@@ -55,7 +53,6 @@ impl Upstreams {
             version: watch::channel(0).0,
             lanes: Mutex::default(),
             rebuilding: Mutex::default(),
-            directory: Default::default(),
         })
     }
 
@@ -65,6 +62,17 @@ impl Upstreams {
             connect: config.connect_timeout,
             call: config.call_timeout,
         }
+    }
+
+    /// Whether every server was listed once (before that, an unknown tool
+    /// may only be not listed yet).
+    pub fn is_listed(&self) -> bool {
+        self.listed.load(Ordering::SeqCst)
+    }
+
+    /// Ticks each time the catalog changes.
+    pub fn catalog_changes(&self) -> watch::Receiver<u64> {
+        self.version.subscribe()
     }
 
     /// The current catalog.
@@ -232,52 +240,5 @@ impl Upstreams {
                 (tool, kind)
             })
             .collect())
-    }
-}
-
-/// [`Upstreams`] as the front runtime's tool source.
-#[derive(Clone)]
-pub struct Source(pub Arc<Upstreams>);
-
-impl Source {
-    /// The front task tool of a route: one handler for every tool, running
-    /// the route's driver.
-    pub fn task_tool(&self, route: &Route) -> TaskTool {
-        let upstreams = self.0.clone();
-        let route_for_work = route.clone();
-        // A tracked or SEP-1686 task resumes (or reports its loss) in the
-        // driver; a synchronous call follows the configured policy.
-        let policy = match route.kind {
-            Kind::Plain if !route.rerun => InterruptPolicy::Fail,
-            _ => InterruptPolicy::Rerun,
-        };
-        TaskTool::new(route.definition.clone(), move |call| {
-            let upstreams = upstreams.clone();
-            let route = route_for_work.clone();
-            async move { drivers::run(&upstreams, &route, call).await }
-        })
-        .interrupt(policy)
-    }
-}
-
-impl ToolSource for Source {
-    fn lookup(&self, name: &str) -> Lookup {
-        match self.0.catalog().get(name) {
-            Some(route) => Lookup::Found(self.task_tool(route)),
-            None if !self.0.listed.load(Ordering::SeqCst) => Lookup::NotYet,
-            None => Lookup::Unknown,
-        }
-    }
-
-    fn definitions(&self) -> Vec<Tool> {
-        self.0
-            .catalog()
-            .routes()
-            .map(|r| r.definition.clone())
-            .collect()
-    }
-
-    fn changed(&self) -> watch::Receiver<u64> {
-        self.0.version.subscribe()
     }
 }

@@ -21,8 +21,10 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 use super::agent_tools;
-use super::catalog::{Kind, Route};
-use super::source::{Source, Upstreams};
+use super::directory::Directory;
+use crate::calls::Source;
+use crate::upstreams::Upstreams;
+use crate::upstreams::catalog::{Kind, Route};
 
 /// Who the caller of a front request is.
 pub type PrincipalFn = Arc<dyn Fn(&RequestContext<RoleServer>) -> Option<String> + Send + Sync>;
@@ -35,6 +37,8 @@ pub struct FrontServer {
     runtime: TaskRuntime,
     tasks: DurableTaskServer,
     principal: PrincipalFn,
+    /// Where upstream prompts and resources were last seen.
+    directory: Arc<Directory>,
 }
 
 impl FrontServer {
@@ -47,6 +51,7 @@ impl FrontServer {
             runtime,
             tasks,
             principal,
+            directory: Arc::default(),
         }
     }
 
@@ -426,7 +431,7 @@ impl ServerHandler for FrontServer {
     ) -> Result<ListPromptsResult, ErrorData> {
         let up = &self.upstreams;
         Ok(ListPromptsResult::with_all_items(
-            up.directory.list_prompts(up).await,
+            self.directory.list_prompts(up).await,
         ))
     }
 
@@ -436,7 +441,7 @@ impl ServerHandler for FrontServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let up = &self.upstreams;
-        up.directory.get_prompt(up, request).await
+        self.directory.get_prompt(up, request).await
     }
 
     async fn list_resources(
@@ -446,7 +451,7 @@ impl ServerHandler for FrontServer {
     ) -> Result<ListResourcesResult, ErrorData> {
         let up = &self.upstreams;
         Ok(ListResourcesResult::with_all_items(
-            up.directory.list_resources(up).await,
+            self.directory.list_resources(up).await,
         ))
     }
 
@@ -457,7 +462,7 @@ impl ServerHandler for FrontServer {
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         let up = &self.upstreams;
         Ok(ListResourceTemplatesResult::with_all_items(
-            up.directory.list_templates(up).await,
+            self.directory.list_templates(up).await,
         ))
     }
 
@@ -467,7 +472,7 @@ impl ServerHandler for FrontServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let up = &self.upstreams;
-        up.directory.read_resource(up, request).await
+        self.directory.read_resource(up, request).await
     }
 
     /// A session-ful caller (a legacy `initialize`) hears

@@ -1,9 +1,7 @@
 //! Serve the demo tools over Streamable HTTP (`/mcp`) or stdio.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use axum::extract::{Request, State};
@@ -20,22 +18,39 @@ use tokio_util::sync::CancellationToken;
 /// How to run the demo server.
 #[derive(Debug, Clone)]
 pub struct DemoServerOptions {
+    /// Where the tasks are kept: `sqlite:PATH` or `postgres://…`.
     pub database_url: String,
-    pub http: Option<SocketAddr>,
+    /// The task runtime's settings.
     pub config: RuntimeConfig,
     /// `TOKEN -> subject`: when non-empty, HTTP requests need `Authorization: Bearer TOKEN`
     /// and their tasks are bound to the subject.
     pub tokens: HashMap<String, String>,
+    /// Extra `Host` header values accepted (default: loopback only).
     pub allowed_hosts: Vec<String>,
+    /// Largest accepted request body, in bytes.
     pub max_body_bytes: usize,
-    pub shutdown_grace: Duration,
 }
 
+impl DemoServerOptions {
+    /// Defaults on `database_url`: no tokens, loopback hosts, the default
+    /// body limit and runtime settings.
+    pub fn new(database_url: impl Into<String>) -> Self {
+        Self {
+            database_url: database_url.into(),
+            config: RuntimeConfig::default(),
+            tokens: HashMap::new(),
+            allowed_hosts: Vec::new(),
+            max_body_bytes: mcptask_core::payload::DEFAULT_MAX_BODY_BYTES,
+        }
+    }
+}
+
+/// Open the store and start the demo tools' task runtime on it.
 pub async fn start_runtime(options: &DemoServerOptions) -> anyhow::Result<TaskRuntime> {
     // The error names the (redacted) URL, the cause and the fix already.
     let store = mcptask_sql::open(&options.database_url).await?;
     let config = options.config.clone();
-    let runtime = TaskRuntime::builder(store.server_tasks(), super::tools::registry())
+    let runtime = TaskRuntime::builder(store.server_tasks(), crate::tools::registry())
         .config(config)
         .start()
         .await
@@ -75,31 +90,17 @@ async fn authenticate(
     }
 }
 
-/// Run until Ctrl-C / SIGTERM, then drain.
-pub async fn run(options: DemoServerOptions) -> anyhow::Result<()> {
-    let runtime = start_runtime(&options).await?;
-    let stop = CancellationToken::new();
-    tokio::spawn({
-        let stop = stop.clone();
-        async move {
-            shutdown_signal().await;
-            stop.cancel();
-        }
-    });
-    match options.http {
-        Some(addr) => serve_http(runtime.clone(), addr, &options, stop.clone()).await?,
-        None => {
-            let running = server(runtime.clone())
-                .serve(rmcp::transport::stdio())
-                .await
-                .context("starting the stdio transport")?;
-            tokio::select! {
-                _ = stop.cancelled() => {}
-                r = running.waiting() => { r.context("stdio session")?; }
-            }
-        }
+/// Serve `runtime` on stdin/stdout until the client goes away or `stop` is
+/// cancelled.
+pub async fn serve_stdio(runtime: TaskRuntime, stop: CancellationToken) -> anyhow::Result<()> {
+    let running = server(runtime)
+        .serve(rmcp::transport::stdio())
+        .await
+        .context("starting the stdio transport")?;
+    tokio::select! {
+        _ = stop.cancelled() => {}
+        r = running.waiting() => { r.context("stdio session")?; }
     }
-    runtime.shutdown(options.shutdown_grace).await;
     Ok(())
 }
 
@@ -131,59 +132,4 @@ pub fn router(
         .nest_service("/mcp", service)
         .route("/healthz", axum::routing::get(|| async { "ok" }))
         .layer(axum::middleware::from_fn_with_state(tokens, authenticate))
-}
-
-async fn serve_http(
-    runtime: TaskRuntime,
-    addr: SocketAddr,
-    options: &DemoServerOptions,
-    stop: CancellationToken,
-) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| bind_error(e, addr, "--http"))?;
-    let local = listener.local_addr()?;
-    tracing::info!(%local, "demo MCP server listening on http://{local}/mcp");
-    // Tests and scripts read this line to find the port.
-    eprintln!("mcptask demo-server listening on http://{local}/mcp");
-    let app = router(runtime, options, stop.clone());
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { stop.cancelled().await })
-        .await
-        .context("HTTP server")?;
-    Ok(())
-}
-
-pub async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("install SIGTERM handler");
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
-}
-
-/// A listen address that cannot be bound, with the setting to change
-/// (`setting`: where the address comes from).
-pub fn bind_error(e: std::io::Error, addr: SocketAddr, setting: &str) -> anyhow::Error {
-    match e.kind() {
-        std::io::ErrorKind::AddrInUse => anyhow::anyhow!(
-            "cannot listen on {addr}: the address is already in use (another mcptask, or another program)\n  fix: stop that process, or choose another address with {setting}"
-        ),
-        std::io::ErrorKind::AddrNotAvailable => anyhow::anyhow!(
-            "cannot listen on {addr}: no network interface of this host has that address\n  fix: use one of this host's addresses (e.g. 127.0.0.1 or 0.0.0.0) with {setting}"
-        ),
-        std::io::ErrorKind::PermissionDenied => anyhow::anyhow!(
-            "cannot listen on {addr}: permission denied (ports below 1024 need privileges)\n  fix: choose a port above 1024 with {setting}"
-        ),
-        _ => anyhow::Error::new(e).context(format!("cannot listen on {addr} ({setting})")),
-    }
 }

@@ -1,4 +1,4 @@
-//! `mcptask fixture-triplet`: a stdio MCP server that runs long work the way
+//! `mcptask fixture-toolset`: a stdio MCP server that runs long work the way
 //! servers without SEP-2663 do, as three plain tools (`submit_job`,
 //! `job_status`, `cancel_job`), plus one ordinary tool (`echo`). Tests drive
 //! the tracker's toolset driver against it.
@@ -37,22 +37,13 @@ use rmcp::{ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
-/// `fixture-triplet`'s arguments.
-#[derive(clap::Args, Debug)]
-pub struct FixtureArgs {
-    /// The JSON file holding the jobs (created if missing).
-    #[arg(long)]
-    state: PathBuf,
-    /// How jobs behave when the submit arguments name no mode.
-    #[arg(long, default_value = "complete")]
-    mode: String,
-}
-
-/// Serve the fixture on stdin/stdout until the client goes away.
-pub async fn run(args: FixtureArgs) -> anyhow::Result<()> {
+/// Serve the fixture on stdin/stdout until the client goes away: jobs are
+/// kept in `state` (created if missing) and behave as `mode` says when the
+/// submit arguments name none.
+pub async fn run(state: PathBuf, mode: String) -> anyhow::Result<()> {
     let server = Fixture {
-        state: Arc::new(Mutex::new(args.state)),
-        mode: args.mode,
+        state: Arc::new(Mutex::new(state)),
+        mode,
     };
     let running = server
         .serve(rmcp::transport::stdio())

@@ -157,3 +157,9 @@ where
         }
     }
 }
+
+impl From<crate::auth::NotAllowed> for ApiError {
+    fn from(e: crate::auth::NotAllowed) -> Self {
+        ApiError::forbidden(e.0)
+    }
+}

@@ -22,8 +22,8 @@ use rmcp::model::{
 use rmcp::service::ServiceError;
 use rmcp::{ErrorData, Peer, RoleClient};
 
-use super::catalog::front_name;
-use super::source::{Upstream, Upstreams};
+use crate::upstreams::catalog::front_name;
+use crate::upstreams::{Upstream, Upstreams};
 
 /// Where prompts and resources were last seen.
 #[derive(Default)]

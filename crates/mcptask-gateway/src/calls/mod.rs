@@ -1,0 +1,137 @@
+//! The call model: every tool call mcptask keeps is one durable task with one
+//! id, whichever face made it (the Rust API, REST, the CLI, the MCP front)
+//! and whatever its upstream speaks. The upstreams' tools are served by one
+//! task runtime (`source`), whose work is each route's driver.
+
+mod source;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use mcptask_server::{RuntimeConfig, TaskRuntime};
+use tokio_util::sync::CancellationToken;
+
+pub use source::Source;
+
+use crate::config::{Config, ConfigError, Interrupt};
+use crate::upstreams::{Upstream, Upstreams};
+
+/// How often the catalog is listed again when no upstream says it changed.
+const REFRESH_EVERY: Duration = Duration::from_secs(300);
+
+/// Wait before listing a server again after it said its tools changed: a
+/// server registering several tools says so once per tool.
+const SETTLE: Duration = Duration::from_millis(200);
+
+/// The calls of a gateway: the upstreams and the runtime of call tasks.
+/// Cheap to clone.
+#[derive(Clone)]
+pub struct Calls {
+    /// The upstream servers, their catalog and lanes.
+    pub upstreams: Arc<Upstreams>,
+    /// The runtime of call tasks (durable, recovered on any replica).
+    pub runtime: TaskRuntime,
+}
+
+/// List `server`'s tools again each time one of its sessions sends
+/// `notifications/tools/list_changed` (a session the gateway holds at that
+/// moment: lanes of calls in flight or idle; a stateless server's changes
+/// are caught by the timer).
+fn follow_list_changes(upstreams: Arc<Upstreams>, server: String, stop: CancellationToken) {
+    let Ok(pool) = upstreams.lanes(&server) else {
+        return;
+    };
+    let mut changed = pool.tools_changed();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                r = changed.changed() => if r.is_err() { return },
+            }
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(SETTLE) => {}
+            }
+            changed.borrow_and_update();
+            match upstreams.refresh_server(&server).await {
+                Ok(clashes) => {
+                    for clash in clashes {
+                        tracing::warn!(%clash, "an upstream tool was left out of the catalog");
+                    }
+                }
+                Err(why) => tracing::warn!(%server, error = %why, "cannot list the changed tools"),
+            }
+        }
+    });
+}
+
+impl Calls {
+    /// List every upstream, refuse a configuration whose names clash, and
+    /// start the call runtime on `store` (call tasks interrupted by a crash
+    /// are recovered here or on any replica sharing the store).
+    pub async fn start(
+        tracker: mcptask_client::Tracker,
+        config: &Config,
+        store: &mcptask_sql::Store,
+        stop: CancellationToken,
+    ) -> anyhow::Result<Calls> {
+        let servers = config
+            .servers
+            .iter()
+            .map(|s| Upstream {
+                name: s.name.get_ref().clone(),
+                prefix: s.prefix.clone().unwrap_or_else(|| s.name.get_ref().clone()),
+                rerun: s.interrupt == Interrupt::Rerun,
+                background: s.background.clone(),
+            })
+            .collect();
+        let upstreams = Upstreams::new(tracker, servers);
+        let (clashes, _unreachable) = upstreams.refresh().await;
+        if !clashes.is_empty() {
+            let lines: Vec<String> = clashes.iter().map(|c| format!("  {c}")).collect();
+            return Err(ConfigError(format!(
+                "the proxy cannot name every upstream tool uniquely:\n{}\n  fix: set prefix = \"…\" on the [[servers]] entries above (prefix = \"\" keeps upstream names and needs names that do not clash)",
+                lines.join("\n")
+            ))
+            .into());
+        }
+        let mut runtime_config = RuntimeConfig::default();
+        if let Some(lease_ms) = config.proxy.owner_lease_ms {
+            runtime_config.lease_ms = lease_ms.max(300);
+            runtime_config.recovery_every_ms = (lease_ms / 3).max(100);
+        }
+        let runtime = TaskRuntime::builder_with_source(
+            store.server_tasks(),
+            Arc::new(Source(upstreams.clone())),
+        )
+        .config(runtime_config)
+        .start()
+        .await
+        .context("starting the call runtime")?;
+        for server in upstreams.server_names() {
+            follow_list_changes(upstreams.clone(), server, stop.clone());
+        }
+        tokio::spawn({
+            let upstreams = upstreams.clone();
+            async move {
+                loop {
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = tokio::time::sleep(REFRESH_EVERY) => {}
+                    }
+                    let (clashes, _) = upstreams.refresh().await;
+                    for clash in clashes {
+                        tracing::warn!(%clash, "an upstream tool was left out of the catalog");
+                    }
+                }
+            }
+        });
+        Ok(Calls { upstreams, runtime })
+    }
+
+    /// Drain the call tasks running here (the rest is left to recovery).
+    pub async fn shutdown(&self, deadline: Duration) {
+        self.runtime.shutdown(deadline).await;
+    }
+}

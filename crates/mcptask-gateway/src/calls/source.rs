@@ -1,0 +1,60 @@
+//! The upstream catalog as the call runtime's [`ToolSource`]: every route is
+//! a task tool whose work is its driver.
+
+use std::sync::Arc;
+
+use mcptask_server::tool::{Lookup, ToolSource};
+use mcptask_server::{InterruptPolicy, TaskTool};
+use rmcp::model::Tool;
+use tokio::sync::watch;
+
+use crate::drivers;
+use crate::upstreams::Upstreams;
+use crate::upstreams::catalog::{Kind, Route};
+
+/// [`Upstreams`] as the call runtime's tool source.
+#[derive(Clone)]
+pub struct Source(pub Arc<Upstreams>);
+
+impl Source {
+    /// The task tool of a route: one handler for every tool, running the
+    /// route's driver.
+    pub fn task_tool(&self, route: &Route) -> TaskTool {
+        let upstreams = self.0.clone();
+        let route_for_work = route.clone();
+        // A tracked or SEP-1686 task resumes (or reports its loss) in the
+        // driver; a synchronous call follows the configured policy.
+        let policy = match route.kind {
+            Kind::Plain if !route.rerun => InterruptPolicy::Fail,
+            _ => InterruptPolicy::Rerun,
+        };
+        TaskTool::new(route.definition.clone(), move |call| {
+            let upstreams = upstreams.clone();
+            let route = route_for_work.clone();
+            async move { drivers::run(&upstreams, &route, call).await }
+        })
+        .interrupt(policy)
+    }
+}
+
+impl ToolSource for Source {
+    fn lookup(&self, name: &str) -> Lookup {
+        match self.0.catalog().get(name) {
+            Some(route) => Lookup::Found(self.task_tool(route)),
+            None if !self.0.is_listed() => Lookup::NotYet,
+            None => Lookup::Unknown,
+        }
+    }
+
+    fn definitions(&self) -> Vec<Tool> {
+        self.0
+            .catalog()
+            .routes()
+            .map(|r| r.definition.clone())
+            .collect()
+    }
+
+    fn changed(&self) -> watch::Receiver<u64> {
+        self.0.catalog_changes()
+    }
+}

@@ -1,0 +1,96 @@
+//! The SEP-1686 driver (the 2025-11-25 tasks protocol): the upstream task is
+//! created on an exclusive lane and driven to its end there; its questions
+//! (`related-task`) are relayed as the task's input requests.
+
+use std::time::Duration;
+
+use mcptask_client::upstream::legacy;
+use mcptask_core::TaskStatus;
+use mcptask_server::{TaskExit, ToolCall};
+use rmcp::model::CallToolResult;
+use serde_json::{Value, json};
+
+use super::relay::relay_ask;
+use super::{exit_of, internal};
+use crate::upstreams::Upstreams;
+use crate::upstreams::catalog::Route;
+
+/// How often a SEP-1686 task's status is read for its status message.
+const STATUS_POLL: Duration = Duration::from_secs(1);
+
+/// A SEP-1686 upstream task driven to its end. Such a task lives in one
+/// upstream session: after a crash it is gone, and the front task says so.
+pub(super) async fn run(
+    upstreams: &Upstreams,
+    route: &Route,
+    call: ToolCall,
+) -> Result<CallToolResult, TaskExit> {
+    let ctx = &call.ctx;
+    if let Some(lost) = ctx.state().and_then(|s| {
+        s.get("upstreamTask")
+            .and_then(Value::as_str)
+            .map(String::from)
+    }) {
+        return Err(internal(format!(
+            "the upstream lost task {lost} when its session ended (tasks of the 2025-11-25 protocol live in one upstream session)"
+        )));
+    }
+    let pool = upstreams.lanes(&route.server).map_err(internal)?;
+    let lane = tokio::select! {
+        lane = pool.acquire() => lane.map_err(|e| internal(e.to_string()))?,
+        _ = ctx.cancelled() => return Err(TaskExit::Cancelled),
+    };
+    let handle = legacy::create(lane, &route.tool, Value::Object(call.arguments), None)
+        .await
+        .map_err(exit_of)?;
+    ctx.save_state(json!({"upstreamTask": handle.id()})).await?;
+    let mut shown = handle.created().snapshot.status_message.clone();
+    if let Some(message) = &shown {
+        ctx.set_status_message(message.clone()).await?;
+    }
+    let result = handle.result();
+    tokio::pin!(result);
+    let mut poll = tokio::time::interval(STATUS_POLL);
+    let mut cancel_sent = false;
+    let mut asks_open = true;
+    loop {
+        tokio::select! {
+            outcome = &mut result => {
+                return match outcome {
+                    _ if cancel_sent => Err(TaskExit::Cancelled),
+                    Ok(result) => Ok(result),
+                    Err(e) => Err(exit_of(e)),
+                };
+            }
+            _ = poll.tick() => {
+                if let Ok(task) = handle.status().await {
+                    if task.snapshot.status_message != shown {
+                        if let Some(message) = &task.snapshot.status_message {
+                            ctx.set_status_message(message.clone()).await?;
+                        }
+                        shown = task.snapshot.status_message.clone();
+                    }
+                    if task.status() == TaskStatus::Cancelled {
+                        return Err(TaskExit::Cancelled);
+                    }
+                }
+            }
+            ask = handle.next_ask(), if asks_open => {
+                asks_open = ask.is_some();
+                if let Some(ask) = ask {
+                    match relay_ask(ctx, ask).await {
+                        Err(TaskExit::Cancelled) if !cancel_sent => {
+                            let _ = handle.cancel().await;
+                            cancel_sent = true;
+                        }
+                        other => other?,
+                    }
+                }
+            }
+            _ = ctx.cancelled(), if !cancel_sent => {
+                let _ = handle.cancel().await;
+                cancel_sent = true;
+            }
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! The MCP face: mcptask as one MCP server in front of the configured
+//! servers, at `/mcp` on the gateway's listener (`[proxy] enabled = true`)
+//! or over stdio (`mcptask proxy --stdio`). See docs/PROXY.md.
+
+pub mod agent_tools;
+mod directory;
+mod server;
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+pub use server::{FrontServer, PrincipalFn};
+
+use crate::auth::Caller;
+use crate::calls::Calls;
+
+/// The front's MCP endpoint over Streamable HTTP, with task notifications.
+pub type FrontService =
+    mcptask_server::TaskListenService<StreamableHttpService<FrontServer, LocalSessionManager>>;
+
+/// The front server, with callers identified by `principal`.
+pub fn server(calls: &Calls, principal: PrincipalFn) -> FrontServer {
+    FrontServer::new(calls.upstreams.clone(), calls.runtime.clone(), principal)
+}
+
+/// The Streamable HTTP service for `/mcp` (2026-07-28 stateless, older
+/// clients in sessions). Callers are those the HTTP layer authenticated
+/// (a [`Caller`] in the request's extensions).
+pub fn http_service(calls: &Calls, max_body_bytes: usize, stop: CancellationToken) -> FrontService {
+    let config = StreamableHttpServerConfig::default()
+        .with_json_response(true)
+        .with_max_request_body_bytes(max_body_bytes)
+        .with_cancellation_token(stop);
+    let server = server(
+        calls,
+        Arc::new(|context| {
+            context
+                .extensions
+                .get::<axum::http::request::Parts>()
+                .and_then(|parts| parts.extensions.get::<Caller>())
+                .and_then(|caller| caller.principal.clone())
+        }),
+    );
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    // Front task notifications on `subscriptions/listen` (rmcp cannot
+    // parse their filter; see TaskListenLayer).
+    mcptask_server::TaskListenLayer::new()
+        .max_inspected_bytes(max_body_bytes)
+        .wrap(service)
+}
+
+/// Serve the front on stdin/stdout, every call bound to `principal`, until
+/// the host goes away or `stop` is cancelled.
+pub async fn serve_stdio(
+    calls: &Calls,
+    principal: Option<String>,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
+    use rmcp::ServiceExt;
+    let running = server(calls, Arc::new(move |_| principal.clone()))
+        .serve(rmcp::transport::stdio())
+        .await
+        .context("starting the stdio transport")?;
+    tokio::select! {
+        _ = stop.cancelled() => {}
+        r = running.waiting() => { r.context("stdio session")?; }
+    }
+    Ok(())
+}
