@@ -83,7 +83,9 @@ pub async fn serve(config_path: &Path, flags: &Overrides) -> anyhow::Result<()> 
 /// `mcptask proxy --stdio`: the front over stdin/stdout, with the tracker
 /// workers of the configuration running alongside.
 pub async fn proxy_stdio(config_path: &Path, flags: &Overrides) -> anyhow::Result<()> {
-    let config = Config::load_with_env(config_path, |k| flags.lookup(k))?;
+    let mut config = Config::load_with_env(config_path, |k| flags.lookup(k))?;
+    // The front is what this command serves, whatever `[proxy] enabled` says.
+    config.proxy.enabled = true;
     let gateway = Gateway::start(config).await?;
     stop_on_signal(&gateway);
     let served = gateway.serve_stdio().await;

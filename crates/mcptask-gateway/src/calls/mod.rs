@@ -87,14 +87,27 @@ impl Calls {
             })
             .collect();
         let upstreams = Upstreams::new(tracker, servers);
-        let (clashes, _unreachable) = upstreams.refresh().await;
-        if !clashes.is_empty() {
-            let lines: Vec<String> = clashes.iter().map(|c| format!("  {c}")).collect();
-            return Err(ConfigError(format!(
-                "the proxy cannot name every upstream tool uniquely:\n{}\n  fix: set prefix = \"…\" on the [[servers]] entries above (prefix = \"\" keeps upstream names and needs names that do not clash)",
-                lines.join("\n")
-            ))
-            .into());
+        if config.proxy.enabled {
+            // The front names every upstream tool: a clash is a
+            // configuration error, found before it serves.
+            let (clashes, _unreachable) = upstreams.refresh().await;
+            if !clashes.is_empty() {
+                let lines: Vec<String> = clashes.iter().map(|c| format!("  {c}")).collect();
+                return Err(ConfigError(format!(
+                    "the proxy cannot name every upstream tool uniquely:\n{}\n  fix: set prefix = \"…\" on the [[servers]] entries above (prefix = \"\" keeps upstream names and needs names that do not clash)",
+                    lines.join("\n")
+                ))
+                .into());
+            }
+        } else {
+            // Calls name their server: the catalog is for drivers and
+            // recovery, and may fill in while the gateway already serves.
+            let upstreams = upstreams.clone();
+            tokio::spawn(async move {
+                for clash in upstreams.refresh().await.0 {
+                    tracing::warn!(%clash, "an upstream tool was left out of the catalog");
+                }
+            });
         }
         let mut runtime_config = RuntimeConfig::default();
         if let Some(lease_ms) = config.proxy.owner_lease_ms {

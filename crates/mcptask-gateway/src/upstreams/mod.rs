@@ -104,16 +104,20 @@ impl Upstreams {
         Ok(pool)
     }
 
-    /// List every server's tools again and rebuild the catalog. Returns the
+    /// List every server's tools again (all at once) and rebuild the catalog. Returns the
     /// clashes (the clashing newcomers are left out) and the servers that
     /// could not be listed, with why.
     pub async fn refresh(&self) -> (Vec<Clash>, Vec<(String, String)>) {
-        let mut failures = Vec::new();
-        for server in &self.servers {
-            if let Err(why) = self.relist(&server.name).await {
-                failures.push((server.name.clone(), why));
-            }
-        }
+        // Every server at once: one that is down costs its connect timeout,
+        // not the sum of everyone's.
+        let listed =
+            futures::future::join_all(self.servers.iter().map(|s| self.relist(&s.name))).await;
+        let failures = self
+            .servers
+            .iter()
+            .zip(listed)
+            .filter_map(|(server, r)| r.err().map(|why| (server.name.clone(), why)))
+            .collect();
         (self.rebuild(), failures)
     }
 
