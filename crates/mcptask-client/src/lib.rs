@@ -22,6 +22,8 @@
 //! - [`upstream`]: calling servers that do not speak durable tasks (plain
 //!   synchronous tools, SEP-1686) for a proxy, on exclusive sessions.
 //! - [`notify`]: where events go (in-process stream, signed webhooks).
+//! - [`LocalWork`]: calls whose work runs in this process (a gateway's
+//!   SEP-1686 and synchronous calls), followed like an upstream's task.
 //! - `config`: [`TrackerConfig`], the one home of every tracker setting.
 //!
 //! Every decision about a task's state is a pure function in
@@ -51,10 +53,12 @@
 #![warn(missing_docs)]
 
 mod config;
+mod local;
 pub mod notify;
 mod push;
 pub mod remote;
 mod resolver;
+mod shared;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 pub mod tls;
@@ -63,6 +67,7 @@ pub mod upstream;
 mod workers;
 
 pub use config::{InvalidSetting, TrackerConfig};
+pub use local::LocalWork;
 pub use notify::{ChannelNotifier, FanoutNotifier, Notifier, NotifyError, WebhookNotifier};
 pub use remote::{Health, ServerDef, ServerRegistry, Toolset, Transport};
 pub use resolver::{InputContext, InputResolver};

@@ -93,8 +93,7 @@ impl Gateway {
     /// The HTTP surface: REST API, event stream, dashboard, health, metrics
     /// (when `metrics` is given) and, with `[proxy] enabled`, MCP at `/mcp`.
     pub fn router(&self, metrics: Option<PrometheusHandle>) -> axum::Router {
-        let mut state = AppState::new(self.tracker.clone(), &self.config, metrics);
-        state.front = Some(self.calls.runtime.clone());
+        let state = AppState::new(self.calls.clone(), &self.config, metrics);
         let max_body = self.config.api.max_body_bytes;
         let mcp = self
             .config

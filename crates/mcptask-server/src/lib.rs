@@ -68,7 +68,8 @@ pub mod tool;
 
 pub use config::RuntimeConfig;
 pub use engine::{
-    CreateRequest, MAX_LIST_LIMIT, Maintenance, RuntimeBuilder, TaskOverview, TaskRuntime,
+    CreateRequest, MAX_LIST_LIMIT, Maintenance, RuntimeBuilder, TaskChange, TaskOverview,
+    TaskRuntime,
 };
 pub use error::{SERVER_BUSY, TASK_NOT_FOUND, TaskError};
 pub use mcp::{DurableTaskServer, Principal, TaskListenLayer, TaskListenService};

@@ -132,6 +132,7 @@ pub(crate) fn remote_task<B: Backend>(row: &B::Row) -> Result<RemoteTaskRecord, 
         server_hash: B::column(row, "server_hash")?,
         remote_task_id: B::column(row, "remote_task_id")?,
         driver: driver_of::<B>(row)?,
+        face: face_of::<B>(row)?,
         principal: principal_from_column(principal),
         conversation: B::column(row, "conversation")?,
         call_id: B::column(row, "call_id")?,
@@ -170,6 +171,17 @@ pub(crate) fn remote_task<B: Backend>(row: &B::Row) -> Result<RemoteTaskRecord, 
         last_notify_error: B::column(row, "last_notify_error")?,
         dead_letters: B::column(row, "dead_letters")?,
     })
+}
+
+/// `face`: the face a call was made through (NULL for rows written before
+/// faces were recorded).
+fn face_of<B: Backend>(row: &B::Row) -> Result<Option<mcptask_core::call::Face>, StoreError> {
+    let face: Option<String> = B::column(row, "face")?;
+    face.map(|f| {
+        mcptask_core::call::Face::parse(&f)
+            .ok_or_else(|| StoreError::Corrupt(format!("unknown face {f:?}")))
+    })
+    .transpose()
 }
 
 /// `driver` and `driver_data`: how the task is polled and cancelled.

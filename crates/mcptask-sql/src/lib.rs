@@ -30,9 +30,9 @@ pub use sqlite::SqliteStore;
 /// Default database URL: an SQLite file in the working directory.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite:mcptask.db";
 
-/// Which engine a store runs on.
+/// Which database engine a store runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
+pub enum Engine {
     /// SQLite: one file, embedded.
     Sqlite,
     /// PostgreSQL: shared by several processes.
@@ -50,10 +50,10 @@ pub enum Store {
 
 impl Store {
     /// Which engine this store runs on.
-    pub fn backend(&self) -> Backend {
+    pub fn engine(&self) -> Engine {
         match self {
-            Store::Sqlite(_) => Backend::Sqlite,
-            Store::Postgres(_) => Backend::Postgres,
+            Store::Sqlite(_) => Engine::Sqlite,
+            Store::Postgres(_) => Engine::Postgres,
         }
     }
 
@@ -84,7 +84,7 @@ impl Store {
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("Store").field(&self.backend()).finish()
+        f.debug_tuple("Store").field(&self.engine()).finish()
     }
 }
 

@@ -62,6 +62,15 @@ enum Command {
         /// Print the gateway's JSON (with --wait: the settled task's detail) instead of text.
         #[arg(long)]
         json: bool,
+        /// Keep the call as a task whatever the tool: a plain tool runs as
+        /// durable work, its progress the task's status (default: the
+        /// server's `background` list).
+        #[arg(long, conflicts_with = "sync")]
+        background: bool,
+        /// The synchronous answer where the tool has one, even if the
+        /// server lists the tool in `background`.
+        #[arg(long)]
+        sync: bool,
         #[command(flatten)]
         gateway: cli::client::GatewayArgs,
     },
@@ -418,10 +427,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             wait,
             timeout,
             json,
+            background,
+            sync,
             gateway,
         } => {
-            let gw = cli::client::Gateway::new(&gateway)?;
+            let gw = cli::client::GatewayClient::new(&gateway)?;
             let call = cli::commands::CallArgs {
+                background: (background || sync).then_some(background),
                 server: &server,
                 tool: &tool,
                 args: &args,
@@ -436,11 +448,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             json,
             gateway,
         } => {
-            let gw = cli::client::Gateway::new(&gateway)?;
+            let gw = cli::client::GatewayClient::new(&gateway)?;
             exit_with(cli::tools::list(&gw, server.as_deref(), json).await?)
         }
         Command::Tasks { action, gateway } => {
-            let gw = cli::client::Gateway::new(&gateway)?;
+            let gw = cli::client::GatewayClient::new(&gateway)?;
             let code = match action {
                 TasksCommand::List {
                     status,
@@ -506,7 +518,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::DeadLetters { action, gateway } => {
-            let gw = cli::client::Gateway::new(&gateway)?;
+            let gw = cli::client::GatewayClient::new(&gateway)?;
             let code = match action {
                 DeadLettersCommand::List {
                     task,

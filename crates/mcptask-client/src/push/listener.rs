@@ -20,7 +20,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::subscription::{End, Heard, Subscription};
 use crate::remote::{ServerDef, Transport};
-use crate::tracker::Inner;
+use crate::shared::Inner;
 
 /// Live tasks one stream watches at most (the server's own bound); tasks
 /// beyond it are polled on their schedule only.
@@ -388,9 +388,7 @@ async fn live_tasks(inner: &Inner, name: &str) -> Result<Watched, mcptask_core::
 /// "Poll this task now": make its poll due and wake the poll loop. The poll
 /// reads the task as usual; the notification itself is only the hint.
 async fn poll_now(inner: &Inner, local: &str) {
-    match inner.store.expedite_poll(local, inner.clock.now_ms()).await {
-        Ok(true) => inner.wakers.poll.notify_one(),
-        Ok(false) => {}
-        Err(e) => tracing::debug!(task = local, error = %e, "push: cannot expedite a poll"),
+    if let Err(e) = inner.expedite(local).await {
+        tracing::debug!(task = local, error = %e, "push: cannot expedite a poll");
     }
 }

@@ -22,7 +22,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 use crate::remote::Transport;
-use crate::tracker::Inner;
+use crate::shared::Inner;
 
 /// How often the set of servers is compared with the running listeners.
 const RECONCILE_EVERY: Duration = Duration::from_secs(5);

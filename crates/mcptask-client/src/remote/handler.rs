@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use mcptask_core::client::legacy::related_task;
+use mcptask_core::client::sep1686::related_task;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
     CustomNotification, CustomRequest, CustomResult, ElicitRequestParams, ElicitResult, ErrorCode,

@@ -16,11 +16,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use super::RemoteError;
 use super::connection::{UpstreamSession, open_upstream};
+use super::detect::UpstreamInfo;
+use super::detect::classify;
 use super::handler::UpstreamHandler;
 use super::server_def::ServerDef;
 use super::tap::Tap;
-use crate::upstream::UpstreamInfo;
-use crate::upstream::detect::classify;
 
 /// Sizing and timing of a [`LanePool`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,8 +3,10 @@
 //! read (`snapshot`: validated and bounded before anything enters the store),
 //! and how their failures are classified ([`classify`]: transient or permanent).
 
+mod cancel;
 pub mod classify;
 mod connection;
+pub(crate) mod detect;
 pub(crate) mod handler;
 pub(crate) mod lanes;
 mod probe;
@@ -15,6 +17,7 @@ pub(crate) mod tap;
 mod tools;
 mod why;
 
+pub(crate) use cancel::cancel_remote;
 pub use classify::RemoteError;
 pub use connection::{Connection, Timeouts};
 pub(crate) use connection::{bounded, client_config, open_http_with};

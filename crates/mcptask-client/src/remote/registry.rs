@@ -9,9 +9,9 @@ use tokio::sync::Mutex;
 
 use super::RemoteError;
 use super::connection::{Connection, Heard, Slot, Timeouts, open};
+use super::detect::UpstreamInfo;
 use super::lanes::{LaneOptions, LanePool};
 use super::server_def::{ServerDef, Transport};
-use crate::upstream::UpstreamInfo;
 
 struct Entry {
     def: ServerDef,
@@ -148,7 +148,7 @@ impl ServerRegistry {
     }
 
     /// The exclusive-session pool of `name` for relayed calls
-    /// (`upstream::sync_call`, `upstream::legacy`). Made on first use with
+    /// (`upstream::sync_call`, `upstream::sep1686`). Made on first use with
     /// `options` (later calls get the same pool); replacing the definition
     /// with [`ServerRegistry::upsert`] starts a new one.
     pub fn lanes(&self, name: &str, options: LaneOptions) -> Result<LanePool, RemoteError> {
@@ -171,7 +171,7 @@ impl ServerRegistry {
     /// use mcptask_client::upstream::{Protocol, TaskSupport};
     /// let info = registry.protocol("everything", t).await?;
     /// if info.protocol == Protocol::Sep1686 && info.task_support("simulate-research-query") == TaskSupport::Required {
-    ///     // drive it with upstream::legacy
+    ///     // drive it with upstream::sep1686
     /// }
     /// # Ok(()) }
     /// ```
@@ -218,7 +218,7 @@ impl ServerRegistry {
             lane.info().clone()
         };
         drop(lane);
-        if info.protocol != crate::upstream::Protocol::Sep2663
+        if info.protocol != super::detect::Protocol::Sep2663
             && matches!(entry.def.transport, Transport::Http { .. })
         {
             // rmcp's HTTP client cannot show what tells SEP-1686 apart.
@@ -226,7 +226,7 @@ impl ServerRegistry {
                 tokio::time::timeout(timeouts.call, super::probe::discover(&entry.def))
                     .await
                     .map_err(|_| RemoteError::Transient(format!("probing {name:?} timed out")))??;
-            info = crate::upstream::detect::classify(Some(&init), None, false, tools);
+            info = super::detect::classify(Some(&init), None, false, tools);
         }
         *entry.upstream.lock().expect("upstream lock") = Some(info.clone());
         Ok(info)

@@ -67,7 +67,7 @@ pub struct ServerDef {
 /// Three plain tools of a server that together run long work: calling
 /// `submit_tool` starts it and answers a task id, `status_tool {task_id}`
 /// reports it, `cancel_tool {task_id}` stops it
-/// (`mcptask_core::client::triplet` has the contract).
+/// (`mcptask_core::client::toolset` has the contract).
 ///
 /// ```
 /// use mcptask_client::{ServerDef, Toolset};

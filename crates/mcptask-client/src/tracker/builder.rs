@@ -10,12 +10,12 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::inner::Inner;
 use super::{Tracker, TrackerError};
 use crate::config::TrackerConfig;
 use crate::notify::{ChannelNotifier, Notifier, Targets};
 use crate::remote::{ServerDef, ServerRegistry};
 use crate::resolver::InputResolver;
+use crate::shared::Inner;
 
 /// Builder for a [`Tracker`] (see [`Tracker::builder`]).
 pub struct TrackerBuilder {
@@ -106,6 +106,7 @@ impl TrackerBuilder {
             abort: CancellationToken::new(),
             wakers: Default::default(),
             loops: TaskTracker::new(),
+            local: Default::default(),
         });
         if inner.config.background {
             crate::workers::spawn_all(&inner);

@@ -43,6 +43,11 @@ pub struct CallOptions {
     /// Relay `input_responses` as given, unchecked: the caller is a proxy
     /// and the server, not mcptask, judges its client's answers.
     pub relay_answers: bool,
+    /// The call's id; `None` mints one. A gateway gives the id its call
+    /// runtime's task of the same call has (one id per call).
+    pub id: Option<String>,
+    /// The face the call was made through, recorded with it.
+    pub face: Option<mcptask_core::call::Face>,
 }
 
 /// What `call_tool` produced.

@@ -10,22 +10,21 @@ mod builder;
 mod call;
 mod dead_letters;
 mod error;
-mod inner;
 mod intent;
+mod local;
 mod read;
 mod record;
 mod tools;
-mod triplet;
+mod toolset;
 mod wait;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::shared::Inner;
 pub use builder::TrackerBuilder;
 pub use call::{CallOptions, CallOutcome};
 pub use error::TrackerError;
-pub(crate) use inner::Inner;
-pub(crate) use record::cancel_remote;
 
 use crate::config::TrackerConfig;
 use crate::remote::ServerRegistry;

@@ -8,12 +8,12 @@ use mcptask_core::client::{
     InsertOutcome, NewRemoteTask, RemoteDriver, RemoteSnapshot, RemoteTaskRecord,
 };
 use mcptask_core::{TaskStatus, ids, payload};
-use rmcp::model::{CallToolRequestParams, CancelTaskParams, GetTaskParams};
+use rmcp::model::GetTaskParams;
 use serde_json::Value;
 
 use super::{CallOptions, CallOutcome, Tracker, TrackerError};
 use crate::remote::snapshot::{self, MAX_REMOTE_ID_LEN};
-use crate::remote::{Connection, bounded, classify};
+use crate::remote::{Connection, bounded, cancel_remote, classify};
 
 impl Tracker {
     /// Record a `CreateTaskResult`. Runs detached so that a caller giving up
@@ -63,11 +63,12 @@ impl Tracker {
         let remote_id = handle.remote_id.to_string();
         let driver = handle.driver.clone();
         let new = seed.map(|snapshot| NewRemoteTask {
-            id: ids::new_local_task_id(),
+            id: options.id.clone().unwrap_or_else(ids::new_local_task_id),
             server: handle.server.to_string(),
             server_hash: handle.hash.to_string(),
             remote_task_id: remote_id.clone(),
             driver: handle.driver,
+            face: options.face,
             principal: options.principal.clone(),
             conversation: options.conversation.clone(),
             call_id: options.call_id.clone(),
@@ -151,11 +152,12 @@ impl Tracker {
         snapshot.status = Some(TaskStatus::Working);
         snapshot.input_requests.clear();
         let new = NewRemoteTask {
-            id: ids::new_local_task_id(),
+            id: options.id.unwrap_or_else(ids::new_local_task_id),
             server: server.to_string(),
             server_hash: hash,
             remote_task_id: remote_task_id.to_string(),
             driver: RemoteDriver::Sep2663,
+            face: options.face,
             principal: options.principal,
             conversation: options.conversation,
             call_id: options.call_id,
@@ -185,36 +187,6 @@ pub(super) struct Handle<'a> {
     pub(super) arguments: &'a rmcp::model::JsonObject,
     pub(super) remote_id: &'a str,
     pub(super) driver: RemoteDriver,
-}
-
-/// Cancel `remote_id` on its server the way `driver` does (`tasks/cancel`,
-/// or the toolset's cancel tool), bounded by `timeout`. Whether the server
-/// then reports the task settled is not checked: this is for handles
-/// nothing tracks any more.
-pub(crate) async fn cancel_remote(
-    conn: &Connection,
-    driver: &RemoteDriver,
-    remote_id: &str,
-    timeout: Duration,
-) -> Result<(), rmcp::service::ServiceError> {
-    match driver {
-        RemoteDriver::Sep2663 => bounded(
-            "tasks/cancel",
-            timeout,
-            conn.peer
-                .cancel_task(CancelTaskParams::new(remote_id.to_string())),
-        )
-        .await
-        .map(|_| ()),
-        RemoteDriver::Triplet { cancel_tool, .. } => {
-            let args = serde_json::json!({"task_id": remote_id});
-            let params = CallToolRequestParams::new(cancel_tool.clone())
-                .with_arguments(args.as_object().cloned().unwrap_or_default());
-            bounded("tools/call", timeout, conn.peer.call_tool(params))
-                .await
-                .map(|_| ())
-        }
-    }
 }
 
 /// Refuse correlation data over its bound (four status messages' worth).

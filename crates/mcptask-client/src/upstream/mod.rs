@@ -8,13 +8,12 @@
 //! call or task, leased from the server's [`LanePool`], because rmcp cannot
 //! attribute a server→client request to one of several calls on a session.
 
-pub(crate) mod detect;
-pub mod legacy;
+pub mod sep1686;
 mod sync_call;
 
+pub use crate::remote::detect::{Protocol, TaskSupport, UpstreamInfo};
 pub use crate::remote::handler::Ask;
 pub use crate::remote::lanes::{Lane, LaneOptions, LanePool};
-pub use detect::{Protocol, TaskSupport, UpstreamInfo};
 pub use sync_call::{SyncCall, SyncEvent, SyncOptions, sync_call};
 
 use rmcp::ErrorData;

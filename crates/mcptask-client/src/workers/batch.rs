@@ -22,7 +22,7 @@ use mcptask_core::{StoreError, TaskStatus, ids};
 use tokio::task::JoinSet;
 
 use super::{calls, resolve};
-use crate::tracker::Inner;
+use crate::shared::Inner;
 
 /// A claimed task and what its call observed.
 type Done = (ClaimedTask, Observation);

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use mcptask_core::client::triplet;
+use mcptask_core::client::toolset;
 use mcptask_core::client::{ClaimedTask, Observation, Phase, RemoteDriver, RemoteTaskRecord};
 use rmcp::model::{
     CallToolRequestParams, CancelTaskParams, GetTaskParams, InputResponses, UpdateTaskParams,
@@ -15,9 +15,8 @@ use rmcp::model::{
 use rmcp::service::ServiceError;
 
 use crate::remote::snapshot;
-use crate::remote::{Connection, RemoteError, bounded, classify};
-use crate::tracker::Inner;
-use crate::tracker::cancel_remote;
+use crate::remote::{Connection, RemoteError, bounded, cancel_remote, classify};
+use crate::shared::Inner;
 
 /// How a failed call ended, besides its classification.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -40,6 +39,9 @@ pub(super) async fn observe(
     claimed: &ClaimedTask,
 ) -> Observation {
     let r = &claimed.record;
+    if r.driver.is_local() {
+        return local(inner, phase, claimed).await;
+    }
     let conn = match inner
         .servers
         .connect(&r.server, Some(&r.server_hash), inner.timeouts())
@@ -53,19 +55,22 @@ pub(super) async fn observe(
         (RemoteDriver::Sep2663, Phase::Poll) => poll(inner, &conn, claimed).await,
         (RemoteDriver::Sep2663, Phase::Cancel) => cancel(&conn, claimed).await,
         (RemoteDriver::Sep2663, Phase::Update) => update(&conn, claimed).await,
-        (RemoteDriver::Triplet { status_tool, .. }, Phase::Poll) => {
+        (RemoteDriver::Toolset { status_tool, .. }, Phase::Poll) => {
             let limits = &inner.config.policy.limits;
             toolset_call(&conn, status_tool, &r.remote_task_id)
                 .await
-                .map(|answer| triplet::status(&r.remote_task_id, &answer, limits))
+                .map(|answer| toolset::status(&r.remote_task_id, &answer, limits))
         }
-        (RemoteDriver::Triplet { cancel_tool, .. }, Phase::Cancel) => {
+        (RemoteDriver::Toolset { cancel_tool, .. }, Phase::Cancel) => {
             let limits = &inner.config.policy.limits;
             toolset_call(&conn, cancel_tool, &r.remote_task_id)
                 .await
-                .map(|answer| triplet::cancelled(&r.remote_task_id, &answer, limits))
+                .map(|answer| toolset::cancelled(&r.remote_task_id, &answer, limits))
         }
-        (RemoteDriver::Triplet { .. }, Phase::Update) => Ok(no_answer_path(claimed)),
+        (RemoteDriver::Toolset { .. }, Phase::Update) => Ok(no_answer_path(claimed)),
+        (RemoteDriver::Sep1686 | RemoteDriver::Sync, _) => {
+            unreachable!("local calls are observed in-process")
+        }
     };
     metrics::histogram!("mcptask_remote_call_seconds", "phase" => phase.as_str())
         .record(started.elapsed().as_secs_f64());
@@ -96,12 +101,63 @@ pub(super) async fn observe(
     }
 }
 
+/// `phase`'s call for a call whose work runs in this process's call
+/// runtime (see [`crate::LocalWork`]).
+async fn local(inner: &Arc<Inner>, phase: Phase, claimed: &ClaimedTask) -> Observation {
+    let r = &claimed.record;
+    let Some(work) = inner.local.get() else {
+        // A process that shares the store but runs no call runtime: the
+        // call's own gateway polls it; here it backs off.
+        return Observation::Transient("this process runs no call runtime".into());
+    };
+    let principal = r.principal.as_deref();
+    let id = &r.remote_task_id;
+    let outcome = match phase {
+        Phase::Poll => work.get(id, principal).await.and_then(|task| {
+            snapshot::from_detailed(id, &task, &inner.config.policy.limits)
+                .map(Observation::Snapshot)
+        }),
+        Phase::Cancel => work
+            .cancel(id, principal)
+            .await
+            .map(|()| Observation::CancelAcked),
+        Phase::Update if claimed.answers.is_empty() => {
+            Ok(Observation::UpdateAcked { keys: Vec::new() })
+        }
+        Phase::Update => {
+            let keys: Vec<String> = claimed.answers.iter().map(|(k, _)| k.clone()).collect();
+            let answers: InputResponses = claimed.answers.iter().cloned().collect();
+            match work.update(id, principal, answers).await {
+                Ok(()) => Ok(Observation::UpdateAcked { keys }),
+                Err(RemoteError::Rpc(e)) if e.code == rmcp::model::ErrorCode::INVALID_PARAMS => {
+                    Ok(Observation::UpdateRejected {
+                        keys,
+                        message: e.message.to_string(),
+                    })
+                }
+                Err(e) => Err(e),
+            }
+        }
+    };
+    outcome.unwrap_or_else(|e| counted(e).observation())
+}
+
 /// One `tasks/cancel` for a task given up locally (see
 /// `transition::abandons_remote`), bounded by the connect and call timeouts.
 pub(super) async fn cancel_best_effort(
     inner: &Arc<Inner>,
     record: &RemoteTaskRecord,
 ) -> Result<(), String> {
+    if record.driver.is_local() {
+        let work = inner
+            .local
+            .get()
+            .ok_or("this process runs no call runtime")?;
+        return work
+            .cancel(&record.remote_task_id, record.principal.as_deref())
+            .await
+            .map_err(|e| e.to_string());
+    }
     let conn = inner
         .servers
         .connect(&record.server, Some(&record.server_hash), inner.timeouts())

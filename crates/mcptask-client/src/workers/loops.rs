@@ -10,7 +10,7 @@ use mcptask_core::client::Phase;
 use tokio::sync::Notify;
 
 use super::{batch, notify};
-use crate::tracker::Inner;
+use crate::shared::Inner;
 
 /// Start every loop on the tracker's task set (`shutdown` waits for them).
 pub(crate) fn spawn_all(inner: &Arc<Inner>) {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use mcptask_core::StoreError;
 
 use super::notify;
-use crate::tracker::Inner;
+use crate::shared::Inner;
 
 /// Start the redelivery and purge loops on the tracker's task set.
 pub(super) fn spawn(inner: &Arc<Inner>) {

@@ -26,7 +26,7 @@ use mcptask_core::client::Phase;
 
 pub(crate) use loops::spawn_all;
 
-use crate::tracker::Inner;
+use crate::shared::Inner;
 
 /// Manual access to the worker steps, for tests that drive a tracker started
 /// with `background: false` (often with a manual clock).

@@ -17,7 +17,7 @@ use mcptask_core::client::delivery::{DeadLetter, LagClaim, LagResult, TargetLag,
 use mcptask_core::client::{NotifyClaim, NotifyResult, TaskEvent};
 
 use crate::notify::NotifyError;
-use crate::tracker::Inner;
+use crate::shared::Inner;
 
 fn count(outcome: &'static str, n: u64) {
     metrics::counter!("mcptask_notifications_total", "outcome" => outcome).increment(n);

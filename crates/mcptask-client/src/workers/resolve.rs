@@ -9,7 +9,7 @@ use mcptask_core::elicit::check_answer;
 use serde_json::Value;
 
 use crate::resolver::InputContext;
-use crate::tracker::Inner;
+use crate::shared::Inner;
 
 /// Ask the resolver about outstanding keys that have no local answer yet, and
 /// store what it answers (the update worker sends it).

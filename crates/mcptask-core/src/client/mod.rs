@@ -5,14 +5,15 @@
 //! stores only lock the row, call them, and write the result back fenced.
 
 pub mod delivery;
-pub mod legacy;
+pub mod sep1686;
+pub mod toolset;
 pub mod transition;
-pub mod triplet;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::TaskStatus;
+use crate::call::{Driver, Face};
 pub use crate::lease::Fence;
 use crate::payload::PayloadLimits;
 use crate::policy::{Backoff, PollPolicy};
@@ -63,14 +64,20 @@ pub struct RemoteSnapshot {
     pub error: Option<Value>,
 }
 
-/// How a tracked task is driven on its server: which calls poll and cancel it.
+/// How the tracker reaches a call's task: the upstream's own task
+/// (SEP-2663 methods, or a toolset's status and cancel tools), or the call
+/// runtime's task that runs the call's work (SEP-1686 and synchronous
+/// calls), reached in-process through the tracker's local work hook.
 ///
 /// ```
+/// use mcptask_core::call::Driver;
 /// use mcptask_core::client::RemoteDriver;
-/// let t = RemoteDriver::Triplet { status_tool: "job_status".into(), cancel_tool: "cancel_job".into() };
+/// let t = RemoteDriver::Toolset { status_tool: "job_status".into(), cancel_tool: "cancel_job".into() };
 /// let (name, data) = (t.as_str(), t.data());
 /// assert_eq!(RemoteDriver::from_parts(name, data.as_ref()).unwrap(), t);
 /// assert_eq!(RemoteDriver::default().as_str(), "sep2663");
+/// assert_eq!(RemoteDriver::Sync.driver(), Driver::Sync);
+/// assert!(RemoteDriver::Sep1686.is_local() && !t.is_local());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -78,54 +85,73 @@ pub enum RemoteDriver {
     /// SEP-2663: `tasks/get`, `tasks/cancel`, `tasks/update`.
     #[default]
     Sep2663,
-    /// A submit/status/cancel toolset ([`triplet`]): plain `tools/call`s of
+    /// A submit/status/cancel toolset ([`toolset`]): plain `tools/call`s of
     /// these tools with `{task_id}`. It has no way to answer input.
-    Triplet {
+    Toolset {
         /// The tool that reports a task's status.
         status_tool: String,
         /// The tool that cancels a task.
         cancel_tool: String,
     },
+    /// A 2025-11-25 task driven by the call runtime's task of the same id.
+    Sep1686,
+    /// A synchronous call run as the call runtime's task of the same id.
+    Sync,
 }
 
 impl RemoteDriver {
+    /// The call's driver.
+    pub fn driver(&self) -> Driver {
+        match self {
+            RemoteDriver::Sep2663 => Driver::Sep2663,
+            RemoteDriver::Toolset { .. } => Driver::Toolset,
+            RemoteDriver::Sep1686 => Driver::Sep1686,
+            RemoteDriver::Sync => Driver::Sync,
+        }
+    }
+
     /// The stored name (`remote_tasks.driver`).
     pub fn as_str(&self) -> &'static str {
-        match self {
-            RemoteDriver::Sep2663 => "sep2663",
-            RemoteDriver::Triplet { .. } => "triplet",
-        }
+        self.driver().as_str()
+    }
+
+    /// Whether the task is the call runtime's (reached in-process), not an
+    /// upstream server's.
+    pub fn is_local(&self) -> bool {
+        !self.driver().is_tracked()
     }
 
     /// The driver's own data (`remote_tasks.driver_data`), if it has any.
     pub fn data(&self) -> Option<Value> {
         match self {
-            RemoteDriver::Sep2663 => None,
-            RemoteDriver::Triplet {
+            RemoteDriver::Toolset {
                 status_tool,
                 cancel_tool,
             } => Some(serde_json::json!({"status_tool": status_tool, "cancel_tool": cancel_tool})),
+            _ => None,
         }
     }
 
     /// Rebuild a driver from its stored name and data.
     pub fn from_parts(name: &str, data: Option<&Value>) -> Result<Self, String> {
-        match name {
-            "sep2663" => Ok(RemoteDriver::Sep2663),
-            "triplet" => {
+        match Driver::parse(name) {
+            Some(Driver::Sep2663) => Ok(RemoteDriver::Sep2663),
+            Some(Driver::Sep1686) => Ok(RemoteDriver::Sep1686),
+            Some(Driver::Sync) => Ok(RemoteDriver::Sync),
+            Some(Driver::Toolset) => {
                 let tool = |role: &str| {
                     data.and_then(|d| d.get(role))
                         .and_then(Value::as_str)
                         .filter(|t| !t.is_empty())
                         .map(str::to_string)
-                        .ok_or_else(|| format!("triplet driver data lacks {role}"))
+                        .ok_or_else(|| format!("toolset driver data lacks {role}"))
                 };
-                Ok(RemoteDriver::Triplet {
+                Ok(RemoteDriver::Toolset {
                     status_tool: tool("status_tool")?,
                     cancel_tool: tool("cancel_tool")?,
                 })
             }
-            other => Err(format!("unknown remote task driver {other:?}")),
+            None => Err(format!("unknown remote task driver {name:?}")),
         }
     }
 }
@@ -143,6 +169,9 @@ pub struct NewRemoteTask {
     pub remote_task_id: String,
     /// How the task is polled and cancelled.
     pub driver: RemoteDriver,
+    /// The face the call was made through (`None`: not recorded, rows
+    /// written before faces were).
+    pub face: Option<Face>,
     /// Authenticated caller the task is bound to; `None` for anonymous callers.
     pub principal: Option<String>,
     /// Application conversation the call belongs to, if any.
@@ -174,6 +203,9 @@ pub struct RemoteTaskRecord {
     pub remote_task_id: String,
     /// How the task is polled and cancelled.
     pub driver: RemoteDriver,
+    /// The face the call was made through (`None` for rows written before
+    /// faces were recorded).
+    pub face: Option<Face>,
     /// Authenticated caller the task is bound to; `None` for anonymous callers.
     pub principal: Option<String>,
     /// Application conversation the call belongs to, if any.

@@ -18,22 +18,7 @@ pub mod reading;
 pub mod recovery;
 pub mod retention;
 
-/// Whether a tool may, must or must not run as a task.
-///
-/// ```
-/// use mcptask_core::server::TaskSupport;
-/// assert_eq!(TaskSupport::default(), TaskSupport::Optional);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum TaskSupport {
-    /// Always synchronous, never a task.
-    Forbidden,
-    /// A task when the request declares the extension; synchronous otherwise.
-    #[default]
-    Optional,
-    /// Only as a task; non-declaring requests get `-32021`.
-    Required,
-}
+pub use crate::call::TaskSupport;
 
 /// What recovery does with a task whose process died while running it.
 ///
@@ -82,6 +67,11 @@ pub struct NewServerTask {
     /// The driver's durable state (JSON), rewritten with
     /// [`ServerTaskStore::save_state`](crate::store::ServerTaskStore::save_state).
     pub driver_state: Option<Value>,
+    /// The tracker's row of the call this task carries, as
+    /// [`new_record`](crate::client::transition::new_record) made it,
+    /// committed in the same transaction (a gateway's call: one id, and
+    /// never one row without the other).
+    pub call_row: Option<Box<crate::client::transition::Change>>,
 }
 
 impl NewServerTask {
@@ -94,7 +84,7 @@ impl NewServerTask {
     ///     id: "t".into(), principal: None, tool: "x".into(), arguments: serde_json::json!({}),
     ///     call_inputs: None, created_at: 5, ttl_ms: None, poll_interval_ms: Some(100),
     ///     status_message: None, owner: "A".into(), claim_token: "k".into(),
-    ///     driver: None, driver_state: None,
+    ///     driver: None, driver_state: None, call_row: None,
     /// };
     /// let r = new.into_record();
     /// assert_eq!((r.attempt, r.updated_at, r.owner.as_deref()), (1, 5, Some("A")));
@@ -181,7 +171,7 @@ pub struct ServerTaskRecord {
 ///     id: "t".into(), principal: None, tool: "x".into(), arguments: serde_json::json!({}),
 ///     call_inputs: None, created_at: 5, ttl_ms: None, poll_interval_ms: None,
 ///     status_message: None, owner: "A".into(), claim_token: "k".into(),
-///     driver: None, driver_state: None,
+///     driver: None, driver_state: None, call_row: None,
 /// }.into_record();
 /// assert_eq!(TaskCursor::after(&r), TaskCursor { created_at: 5, id: "t".into() });
 /// ```
@@ -273,7 +263,7 @@ impl ServerTaskRecord {
 ///     id: "t".into(), principal: Some("alice".into()), tool: "x".into(),
 ///     arguments: serde_json::json!({"big": "payload"}), call_inputs: None, created_at: 5,
 ///     ttl_ms: Some(60_000), poll_interval_ms: None, status_message: None,
-///     owner: "A".into(), claim_token: "k".into(), driver: None, driver_state: None,
+///     owner: "A".into(), claim_token: "k".into(), driver: None, driver_state: None, call_row: None,
 /// }.into_record();
 /// let state = ServerTaskState::of(&ServerTaskView { record, input_requests: vec![] });
 /// assert_eq!((state.id.as_str(), state.expires_at()), ("t", Some(60_005)));

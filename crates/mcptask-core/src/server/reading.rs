@@ -26,7 +26,7 @@ use crate::TaskStatus;
 ///     id: "t".into(), principal: None, tool: "x".into(), arguments: serde_json::json!({}),
 ///     call_inputs: None, created_at: 0, ttl_ms: Some(1_000), poll_interval_ms: None,
 ///     status_message: None, owner: "A".into(), claim_token: "k".into(),
-///     driver: None, driver_state: None,
+///     driver: None, driver_state: None, call_row: None,
 /// }.into_record();
 /// assert_eq!(seen_at(&record, 999).status, TaskStatus::Working);
 /// let late = seen_at(&record, 1_000);
@@ -61,7 +61,7 @@ pub fn seen_at(record: &ServerTaskRecord, now: i64) -> Cow<'_, ServerTaskRecord>
 ///     id: "t".into(), principal: None, tool: "x".into(), arguments: serde_json::json!({}),
 ///     call_inputs: None, created_at: 0, ttl_ms: Some(1_000), poll_interval_ms: None,
 ///     status_message: None, owner: "A".into(), claim_token: "k".into(),
-///     driver: None, driver_state: None,
+///     driver: None, driver_state: None, call_row: None,
 /// }.into_record();
 /// let state = ServerTaskState::of(&ServerTaskView { record, input_requests: vec![] });
 /// assert_eq!(state_seen_at(state.clone(), 999).status, TaskStatus::Working);
@@ -148,6 +148,7 @@ mod tests {
             claim_token: "k".into(),
             driver: None,
             driver_state: None,
+            call_row: None,
         }
         .into_record();
         r.status = status;

@@ -35,7 +35,7 @@ pub enum Recovery {
 ///     id: "t".into(), principal: None, tool: "x".into(), arguments: serde_json::json!({}),
 ///     call_inputs: None, created_at: 0, ttl_ms: Some(1_000), poll_interval_ms: None,
 ///     status_message: None, owner: "A".into(), claim_token: "k".into(),
-///     driver: None, driver_state: None,
+///     driver: None, driver_state: None, call_row: None,
 /// }.into_record();
 /// assert_eq!(decide(&record, Some(InterruptPolicy::Rerun), 10), Recovery::Rerun);
 /// assert!(matches!(decide(&record, Some(InterruptPolicy::Rerun), 1_000), Recovery::Settle(_)));
@@ -95,6 +95,7 @@ mod tests {
             claim_token: "k".into(),
             driver: None,
             driver_state: None,
+            call_row: None,
         }
         .into_record();
         r.cancel_requested = cancel_requested;

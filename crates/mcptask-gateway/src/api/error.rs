@@ -13,6 +13,8 @@ pub struct ApiError {
     pub code: &'static str,
     pub message: String,
     pub details: Option<serde_json::Value>,
+    /// Seconds a client should wait before trying again (`Retry-After`).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -22,6 +24,7 @@ impl ApiError {
             code,
             message: message.into(),
             details: None,
+            retry_after: None,
         }
     }
 
@@ -56,7 +59,13 @@ impl IntoResponse for ApiError {
         if let Some(d) = self.details {
             body["error"]["details"] = d;
         }
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, seconds.into());
+        }
+        response
     }
 }
 
@@ -161,5 +170,26 @@ where
 impl From<crate::auth::NotAllowed> for ApiError {
     fn from(e: crate::auth::NotAllowed) -> Self {
         ApiError::forbidden(e.0)
+    }
+}
+
+impl From<crate::calls::CallError> for ApiError {
+    fn from(e: crate::calls::CallError) -> Self {
+        use mcptask_server::TaskError;
+        match e {
+            crate::calls::CallError::Tracker(e) => e.into(),
+            crate::calls::CallError::Runtime(TaskError::Overloaded(why)) => ApiError {
+                retry_after: Some(1),
+                ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "busy", why)
+            },
+            crate::calls::CallError::Runtime(TaskError::InvalidParams(why)) => {
+                ApiError::bad_request(why)
+            }
+            crate::calls::CallError::Runtime(other) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                other.to_string(),
+            ),
+        }
     }
 }

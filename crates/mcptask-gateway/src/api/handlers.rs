@@ -9,9 +9,12 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use mcptask_client::{
-    CallOptions, CallOutcome, Cursor, DeadLetterFilter, ListFilter, RemoteTaskRecord, TaskStatus,
-    TrackerError,
+    CallOptions, Cursor, DeadLetterFilter, ListFilter, RemoteTaskRecord, TaskStatus, TrackerError,
 };
+use mcptask_core::call::{CallState, Face};
+use mcptask_core::client::RemoteDriver;
+
+use crate::calls::{CallRequest, Started};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -104,7 +107,29 @@ async fn detail_of(
 ) -> Result<Value, ApiError> {
     let inputs = state.tracker.inputs(&r.id).await?;
     let timeline = state.tracker.events(&r.id, 0, TIMELINE_LIMIT).await?;
-    Ok(views::detail(r, &inputs, &timeline, caller.operator))
+    // A 2025-11-25 task's upstream id lives with the call task that drives it.
+    let upstream_task = match r.driver {
+        RemoteDriver::Sep1686 if caller.operator => state
+            .calls
+            .runtime
+            .get_task_overview(&r.id, r.principal.as_deref())
+            .await
+            .ok()
+            .and_then(|(_, overview)| overview.driver_state)
+            .and_then(|json| CallState::from_json(&json, Some("sep1686")).ok())
+            .and_then(|s| match s {
+                CallState::Sep1686 { upstream_task } => upstream_task,
+                _ => None,
+            }),
+        _ => None,
+    };
+    Ok(views::detail(
+        r,
+        &inputs,
+        &timeline,
+        caller.operator,
+        upstream_task.as_deref(),
+    ))
 }
 
 pub async fn get_task(
@@ -178,13 +203,35 @@ pub struct CallBody {
     input_responses: std::collections::BTreeMap<String, Value>,
     /// The `requestState` of the 409 being answered, given back unchanged.
     request_state: Option<String>,
+    /// `true`: keep the call as a task whatever the tool (a plain tool runs
+    /// as durable work); `false`: the synchronous answer where the tool has
+    /// one; absent: the server's `background` list decides.
+    background: Option<bool>,
 }
+
+/// The face of a call made over REST: the CLI says so in its user agent.
+fn face_of(headers: &axum::http::HeaderMap) -> Face {
+    let agent = headers
+        .get(axum::http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if agent.starts_with(CLI_USER_AGENT) {
+        Face::Cli
+    } else {
+        Face::Api
+    }
+}
+
+/// The start of the user agent the `mcptask` CLI sends.
+pub const CLI_USER_AGENT: &str = "mcptask-cli/";
 
 pub async fn call_tool(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
+    headers: axum::http::HeaderMap,
     JsonBody(body): JsonBody<CallBody>,
 ) -> Result<impl IntoResponse, ApiError> {
+    let face = face_of(&headers);
     for (name, value) in [
         ("server", Some(&body.server)),
         ("tool", Some(&body.tool)),
@@ -214,31 +261,25 @@ pub async fn call_tool(
         correlation: body.correlation,
         input_responses: body.input_responses,
         request_state: body.request_state,
-        relay_answers: false,
+        face: Some(face),
+        ..Default::default()
     };
-    let arguments = body.arguments.unwrap_or(json!({}));
-    let tracker = &state.tracker;
-    // A toolset's submit tool starts durable work the server does not
-    // announce as a task: the tracker drives it with the toolset's tools.
-    let toolset = tracker
-        .servers()
-        .get(&body.server)
-        .is_some_and(|(def, _)| def.toolset_for(&body.tool).is_some());
-    let outcome = if toolset {
-        tracker
-            .call_toolset(&body.server, &body.tool, arguments, options)
-            .await?
-    } else {
-        tracker
-            .call_tool(&body.server, &body.tool, arguments, options)
-            .await?
-    };
+    let outcome = state
+        .calls
+        .call(CallRequest {
+            server: body.server,
+            tool: body.tool,
+            arguments: body.arguments.unwrap_or(json!({})),
+            background: body.background,
+            options,
+        })
+        .await?;
     match outcome {
-        CallOutcome::Completed(result) => Ok((
+        Started::Completed(result) => Ok((
             StatusCode::OK,
             Json(json!({"outcome": "completed", "result": result})),
         )),
-        CallOutcome::Task(task) => {
+        Started::Task(task) => {
             let mut record = *task;
             if let Some(ms) = body.wait_ms.filter(|ms| *ms > 0) {
                 let wait = Duration::from_millis(ms.min(300_000));

@@ -3,8 +3,9 @@
 
 mod dashboard;
 pub mod error;
-pub mod front;
 mod handlers;
+
+pub use handlers::CLI_USER_AGENT;
 pub mod openapi;
 mod sse;
 mod tools;
@@ -19,6 +20,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use mcptask_client::Tracker;
 
+use crate::calls::Calls;
+
 pub use crate::auth::Caller;
 use crate::config::{AuthMode, Config};
 use error::ApiError;
@@ -26,17 +29,18 @@ use error::ApiError;
 /// Shared state of the API handlers.
 #[derive(Clone)]
 pub struct AppState {
+    /// The calls every route acts on.
+    pub calls: Calls,
+    /// The tracker of the calls (their rows, events and intents).
     pub tracker: Tracker,
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
-    /// The proxy's front task runtime, when the proxy is enabled.
-    pub front: Option<mcptask_server::TaskRuntime>,
     auth: AuthMode,
     tokens: Arc<HashMap<String, Option<String>>>,
 }
 
 impl AppState {
     pub fn new(
-        tracker: Tracker,
+        calls: Calls,
         config: &Config,
         metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
     ) -> Self {
@@ -47,9 +51,9 @@ impl AppState {
             .map(|t| (t.token.get_ref().clone(), t.principal.clone()))
             .collect();
         Self {
-            tracker,
+            tracker: calls.upstreams.tracker.clone(),
+            calls,
             metrics,
-            front: None,
             auth: config.api.auth,
             tokens: Arc::new(tokens),
         }
@@ -161,9 +165,6 @@ pub fn router_with_mcp(
         .route("/api/v1/tasks/{id}/cancel", post(handlers::cancel_task))
         .route("/api/v1/tasks/{id}/answers", post(handlers::answer_task))
         .route("/api/v1/calls", post(handlers::call_tool))
-        .route("/api/v1/front-tasks", get(front::list))
-        .route("/api/v1/front-tasks/{id}", get(front::get))
-        .route("/api/v1/front-tasks/{id}/cancel", post(front::cancel))
         .route("/api/v1/servers", get(handlers::list_servers))
         .route("/api/v1/servers/{name}/tools", get(tools::list_tools))
         .route("/api/v1/dead-letters", get(handlers::list_dead_letters))

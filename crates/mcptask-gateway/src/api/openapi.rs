@@ -1,6 +1,7 @@
 //! `GET /openapi.json`: the API described as OpenAPI 3.1.
 
 use axum::Json;
+use mcptask_core::call::{Driver, Face};
 use serde_json::{Value, json};
 
 fn error_response(description: &str) -> Value {
@@ -17,6 +18,8 @@ fn task_id_param() -> Value {
 
 /// The document (also used by tests to check every route is described).
 pub fn spec() -> Value {
+    let drivers = Driver::ALL;
+    let faces = Face::ALL;
     let common_errors = json!({
         "401": error_response("Missing or unknown API token"),
         "400": error_response("Malformed request"),
@@ -44,21 +47,21 @@ pub fn spec() -> Value {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
             "schemas": {
                 "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {
-                    "code": {"type": "string", "enum": ["bad_request", "unauthorized", "not_found", "unknown_server", "payload_too_large", "unsupported_media_type", "remote_error", "unavailable", "protocol_error", "input_needed", "timeout", "shutting_down", "store_unavailable", "metrics_disabled"]},
+                    "code": {"type": "string", "enum": ["bad_request", "unauthorized", "forbidden", "not_found", "unknown_server", "payload_too_large", "unsupported_media_type", "remote_error", "unavailable", "busy", "protocol_error", "input_needed", "invalid_answer", "timeout", "shutting_down", "store_unavailable", "metrics_disabled"]},
                     "message": {"type": "string"},
                     "details": {}
                 }}}},
                 "Status": {"type": "string", "enum": ["working", "input_required", "completed", "failed", "cancelled"]},
                 "TaskSummary": {"type": "object", "required": ["id", "server", "tool", "status", "createdAt", "updatedAt"], "properties": {
                     "id": {"type": "string"}, "server": {"type": "string"}, "tool": {"type": "string"},
-                    "driver": {"type": "string", "enum": ["sep2663", "triplet"], "description": "How the task is followed: SEP-2663 tasks/* methods, or a submit/status/cancel toolset"},
+                    "driver": {}, "face": {},
                     "status": {"$ref": "#/components/schemas/Status"}, "statusMessage": {"type": ["string", "null"]},
                     "principal": {"type": ["string", "null"]}, "conversation": {"type": ["string", "null"]}, "callId": {"type": ["string", "null"]},
                     "correlation": {}, "createdAt": {"type": "string", "format": "date-time"}, "updatedAt": {"type": "string", "format": "date-time"},
                     "completedAt": {"type": ["string", "null"], "format": "date-time"}, "cancelRequested": {"type": "boolean"},
                     "pollCount": {"type": "integer"}, "consecutiveErrors": {"type": "integer"}, "lastError": {"type": ["string", "null"]},
                     "inputRequests": {"type": "object", "additionalProperties": true},
-                    "remoteTaskId": {"type": "string", "description": "Operators only"}
+                    "remoteTaskId": {"type": "string", "description": "The upstream's task id of a sep2663 or toolset call (operators only)"}
                 }},
                 "TaskDetail": {"allOf": [{"$ref": "#/components/schemas/TaskSummary"}, {"type": "object", "properties": {
                     "arguments": {}, "result": {}, "resultTruncated": {"type": "boolean"}, "error": {},
@@ -78,7 +81,9 @@ pub fn spec() -> Value {
                     "server": {"type": "string"}, "tool": {"type": "string"}, "arguments": {"type": "object"},
                     "conversation": {"type": "string"}, "callId": {"type": "string"}, "correlation": {},
                     "principal": {"type": "string", "description": "Operators may name any principal; a principal token may only name its own (403 otherwise)"}, "waitMs": {"type": "integer", "minimum": 0, "maximum": 300000},
-                    "inputResponses": {"type": "object", "additionalProperties": {"type": "object"}, "description": "Answers, by input key, to the questions a 409 input_needed named (details.inputRequests); each is checked against its question (400 invalid_answer naming the field) and relayed when the server asks it"}
+                    "inputResponses": {"type": "object", "additionalProperties": {"type": "object"}, "description": "Answers, by input key, to the questions a 409 input_needed named (details.inputRequests); each is checked against its question (400 invalid_answer naming the field) and relayed when the server asks it"},
+                    "requestState": {"type": "string", "description": "The requestState of the 409 being answered, given back unchanged"},
+                    "background": {"type": "boolean", "description": "true: keep the call as a task whatever the tool (a plain tool runs as durable work with its progress as status); false: the synchronous answer where the tool has one; absent: the server's background list decides"}
                 }},
                 "CallOutcome": {"type": "object", "properties": {"outcome": {"type": "string", "enum": ["completed", "task"]}, "result": {}, "task": {"$ref": "#/components/schemas/TaskDetail"}}},
                 "Tools": {"type": "object", "required": ["server", "tools"], "properties": {"server": {"type": "string"}, "tools": {"type": "array", "items": {"type": "object", "required": ["name", "inputSchema"], "properties": {
@@ -130,7 +135,7 @@ pub fn spec() -> Value {
                 "responses": answer_responses
             }},
             "/api/v1/calls": {"post": {
-                "summary": "Call a tool; returns its result or the tracked task",
+                "summary": "Call a tool; returns its result, or the call kept as a task",
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Call"}}}},
                 "responses": with(json!({
                     "200": ok("Completed synchronously", "CallOutcome"),
@@ -140,7 +145,8 @@ pub fn spec() -> Value {
                     "400": error_response("Bad input, or an inputResponses answer that does not fit its question (invalid_answer)"),
                     "409": error_response("The tool needs input before it starts: details.inputRequests; call again with inputResponses"),
                     "413": error_response("Body too large"),
-                    "502": error_response("The remote server failed or broke the protocol")
+                    "502": error_response("The remote server failed or broke the protocol"),
+                    "503": error_response("busy: the call runtime takes no more calls now (Retry-After)")
                 }))
             }},
             "/api/v1/servers": {"get": {"summary": "Configured servers and their health", "responses": with(json!({"200": ok("Servers", "Servers")}))}},
@@ -179,46 +185,12 @@ pub fn spec() -> Value {
             "/": {"get": {"summary": "The dashboard (HTML)", "security": [], "responses": {"200": {"description": "text/html"}}}}
         }
     });
-    front_tasks(&mut doc, &with);
+    let summary = &mut doc["components"]["schemas"]["TaskSummary"]["properties"];
+    summary["driver"] = json!({"type": "string", "enum": drivers.iter().map(|d| d.as_str()).collect::<Vec<_>>(),
+        "description": drivers.iter().map(|d| format!("{}: {}", d.as_str(), d.describe())).collect::<Vec<_>>().join("; ")});
+    summary["face"] = json!({"type": ["string", "null"], "enum": faces.iter().map(|f| Some(f.as_str())).chain([None]).collect::<Vec<_>>(),
+        "description": "The face that made the call (rust, api, cli, mcp); null for calls made before faces were recorded"});
     doc
-}
-
-/// The proxy's front tasks (404 `not_found` when the proxy is not enabled).
-fn front_tasks(doc: &mut Value, with: &dyn Fn(Value) -> Value) {
-    let principal = json!({"name": "principal", "in": "query", "schema": {"type": "string"},
-        "description": "Whose front tasks: operators name any principal (none: the anonymous callers'); a principal token only its own (403 otherwise)"});
-    let id = json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string"}, "description": "Front task id"});
-    doc["components"]["schemas"]["FrontTask"] = json!({"type": "object", "description": "The task as tasks/get shows it to the MCP caller, with what an operator needs", "properties": {
-        "taskId": {"type": "string"}, "status": {"$ref": "#/components/schemas/Status"}, "statusMessage": {"type": ["string", "null"]},
-        "createdAt": {"type": "string", "format": "date-time"}, "lastUpdatedAt": {"type": "string", "format": "date-time"},
-        "tool": {"type": "string", "description": "The front tool name (<prefix>__<tool>)"},
-        "driver": {"type": "string", "enum": ["sep2663", "sep1686", "triplet", "sync", "native"], "description": "What follows the call upstream: a tracked SEP-2663 task, a 2025-11-25 task, a submit/status/cancel toolset, a synchronous call run as durable work, or a native tool"},
-        "trackedTask": {"type": ["string", "null"], "description": "The tracked task (/api/v1/tasks/{id}) behind it, for sep2663 and triplet"},
-        "upstreamTaskId": {"type": ["string", "null"], "description": "The upstream's task id of a sep1686 front task (operators only)"}
-    }});
-    doc["components"]["schemas"]["FrontTaskList"] = json!({"type": "object", "properties": {
-        "principal": {"type": ["string", "null"]},
-        "tasks": {"type": "array", "items": {"$ref": "#/components/schemas/FrontTask"}}, "nextCursor": {"type": ["string", "null"]}}});
-    let off = error_response(
-        "The proxy is not enabled ([proxy] enabled = true), or an unknown front task",
-    );
-    doc["paths"]["/api/v1/front-tasks"] = json!({"get": {
-        "summary": "The proxy's front tasks, newest first, with the driver behind each",
-        "parameters": [principal, {"name": "active", "in": "query", "schema": {"type": "boolean"}},
-            {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 50}},
-            {"name": "cursor", "in": "query", "schema": {"type": "string"}, "description": "nextCursor of the previous page"}],
-        "responses": with(json!({"200": ok("A page of front tasks", "FrontTaskList"), "403": error_response("A principal token named another principal"), "404": off}))
-    }});
-    doc["paths"]["/api/v1/front-tasks/{id}"] = json!({"get": {
-        "summary": "One front task: the caller's view (tasks/get) with its driver",
-        "parameters": [id, principal],
-        "responses": with(json!({"200": ok("The front task", "FrontTask"), "403": error_response("A principal token named another principal"), "404": off}))
-    }});
-    doc["paths"]["/api/v1/front-tasks/{id}/cancel"] = json!({"post": {
-        "summary": "Cancel a front task (as tasks/cancel would); the cancel is passed upstream by its driver",
-        "parameters": [id, principal],
-        "responses": with(json!({"202": ok("Cancellation recorded", "FrontTask"), "403": error_response("A principal token named another principal"), "404": off}))
-    }});
 }
 
 pub async fn document() -> Json<Value> {

@@ -15,6 +15,7 @@ pub fn summary(r: &RemoteTaskRecord, operator: bool) -> Value {
         "server": r.server,
         "tool": r.tool,
         "driver": r.driver.as_str(),
+        "face": r.face.map(|f| f.as_str()),
         "status": r.status.as_str(),
         "statusMessage": r.status_message,
         "principal": r.principal,
@@ -30,7 +31,9 @@ pub fn summary(r: &RemoteTaskRecord, operator: bool) -> Value {
         "lastError": r.last_error,
         "inputRequests": r.input_requests.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<serde_json::Map<_, _>>(),
     });
-    if operator {
+    // The upstream's task id is a bearer-like secret of the upstream's; a
+    // call run here has none of its own (see `detail` for SEP-1686).
+    if operator && !r.driver.is_local() {
         v["remoteTaskId"] = json!(r.remote_task_id);
     }
     v
@@ -42,9 +45,13 @@ pub fn detail(
     inputs: &[RemoteInput],
     timeline: &[TaskEvent],
     operator: bool,
+    upstream_task: Option<&str>,
 ) -> Value {
     let mut v = summary(r, operator);
     let obj = v.as_object_mut().expect("summary is an object");
+    if operator && let Some(id) = upstream_task {
+        obj.insert("remoteTaskId".into(), json!(id));
+    }
     obj.insert(
         "arguments".into(),
         r.arguments.clone().unwrap_or(Value::Null),

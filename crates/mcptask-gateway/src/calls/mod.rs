@@ -3,6 +3,8 @@
 //! and whatever its upstream speaks. The upstreams' tools are served by one
 //! task runtime (`source`), whose work is each route's driver.
 
+mod local;
+mod make;
 mod source;
 
 use std::sync::Arc;
@@ -12,6 +14,7 @@ use anyhow::Context;
 use mcptask_server::{RuntimeConfig, TaskRuntime};
 use tokio_util::sync::CancellationToken;
 
+pub use make::{CallError, CallRequest, Started};
 pub use source::Source;
 
 use crate::config::{Config, ConfigError, Interrupt};
@@ -122,6 +125,11 @@ impl Calls {
         .start()
         .await
         .context("starting the call runtime")?;
+        // The tracker follows SEP-1686 and synchronous calls through it.
+        upstreams
+            .tracker
+            .set_local_work(Arc::new(local::RuntimeWork(runtime.clone())));
+        local::relay_changes(&runtime, upstreams.tracker.clone(), stop.clone());
         for server in upstreams.server_names() {
             follow_list_changes(upstreams.clone(), server, stop.clone());
         }

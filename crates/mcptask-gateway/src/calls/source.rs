@@ -10,7 +10,8 @@ use tokio::sync::watch;
 
 use crate::drivers;
 use crate::upstreams::Upstreams;
-use crate::upstreams::catalog::{Kind, Route};
+use crate::upstreams::catalog::Route;
+use mcptask_core::call::Driver;
 
 /// [`Upstreams`] as the call runtime's tool source.
 #[derive(Clone)]
@@ -24,8 +25,8 @@ impl Source {
         let route_for_work = route.clone();
         // A tracked or SEP-1686 task resumes (or reports its loss) in the
         // driver; a synchronous call follows the configured policy.
-        let policy = match route.kind {
-            Kind::Plain if !route.rerun => InterruptPolicy::Fail,
+        let policy = match drivers::durable_driver(route) {
+            Driver::Sync if !route.rerun => InterruptPolicy::Fail,
             _ => InterruptPolicy::Rerun,
         };
         TaskTool::new(route.definition.clone(), move |call| {

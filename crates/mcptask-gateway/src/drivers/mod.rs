@@ -1,6 +1,7 @@
-//! The work of a front task, per upstream kind: follow a tracked SEP-2663
-//! task, run a synchronous upstream call, or drive a SEP-1686 task, and
-//! mirror status, questions, cancellation and the result onto the front task.
+//! The work of a call task, per driver: mirror a tracked task (SEP-2663,
+//! toolsets), drive a 2025-11-25 task (SEP-1686), or run a synchronous
+//! upstream call, with status, questions, cancellation and the result on
+//! the call task.
 
 mod relay;
 mod sep1686;
@@ -12,19 +13,37 @@ use mcptask_server::{TaskExit, ToolCall};
 use rmcp::ErrorData;
 use rmcp::model::CallToolResult;
 
-use crate::upstreams::Upstreams;
-use crate::upstreams::catalog::{Kind, Route};
+use mcptask_core::call::{CallState, Driver, Plan, Wants, plan};
 
-/// The front task's work for `route`.
+use crate::upstreams::Upstreams;
+use crate::upstreams::catalog::Route;
+
+/// The driver a call task of `route` runs when its state does not name one
+/// (front tasks written before states named their driver).
+pub fn durable_driver(route: &Route) -> Driver {
+    match plan(route.facts, Wants::Durable) {
+        Plan::Track(driver) | Plan::Run(driver) => driver,
+        Plan::PassThrough => Driver::Sync,
+    }
+}
+
+/// A call task's work, by the driver its state names.
 pub async fn run(
     upstreams: &Upstreams,
     route: &Route,
     call: ToolCall,
 ) -> Result<CallToolResult, TaskExit> {
-    match route.kind {
-        Kind::Sep2663 | Kind::Triplet => tracked::tracked(upstreams, &call.ctx).await,
-        Kind::Plain => sync::synchronous(upstreams, route, call).await,
-        Kind::Sep1686 { .. } => sep1686::run(upstreams, route, call).await,
+    let state = call
+        .ctx
+        .state()
+        .and_then(|s| CallState::from_json(&s, None).ok())
+        .unwrap_or_else(|| CallState::new(durable_driver(route)));
+    match state {
+        CallState::Tracked { tracked, .. } => tracked::mirror(upstreams, &call.ctx, tracked).await,
+        CallState::Sync => sync::synchronous(upstreams, route, call).await,
+        CallState::Sep1686 { upstream_task } => {
+            sep1686::run(upstreams, route, call, upstream_task).await
+        }
     }
 }
 

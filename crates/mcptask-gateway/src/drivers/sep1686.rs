@@ -4,11 +4,12 @@
 
 use std::time::Duration;
 
-use mcptask_client::upstream::legacy;
+use mcptask_client::upstream::sep1686;
 use mcptask_core::TaskStatus;
+use mcptask_core::call::CallState;
 use mcptask_server::{TaskExit, ToolCall};
 use rmcp::model::CallToolResult;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::relay::relay_ask;
 use super::{exit_of, internal};
@@ -24,13 +25,10 @@ pub(super) async fn run(
     upstreams: &Upstreams,
     route: &Route,
     call: ToolCall,
+    upstream_task: Option<String>,
 ) -> Result<CallToolResult, TaskExit> {
     let ctx = &call.ctx;
-    if let Some(lost) = ctx.state().and_then(|s| {
-        s.get("upstreamTask")
-            .and_then(Value::as_str)
-            .map(String::from)
-    }) {
+    if let Some(lost) = upstream_task {
         return Err(internal(format!(
             "the upstream lost task {lost} when its session ended (tasks of the 2025-11-25 protocol live in one upstream session)"
         )));
@@ -40,10 +38,13 @@ pub(super) async fn run(
         lane = pool.acquire() => lane.map_err(|e| internal(e.to_string()))?,
         _ = ctx.cancelled() => return Err(TaskExit::Cancelled),
     };
-    let handle = legacy::create(lane, &route.tool, Value::Object(call.arguments), None)
+    let handle = sep1686::create(lane, &route.tool, Value::Object(call.arguments), None)
         .await
         .map_err(exit_of)?;
-    ctx.save_state(json!({"upstreamTask": handle.id()})).await?;
+    let state = CallState::Sep1686 {
+        upstream_task: Some(handle.id().to_string()),
+    };
+    ctx.save_state(state.to_json()).await?;
     let mut shown = handle.created().snapshot.status_message.clone();
     if let Some(message) = &shown {
         ctx.set_status_message(message.clone()).await?;

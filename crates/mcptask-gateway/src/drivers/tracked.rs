@@ -20,18 +20,17 @@ use crate::upstreams::Upstreams;
 /// hint arrived (another replica's tracker may have applied it).
 const TRACKED_TICK: Duration = Duration::from_millis(500);
 
-/// Follow the tracked upstream task recorded in the front task's state until
-/// it settles. Polling, answers and cancels reach the upstream through the
+/// Follow the call's tracked task (the tracker's row of the same id; in
+/// rows written before calls had one id, the one the state names) until it
+/// settles. Polling, answers and cancels reach the upstream through the
 /// tracker's leased workers (on any replica); this only mirrors.
-pub(super) async fn tracked(
+pub(super) async fn mirror(
     upstreams: &Upstreams,
     ctx: &TaskContext,
+    tracked: Option<String>,
 ) -> Result<CallToolResult, TaskExit> {
-    let Some(id) = ctx
-        .state()
-        .and_then(|s| s.get("remote").and_then(Value::as_str).map(String::from))
-    else {
-        return Err(internal("this front task has no upstream task recorded"));
+    let Some(id) = tracked.or_else(|| ctx.task_id().map(str::to_string)) else {
+        return Err(internal("this call task has no tracked task"));
     };
     let tracker = &upstreams.tracker;
     let mut changes = tracker.changes();

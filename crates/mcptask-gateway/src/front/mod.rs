@@ -24,7 +24,7 @@ pub type FrontService =
 
 /// The front server, with callers identified by `principal`.
 pub fn server(calls: &Calls, principal: PrincipalFn) -> FrontServer {
-    FrontServer::new(calls.upstreams.clone(), calls.runtime.clone(), principal)
+    FrontServer::new(calls.clone(), principal)
 }
 
 /// The Streamable HTTP service for `/mcp` (2026-07-28 stateless, older

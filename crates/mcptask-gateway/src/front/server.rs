@@ -6,15 +6,16 @@ use std::sync::Arc;
 
 use mcptask_client::upstream::{SyncEvent, SyncOptions, sync_call};
 use mcptask_client::{CallOptions, CallOutcome, TrackerError};
+use mcptask_core::call::{Driver, Face, Plan, Wants, plan};
 use mcptask_server::mcp::declares_tasks;
-use mcptask_server::{CreateRequest, DurableTaskServer, TaskError, TaskRuntime};
+use mcptask_server::{DurableTaskServer, TaskError, TaskRuntime};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
     CreateTaskResult, CustomRequest, CustomResult, GetPromptRequestParams, GetPromptResponse,
     GetTaskParams, GetTaskResult, Implementation, InputRequests, InputRequiredResult, JsonObject,
     ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
     PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig, Tool, UpdateTaskParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, Task, Tool, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -22,9 +23,9 @@ use serde_json::{Value, json};
 
 use super::agent_tools;
 use super::directory::Directory;
-use crate::calls::Source;
+use crate::calls::{CallError, Calls, Source};
 use crate::upstreams::Upstreams;
-use crate::upstreams::catalog::{Kind, Route};
+use crate::upstreams::catalog::Route;
 
 /// Who the caller of a front request is.
 pub type PrincipalFn = Arc<dyn Fn(&RequestContext<RoleServer>) -> Option<String> + Send + Sync>;
@@ -32,6 +33,7 @@ pub type PrincipalFn = Arc<dyn Fn(&RequestContext<RoleServer>) -> Option<String>
 /// The front server. Cheap to clone.
 #[derive(Clone)]
 pub struct FrontServer {
+    calls: Calls,
     upstreams: Arc<Upstreams>,
     source: Source,
     runtime: TaskRuntime,
@@ -41,93 +43,80 @@ pub struct FrontServer {
     directory: Arc<Directory>,
 }
 
+/// A call task as the caller hears of it: a task for a caller that declares
+/// tasks, else the agent tools' "started" answer.
+fn started(task: Task, route: &Route, declares: bool) -> CallToolResponse {
+    if declares {
+        CallToolResponse::Task(CreateTaskResult::new(task))
+    } else {
+        CallToolResponse::Complete(agent_tools::started(&task.task_id, &route.front))
+    }
+}
+
+/// A call that could not be made, as the caller's JSON-RPC error.
+fn refused(e: CallError) -> ErrorData {
+    match e {
+        CallError::Runtime(e) => e.into(),
+        CallError::Tracker(TrackerError::Remote(data)) => data,
+        CallError::Tracker(TrackerError::InvalidInput(why)) => ErrorData::invalid_params(why, None),
+        CallError::Tracker(e @ TrackerError::AnswerRejected { .. }) => {
+            ErrorData::invalid_params(e.to_string(), None)
+        }
+        CallError::Tracker(e) => ErrorData::internal_error(e.to_string(), None),
+    }
+}
+
 impl FrontServer {
-    pub fn new(upstreams: Arc<Upstreams>, runtime: TaskRuntime, principal: PrincipalFn) -> Self {
+    pub fn new(calls: Calls, principal: PrincipalFn) -> Self {
         let p = principal.clone();
-        let tasks = DurableTaskServer::new(runtime.clone()).with_principal(move |c| p(c));
+        let tasks = DurableTaskServer::new(calls.runtime.clone()).with_principal(move |c| p(c));
         Self {
-            source: Source(upstreams.clone()),
-            upstreams,
-            runtime,
+            source: Source(calls.upstreams.clone()),
+            upstreams: calls.upstreams.clone(),
+            runtime: calls.runtime.clone(),
+            calls,
             tasks,
             principal,
             directory: Arc::default(),
         }
     }
 
-    async fn create(
+    /// A call run as a call task (SEP-1686 or synchronous).
+    async fn run(
         &self,
         route: &Route,
-        arguments: JsonObject,
-        principal: Option<String>,
-        call_inputs: rmcp::model::InputResponses,
-        state: Option<Value>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let task = self
-            .runtime
-            .create_task(CreateRequest {
-                tool: route.front.clone(),
-                arguments,
-                principal,
-                call_inputs,
-                driver: Some(route.kind.driver().to_string()),
-                state,
-            })
-            .await?;
-        Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
-    }
-
-    /// A call of a caller that does not declare tasks, run in the
-    /// background: the same front task a declaring caller gets, announced
-    /// at once with its id for the agent tools.
-    async fn background(
-        &self,
-        route: &Route,
+        driver: Driver,
         arguments: JsonObject,
         principal: Option<String>,
         request: &CallToolRequestParams,
+        declares: bool,
     ) -> Result<CallToolResponse, ErrorData> {
-        // A SEP-2663 upstream is called first (its task is what the front
-        // task follows), as for a declaring caller.
-        let response = if matches!(route.kind, Kind::Sep2663 | Kind::Triplet) {
-            self.tracked(route, arguments, principal, request).await?
-        } else {
-            self.create(route, arguments, principal, Default::default(), None)
-                .await?
+        let options = CallOptions {
+            principal,
+            face: Some(Face::Mcp),
+            ..Default::default()
         };
-        Ok(match response {
-            CallToolResponse::Task(created) => CallToolResponse::Complete(agent_tools::started(
-                &created.task.task_id,
-                &route.front,
-            )),
-            CallToolResponse::InputRequired(round) => {
-                let keys: Vec<String> = round
-                    .input_requests
-                    .as_ref()
-                    .map(|r| r.keys().cloned().collect())
-                    .unwrap_or_default();
-                CallToolResponse::Complete(CallToolResult::error(vec![ContentBlock::text(
-                    format!(
-                        "{} asks questions ({}) before it starts, which this client cannot answer; call it from a client that declares tasks.",
-                        route.front,
-                        keys.join(", ")
-                    ),
-                )]))
-            }
-            other => other,
-        })
+        let inputs = request.input_responses.clone().unwrap_or_default();
+        let (task, _) = self
+            .calls
+            .run(route, driver, arguments, &options, inputs)
+            .await
+            .map_err(refused)?;
+        Ok(started(task, route, declares))
     }
 
     /// A SEP-2663 upstream (or a toolset's submit tool) called with tasks
-    /// declared: its answer decides
-    /// (a result, a question round, or a task the tracker records before the
-    /// front task that follows it is created).
+    /// declared: its answer decides (a result, a question round, or a task
+    /// the tracker records, then the call task of the same id that mirrors
+    /// it).
     async fn tracked(
         &self,
         route: &Route,
+        driver: Driver,
         arguments: JsonObject,
         principal: Option<String>,
         request: &CallToolRequestParams,
+        declares: bool,
     ) -> Result<CallToolResponse, ErrorData> {
         let options = CallOptions {
             principal: principal.clone(),
@@ -135,11 +124,13 @@ impl FrontServer {
             input_responses: request.input_responses.clone().unwrap_or_default(),
             request_state: request.request_state.clone(),
             relay_answers: true,
+            id: Some(mcptask_core::ids::new_local_task_id()),
+            face: Some(Face::Mcp),
             ..Default::default()
         };
         let tracker = &self.upstreams.tracker;
         let args = Value::Object(arguments.clone());
-        let outcome = if route.kind == Kind::Triplet {
+        let outcome = if driver == Driver::Toolset {
             tracker
                 .call_toolset(&route.server, &route.tool, args, options)
                 .await
@@ -151,15 +142,18 @@ impl FrontServer {
         match outcome {
             Ok(CallOutcome::Completed(result)) => Ok(CallToolResponse::Complete(result)),
             Ok(CallOutcome::Task(record)) => {
-                let state = json!({"remote": record.id});
-                self.create(route, arguments, principal, Default::default(), Some(state))
+                let task = self
+                    .calls
+                    .mirror(route, &record, arguments)
                     .await
+                    .map_err(refused)?;
+                Ok(started(task, route, declares))
             }
             Err(TrackerError::InputNeeded {
                 requests,
                 request_state,
                 ..
-            }) => {
+            }) if declares => {
                 let requests: InputRequests = serde_json::from_value(requests).map_err(|e| {
                     ErrorData::internal_error(
                         format!("the upstream's input requests cannot be relayed: {e}"),
@@ -170,12 +164,20 @@ impl FrontServer {
                 round.request_state = request_state;
                 Ok(CallToolResponse::InputRequired(round))
             }
-            Err(TrackerError::Remote(data)) => Err(data),
-            Err(TrackerError::InvalidInput(why)) => Err(ErrorData::invalid_params(why, None)),
-            Err(e @ TrackerError::AnswerRejected { .. }) => {
-                Err(ErrorData::invalid_params(e.to_string(), None))
+            Err(TrackerError::InputNeeded { requests, .. }) => {
+                let keys: Vec<String> = requests
+                    .as_object()
+                    .map(|r| r.keys().cloned().collect())
+                    .unwrap_or_default();
+                Ok(CallToolResponse::Complete(CallToolResult::error(vec![
+                    ContentBlock::text(format!(
+                        "{} asks questions ({}) before it starts, which this client cannot answer; call it from a client that declares tasks.",
+                        route.front,
+                        keys.join(", ")
+                    )),
+                ])))
             }
-            Err(e) => Err(ErrorData::internal_error(e.to_string(), None)),
+            Err(e) => Err(refused(e.into())),
         }
     }
 
@@ -373,20 +375,23 @@ impl ServerHandler for FrontServer {
             .ok_or_else(|| ErrorData::from(TaskError::UnknownTool(name.clone())))?;
         let arguments = request.arguments.clone().unwrap_or_default();
         let principal = (self.principal)(&context);
-        match (route.kind, declares_tasks(&context)) {
-            (Kind::Sep2663 | Kind::Triplet, true) => {
-                self.tracked(&route, arguments, principal, &request).await
-            }
-            // A non-declaring caller gets a background task it follows
-            // with the agent tools (a task-only tool has no other way).
-            (kind, false) if route.background || kind == Kind::Sep1686 { required: true } => {
-                self.background(&route, arguments, principal, &request)
+        let declares = declares_tasks(&context);
+        // A caller that does not declare tasks gets the synchronous answer,
+        // unless the tool runs in the background (configured, or it can
+        // only run as a task): then an id it follows with the agent tools.
+        let wants = if declares || route.background {
+            Wants::Durable
+        } else {
+            Wants::Sync
+        };
+        match plan(route.facts, wants) {
+            Plan::PassThrough => self.pass_through(&route, arguments, &context).await,
+            Plan::Track(driver) => {
+                self.tracked(&route, driver, arguments, principal, &request, declares)
                     .await
             }
-            (_, false) => self.pass_through(&route, arguments, &context).await,
-            (_, true) => {
-                let inputs = request.input_responses.clone().unwrap_or_default();
-                self.create(&route, arguments, principal, inputs, None)
+            Plan::Run(driver) => {
+                self.run(&route, driver, arguments, principal, &request, declares)
                     .await
             }
         }

@@ -3,34 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use mcptask_core::call::ToolFacts;
 use rmcp::model::Tool;
-
-/// How a front tool reaches its upstream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// The upstream speaks SEP-2663: its tasks are tracked by the tracker.
-    Sep2663,
-    /// The upstream speaks the 2025-11-25 tasks protocol and this tool may
-    /// (or must) run as an upstream task.
-    Sep1686 { required: bool },
-    /// The submit tool of a submit/status/cancel toolset: its tasks are
-    /// tracked by the tracker through the status and cancel tools.
-    Triplet,
-    /// A plain synchronous tool.
-    Plain,
-}
-
-impl Kind {
-    /// The driver name stored with front tasks of this kind.
-    pub fn driver(self) -> &'static str {
-        match self {
-            Kind::Sep2663 => "sep2663",
-            Kind::Sep1686 { .. } => "sep1686",
-            Kind::Triplet => "triplet",
-            Kind::Plain => "sync",
-        }
-    }
-}
 
 /// One front tool.
 #[derive(Debug, Clone)]
@@ -41,7 +15,8 @@ pub struct Route {
     pub server: String,
     /// The tool's name on that server.
     pub tool: String,
-    pub kind: Kind,
+    /// What its server speaks and how the tool may run as a task.
+    pub facts: ToolFacts,
     /// Rerun synchronous calls interrupted by a crash (else fail them).
     pub rerun: bool,
     /// Run in the background for callers that do not declare tasks
@@ -58,8 +33,8 @@ pub struct Listing {
     pub rerun: bool,
     /// Upstream tool names run in the background for non-declaring callers.
     pub background: Vec<String>,
-    /// Each tool with its kind.
-    pub tools: Vec<(Tool, Kind)>,
+    /// Each tool with its facts.
+    pub tools: Vec<(Tool, ToolFacts)>,
 }
 
 /// Two routes for one front name.
@@ -103,6 +78,8 @@ fn usable(name: &str) -> bool {
 pub struct Catalog {
     routes: BTreeMap<String, Route>,
     order: Vec<String>,
+    /// (server, upstream tool) → front name.
+    by_upstream: BTreeMap<(String, String), String>,
 }
 
 impl Catalog {
@@ -113,7 +90,7 @@ impl Catalog {
         let mut catalog = Catalog::default();
         let mut clashes = Vec::new();
         for listing in listings {
-            for (tool, kind) in listing.tools {
+            for (tool, facts) in listing.tools {
                 let front = front_name(&listing.prefix, &tool.name);
                 if !usable(&front) || front.starts_with("mcptask_") {
                     tracing::warn!(server = %listing.server, tool = %tool.name, name = %front,
@@ -132,13 +109,17 @@ impl Catalog {
                 let mut definition = tool.clone();
                 definition.name = front.clone().into();
                 catalog.order.push(front.clone());
+                catalog.by_upstream.insert(
+                    (listing.server.clone(), tool.name.to_string()),
+                    front.clone(),
+                );
                 catalog.routes.insert(
                     front.clone(),
                     Route {
                         front,
                         server: listing.server.clone(),
                         tool: tool.name.to_string(),
-                        kind,
+                        facts,
                         rerun: listing.rerun,
                         background: listing.background.iter().any(|b| *b == *tool.name),
                         definition,
@@ -152,6 +133,13 @@ impl Catalog {
     /// The route of a front name.
     pub fn get(&self, name: &str) -> Option<&Route> {
         self.routes.get(name)
+    }
+
+    /// The route of `tool` on `server`.
+    pub fn of_upstream(&self, server: &str, tool: &str) -> Option<&Route> {
+        self.by_upstream
+            .get(&(server.to_string(), tool.to_string()))
+            .and_then(|front| self.routes.get(front))
     }
 
     /// Every route, in listing order.
@@ -175,7 +163,17 @@ mod tests {
             prefix: prefix.into(),
             rerun: false,
             background: Vec::new(),
-            tools: tools.iter().map(|t| (tool(t), Kind::Plain)).collect(),
+            tools: tools
+                .iter()
+                .map(|t| {
+                    let facts = ToolFacts {
+                        protocol: mcptask_core::call::Protocol::Sync,
+                        task_support: mcptask_core::call::TaskSupport::Forbidden,
+                        toolset_submit: false,
+                    };
+                    (tool(t), facts)
+                })
+                .collect(),
         }
     }
 
@@ -191,6 +189,8 @@ mod tests {
         let route = catalog.get("a__echo").unwrap();
         assert_eq!((route.server.as_str(), route.tool.as_str()), ("a", "echo"));
         assert_eq!(route.definition.name, "a__echo");
+        assert_eq!(catalog.of_upstream("b", "echo").unwrap().front, "echo");
+        assert!(catalog.of_upstream("a", "sum").is_none());
     }
 
     #[test]

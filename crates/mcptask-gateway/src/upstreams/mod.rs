@@ -12,11 +12,12 @@ use std::time::Duration;
 
 use mcptask_client::Tracker;
 use mcptask_client::remote::Timeouts;
-use mcptask_client::upstream::{LaneOptions, LanePool, Protocol, TaskSupport};
+use mcptask_client::upstream::{LaneOptions, LanePool};
 use rmcp::model::Tool;
 use tokio::sync::watch;
 
-use catalog::{Catalog, Clash, Kind, Listing};
+use catalog::{Catalog, Clash, Listing, Route};
+use mcptask_core::call::ToolFacts;
 
 /// One configured server, as the proxy fronts it.
 #[derive(Debug, Clone)]
@@ -35,7 +36,7 @@ pub struct Upstreams {
     catalog: RwLock<Arc<Catalog>>,
     /// Each server's last good listing: a server that is down keeps its
     /// tools (calls fail with the connection error) instead of vanishing.
-    listings: Mutex<HashMap<String, Vec<(Tool, Kind)>>>,
+    listings: Mutex<HashMap<String, Vec<(Tool, ToolFacts)>>>,
     listed: AtomicBool,
     version: watch::Sender<u64>,
     lanes: Mutex<HashMap<String, LanePool>>,
@@ -179,8 +180,8 @@ impl Upstreams {
         let same = {
             let old = self.catalog.read().expect("catalog lock");
             old.routes()
-                .map(|r| (&r.front, &r.definition, r.kind))
-                .eq(catalog.routes().map(|r| (&r.front, &r.definition, r.kind)))
+                .map(|r| (&r.front, &r.definition, r.facts))
+                .eq(catalog.routes().map(|r| (&r.front, &r.definition, r.facts)))
         };
         *self.catalog.write().expect("catalog lock") = Arc::new(catalog);
         let first = !self.listed.swap(true, Ordering::SeqCst);
@@ -190,7 +191,7 @@ impl Upstreams {
         clashes
     }
 
-    async fn list(&self, server: &str) -> Result<Vec<(Tool, Kind)>, String> {
+    async fn list(&self, server: &str) -> Result<Vec<(Tool, ToolFacts)>, String> {
         let info = self
             .tracker
             .servers()
@@ -229,20 +230,25 @@ impl Upstreams {
             .into_iter()
             .filter(|tool| !hidden(&tool.name))
             .map(|tool| {
-                if toolsets.iter().any(|t| t.submit_tool == tool.name) {
-                    return (tool, Kind::Triplet);
-                }
-                let kind = match info.protocol {
-                    Protocol::Sep2663 => Kind::Sep2663,
-                    Protocol::Sep1686 => match info.task_support(&tool.name) {
-                        TaskSupport::Required => Kind::Sep1686 { required: true },
-                        TaskSupport::Optional => Kind::Sep1686 { required: false },
-                        TaskSupport::Forbidden => Kind::Plain,
-                    },
-                    Protocol::Plain => Kind::Plain,
+                let facts = ToolFacts {
+                    protocol: info.protocol,
+                    task_support: info.task_support(&tool.name),
+                    toolset_submit: toolsets.iter().any(|t| t.submit_tool == tool.name),
                 };
-                (tool, kind)
+                (tool, facts)
             })
             .collect())
+    }
+
+    /// The route of `tool` on `server`; if the catalog has none, that
+    /// server is listed again once (a tool added since the last listing).
+    pub async fn route_of(&self, server: &str, tool: &str) -> Option<Route> {
+        if let Some(route) = self.catalog().of_upstream(server, tool) {
+            return Some(route.clone());
+        }
+        if self.refresh_server(server).await.is_err() {
+            return None;
+        }
+        self.catalog().of_upstream(server, tool).cloned()
     }
 }

@@ -18,7 +18,7 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
 /// Changes a slow subscriber may fall behind by before it must re-read all
-/// of its tasks ([`Change::Resync`]).
+/// of its tasks ([`TaskChange::Resync`]).
 const FEED_CAPACITY: usize = 4096;
 
 /// Ids published in one batch at most (one `NOTIFY` round per batch).
@@ -29,7 +29,7 @@ const RELISTEN_DELAY: Duration = Duration::from_secs(1);
 
 /// What a feed subscriber hears.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Change {
+pub enum TaskChange {
     /// This task may have changed: re-read it.
     Task(Arc<str>),
     /// Changes may have been missed (the push channel reconnected or the
@@ -40,7 +40,7 @@ pub(crate) enum Change {
 /// The feed of one runtime: an in-process broadcast, fed by this process's
 /// writes and by the other replicas' published changes.
 pub(crate) struct ChangeFeed {
-    local: broadcast::Sender<Change>,
+    local: broadcast::Sender<TaskChange>,
     outbox: mpsc::UnboundedSender<String>,
 }
 
@@ -60,12 +60,12 @@ impl ChangeFeed {
 
     /// Publish that `task_id` changed (after the write committed).
     pub(crate) fn publish(&self, task_id: &str) {
-        let _ = self.local.send(Change::Task(task_id.into()));
+        let _ = self.local.send(TaskChange::Task(task_id.into()));
         let _ = self.outbox.send(task_id.to_string());
     }
 
     /// Hear every change published from now on, here or on other replicas.
-    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Change> {
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<TaskChange> {
         self.local.subscribe()
     }
 }
@@ -100,11 +100,11 @@ type Listening =
     Result<Option<futures::stream::BoxStream<'static, Vec<String>>>, mcptask_core::StoreError>;
 
 /// Relay other replicas' changes into the local feed; after the channel was
-/// lost and found again, tell subscribers to re-read ([`Change::Resync`]).
+/// lost and found again, tell subscribers to re-read ([`TaskChange::Resync`]).
 async fn relay(
     store: Arc<dyn ServerTaskStore>,
     first: Listening,
-    local: broadcast::Sender<Change>,
+    local: broadcast::Sender<TaskChange>,
     stopped: CancellationToken,
 ) {
     let mut next = Some(first);
@@ -114,7 +114,7 @@ async fn relay(
             None => tokio::select! {
                 _ = stopped.cancelled() => return,
                 l = store.listen_changes() => {
-                    let _ = local.send(Change::Resync);
+                    let _ = local.send(TaskChange::Resync);
                     l
                 }
             },
@@ -126,11 +126,11 @@ async fn relay(
                     _ = stopped.cancelled() => return,
                     batch = stream.next() => match batch {
                         Some(ids) if ids.is_empty() => {
-                            let _ = local.send(Change::Resync);
+                            let _ = local.send(TaskChange::Resync);
                         }
                         Some(ids) => {
                             for id in ids {
-                                let _ = local.send(Change::Task(id.into()));
+                                let _ = local.send(TaskChange::Task(id.into()));
                             }
                         }
                         None => break,

@@ -23,7 +23,7 @@ mod sync_call;
 
 pub use builder::RuntimeBuilder;
 pub(crate) use executor::panic_text;
-pub(crate) use feed::Change;
+pub use feed::TaskChange;
 pub(crate) use inner::RuntimeInner;
 pub use maintenance::Maintenance;
 pub use runtime::{CreateRequest, MAX_LIST_LIMIT, TaskOverview, TaskRuntime};

@@ -73,6 +73,12 @@ pub struct CreateRequest {
     /// (a proxy records here which upstream task the front task follows, in
     /// the same commit as the task itself).
     pub state: Option<Value>,
+    /// The task's id; `None` mints a fresh one. A given id must be as
+    /// unguessable as a minted one (a gateway gives a call's id).
+    pub id: Option<String>,
+    /// A tracker row committed in the same transaction as the task (a
+    /// gateway's call row, as `transition::new_record` made it).
+    pub call_row: Option<Box<mcptask_core::client::transition::Change>>,
 }
 
 /// The durable task runtime. Cheap to clone; clones share everything.
@@ -150,6 +156,13 @@ impl TaskRuntime {
         &self.inner.config
     }
 
+    /// Hear which tasks change status from now on, here or on another
+    /// replica sharing the store (hints: re-read the task; after
+    /// [`TaskChange::Resync`], every task of interest).
+    pub fn changes(&self) -> tokio::sync::broadcast::Receiver<super::TaskChange> {
+        self.inner.feed.subscribe()
+    }
+
     /// Tasks whose work runs in this process right now.
     pub fn running_count(&self) -> usize {
         self.inner.local.len()
@@ -184,7 +197,7 @@ impl TaskRuntime {
         };
         let now = rt.clock.now_ms();
         let new = NewServerTask {
-            id: ids::new_task_id(),
+            id: request.id.unwrap_or_else(ids::new_task_id),
             principal: request.principal,
             tool: tool.name().to_string(),
             arguments,
@@ -200,6 +213,7 @@ impl TaskRuntime {
             claim_token: lease::mint_token(),
             driver: request.driver,
             driver_state: request.state,
+            call_row: request.call_row,
         };
         if let Some(state) = &new.driver_state {
             rt.check_arguments(state)?;

@@ -31,7 +31,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::time::MissedTickBehavior;
 
-use crate::engine::Change;
+use crate::engine::TaskChange;
 use crate::{TaskError, TaskRuntime};
 
 /// The method this module serves.
@@ -235,11 +235,11 @@ pub(super) async fn serve(
             change = feed.recv() => change,
             // A notice can be lost (a publish that failed after its commit):
             // re-read now and then rather than stay silent until the end.
-            _ = recheck.tick() => Ok(Change::Resync),
+            _ = recheck.tick() => Ok(TaskChange::Resync),
         };
         let step = match change {
-            Ok(Change::Task(id)) => stream.refresh(&id).await,
-            Ok(Change::Resync) | Err(RecvError::Lagged(_)) => stream.refresh_all().await,
+            Ok(TaskChange::Task(id)) => stream.refresh(&id).await,
+            Ok(TaskChange::Resync) | Err(RecvError::Lagged(_)) => stream.refresh_all().await,
             Err(RecvError::Closed) => break,
         };
         step.map_err(|_| gone())?;

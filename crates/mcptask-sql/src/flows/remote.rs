@@ -155,6 +155,38 @@ impl<B: Backend> SqlStore<B> {
         Ok(())
     }
 
+    /// Insert a new row (`transition::new_record`'s change) with its inputs
+    /// and first events; false (nothing written) when a live row already
+    /// holds its handle.
+    pub(super) async fn insert_change(
+        conn: &mut B::Connection,
+        change: &Change,
+    ) -> Result<bool, StoreError> {
+        let r = &change.record;
+        let mut params = mutable_args(r);
+        params.extend(args![
+            &r.server,
+            &r.server_hash,
+            &r.remote_task_id,
+            codec::principal_column(r.principal.as_deref()),
+            &r.conversation,
+            &r.call_id,
+            r.correlation.as_ref().map(to_json_text),
+            &r.tool,
+            r.arguments.as_ref().map(to_json_text),
+            r.created_at,
+            r.driver.as_str(),
+            r.driver.data().as_ref().map(to_json_text),
+            r.face.map(|f| f.as_str()),
+        ]);
+        let inserted = B::fetch_optional(conn, B::SQL.insert_remote, params).await?;
+        if inserted.is_none() {
+            return Ok(false);
+        }
+        Self::write_inputs_and_events(conn, change, r.created_at).await?;
+        Ok(true)
+    }
+
     /// Insert what accompanies a change: new input keys (first request wins)
     /// and the numbered events.
     async fn write_inputs_and_events(
@@ -512,23 +544,8 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
         // Only a conflict on the handle is "already tracked"; a duplicate
         // local id still fails as an error. A concurrent insert of the same
         // handle makes this wait for it, then skip.
-        let mut params = mutable_args(r);
-        params.extend(args![
-            &r.server,
-            &r.server_hash,
-            &r.remote_task_id,
-            codec::principal_column(r.principal.as_deref()),
-            &r.conversation,
-            &r.call_id,
-            r.correlation.as_ref().map(to_json_text),
-            &r.tool,
-            r.arguments.as_ref().map(to_json_text),
-            r.created_at,
-            r.driver.as_str(),
-            r.driver.data().as_ref().map(to_json_text),
-        ]);
-        let inserted = B::fetch_optional(&mut tx, B::SQL.insert_remote, params).await?;
-        if inserted.is_none() {
+        let inserted = Self::insert_change(&mut tx, &change).await?;
+        if !inserted {
             tx.rollback().await.map_err(db_err)?;
             let mut conn = self.reader.acquire().await.map_err(db_err)?;
             let row = B::fetch_optional(
@@ -548,7 +565,6 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
                 codec::remote_task::<B>(&existing)?,
             )));
         }
-        Self::write_inputs_and_events(&mut tx, &change, r.created_at).await?;
         tx.commit().await.map_err(db_err)?;
         Ok(InsertOutcome::Inserted(Box::new(change.record)))
     }

@@ -143,6 +143,16 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
             B::execute(&mut tx, sql::insert_tasks(rows), params).await?;
             rest = tail;
         }
+        // A gateway's call: the tracker's row of the call commits with its
+        // task, so neither exists without the other.
+        for change in tasks.iter().filter_map(|t| t.call_row.as_deref()) {
+            if !Self::insert_change(&mut tx, change).await? {
+                return Err(StoreError::Invalid(format!(
+                    "call {} is already tracked",
+                    change.record.id
+                )));
+            }
+        }
         tx.commit().await.map_err(db_err)
     }
 

@@ -8,7 +8,7 @@ use serde_json::Value;
 /// Where the gateway is and how to authenticate.
 #[derive(Debug, Clone, clap::Args)]
 pub struct GatewayArgs {
-    /// Gateway base URL.
+    /// GatewayClient base URL.
     #[arg(
         long,
         env = "MCPTASK_GATEWAY",
@@ -40,16 +40,22 @@ impl std::fmt::Display for ApiFailure {
 
 impl std::error::Error for ApiFailure {}
 
-pub struct Gateway {
+pub struct GatewayClient {
     base: String,
     token: Option<String>,
     http: reqwest::Client,
 }
 
-impl Gateway {
+impl GatewayClient {
     pub fn new(args: &GatewayArgs) -> anyhow::Result<Self> {
         let http = mcptask_client::tls::build_http_client(|| {
-            reqwest::Client::builder().timeout(Duration::from_secs(330))
+            reqwest::Client::builder()
+                .timeout(Duration::from_secs(330))
+                .user_agent(format!(
+                    "{}{}",
+                    mcptask_gateway::api::CLI_USER_AGENT,
+                    env!("CARGO_PKG_VERSION")
+                ))
         })
         .context("building the HTTP client")?;
         let base = args.gateway.trim_end_matches('/');

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
-use super::client::Gateway;
+use super::client::GatewayClient;
 use super::exit;
 use super::output::outln;
 
@@ -73,13 +73,15 @@ pub struct CallArgs<'a> {
     /// `Some(timeout)`: follow the task until it settles.
     pub wait: Option<Option<Duration>>,
     pub json: bool,
+    /// `--background` (`Some(true)`) or `--sync` (`Some(false)`).
+    pub background: Option<bool>,
 }
 
 /// Most rounds of pre-task input a call answers before giving up.
 const MAX_INPUT_ROUNDS: usize = 10;
 
 /// `mcptask call SERVER TOOL --args JSON [--input KEY=JSON]… [--wait] [--json]`.
-pub async fn call(gw: &Gateway, call: CallArgs<'_>) -> anyhow::Result<i32> {
+pub async fn call(gw: &GatewayClient, call: CallArgs<'_>) -> anyhow::Result<i32> {
     let CallArgs {
         server,
         tool,
@@ -105,6 +107,9 @@ pub async fn call(gw: &Gateway, call: CallArgs<'_>) -> anyhow::Result<i32> {
     let mut rounds = 0;
     let out = loop {
         let mut body = json!({"server": server, "tool": tool, "arguments": arguments});
+        if let Some(background) = call.background {
+            body["background"] = json!(background);
+        }
         if !responses.is_empty() {
             body["inputResponses"] = json!(responses);
         }
@@ -170,7 +175,11 @@ pub async fn call(gw: &Gateway, call: CallArgs<'_>) -> anyhow::Result<i32> {
 
 /// `--wait --json`: no progress line, then the settled task's detail as the
 /// gateway returns it (exit code as for a plain wait).
-async fn follow_json(gw: &Gateway, id: &str, timeout: Option<Duration>) -> anyhow::Result<i32> {
+async fn follow_json(
+    gw: &GatewayClient,
+    id: &str,
+    timeout: Option<Duration>,
+) -> anyhow::Result<i32> {
     let settled = async {
         loop {
             let task = gw.get(&format!("/api/v1/tasks/{id}")).await?;
@@ -195,7 +204,11 @@ fn outcome_code(task: &Value) -> i32 {
 }
 
 /// Follow a task with a live progress line until it settles.
-pub async fn follow(gw: &Gateway, id: &str, timeout: Option<Duration>) -> anyhow::Result<i32> {
+pub async fn follow(
+    gw: &GatewayClient,
+    id: &str,
+    timeout: Option<Duration>,
+) -> anyhow::Result<i32> {
     let live = std::io::stderr().is_terminal();
     wait_or_stop(id, timeout, live, follow_until_settled(gw, id, live)).await
 }
@@ -236,7 +249,7 @@ async fn wait_or_stop(
     }
 }
 
-async fn follow_until_settled(gw: &Gateway, id: &str, live: bool) -> anyhow::Result<i32> {
+async fn follow_until_settled(gw: &GatewayClient, id: &str, live: bool) -> anyhow::Result<i32> {
     let started = Instant::now();
     let mut shown_questions = std::collections::BTreeSet::new();
     let mut tick = 0usize;
@@ -301,7 +314,7 @@ pub struct ListArgs<'a> {
 /// `tasks list`: one page (with a hint naming the next one), or with `--all`
 /// every page. The gateway pages by key, so a long listing costs each page
 /// the same, and tasks created meanwhile do not shift what comes next.
-pub async fn list(gw: &Gateway, args: ListArgs<'_>) -> anyhow::Result<i32> {
+pub async fn list(gw: &GatewayClient, args: ListArgs<'_>) -> anyhow::Result<i32> {
     let limit = args.limit.to_string();
     let mut cursor = args.cursor.map(str::to_string);
     let mut all_tasks = Vec::new();
@@ -336,12 +349,13 @@ pub async fn list(gw: &Gateway, args: ListArgs<'_>) -> anyhow::Result<i32> {
         } else {
             if !header_printed && !tasks.is_empty() {
                 outln!(
-                    "{:<36}  {:<15}  {:>5}  {:<12}  {:<28}  MESSAGE",
+                    "{:<36}  {:<15}  {:>5}  {:<12}  {:<28}  {:<13}  MESSAGE",
                     "ID",
                     "STATUS",
                     "AGE",
                     "PRINCIPAL",
-                    "TOOL@SERVER"
+                    "TOOL@SERVER",
+                    "DRIVER/FACE"
                 );
                 header_printed = true;
             }
@@ -378,7 +392,7 @@ fn row(t: &Value, now_ms: i64) -> String {
         .map(|created| age(now_ms - created))
         .unwrap_or_default();
     format!(
-        "{:<36}  {:<15}  {:>5}  {:<12}  {:<28}  {}",
+        "{:<36}  {:<15}  {:>5}  {:<12}  {:<28}  {:<13}  {}",
         t["id"].as_str().unwrap_or(""),
         t["status"].as_str().unwrap_or(""),
         age,
@@ -387,6 +401,11 @@ fn row(t: &Value, now_ms: i64) -> String {
             "{}@{}",
             t["tool"].as_str().unwrap_or(""),
             t["server"].as_str().unwrap_or("")
+        ),
+        format!(
+            "{}/{}",
+            t["driver"].as_str().unwrap_or("?"),
+            t["face"].as_str().unwrap_or("-")
         ),
         t["statusMessage"].as_str().unwrap_or("")
     )
@@ -403,7 +422,7 @@ fn age(ms: i64) -> String {
     }
 }
 
-pub async fn show(gw: &Gateway, id: &str, json_out: bool) -> anyhow::Result<i32> {
+pub async fn show(gw: &GatewayClient, id: &str, json_out: bool) -> anyhow::Result<i32> {
     let t = gw.get(&format!("/api/v1/tasks/{id}")).await?;
     if json_out {
         outln!("{}", serde_json::to_string_pretty(&t)?);
@@ -438,7 +457,7 @@ pub async fn show(gw: &Gateway, id: &str, json_out: bool) -> anyhow::Result<i32>
     Ok(exit::OK)
 }
 
-pub async fn cancel(gw: &Gateway, id: &str, json_out: bool) -> anyhow::Result<i32> {
+pub async fn cancel(gw: &GatewayClient, id: &str, json_out: bool) -> anyhow::Result<i32> {
     let t = gw
         .post(&format!("/api/v1/tasks/{id}/cancel"), &json!({}))
         .await?;
@@ -457,7 +476,7 @@ pub async fn cancel(gw: &Gateway, id: &str, json_out: bool) -> anyhow::Result<i3
 /// `answer ID KEY JSON`: for an elicitation, a bare object is taken as the
 /// accepted content; other requests (sampling, roots) take the full result.
 pub async fn answer(
-    gw: &Gateway,
+    gw: &GatewayClient,
     id: &str,
     key: &str,
     response: &str,

@@ -2,12 +2,12 @@
 
 use serde_json::{Value, json};
 
-use super::client::Gateway;
+use super::client::GatewayClient;
 use super::exit;
 use super::output::outln;
 
 pub async fn list(
-    gw: &Gateway,
+    gw: &GatewayClient,
     task: Option<&str>,
     target: Option<&str>,
     limit: u32,
@@ -51,7 +51,7 @@ pub async fn list(
 }
 
 pub async fn redrive(
-    gw: &Gateway,
+    gw: &GatewayClient,
     task: Option<&str>,
     target: Option<&str>,
     json_out: bool,

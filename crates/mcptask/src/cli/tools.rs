@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::client::Gateway;
+use super::client::GatewayClient;
 use super::exit;
 use super::output::outln;
 
@@ -11,7 +11,7 @@ use super::output::outln;
 const DESCRIPTION_CHARS: usize = 80;
 
 /// List the tools of `server`, or of every configured server.
-pub async fn list(gw: &Gateway, server: Option<&str>, json_out: bool) -> anyhow::Result<i32> {
+pub async fn list(gw: &GatewayClient, server: Option<&str>, json_out: bool) -> anyhow::Result<i32> {
     let names = match server {
         Some(name) => vec![name.to_string()],
         None => {

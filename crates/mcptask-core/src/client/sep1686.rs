@@ -19,7 +19,7 @@ pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
 /// One SEP-1686 task as the server last described it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LegacyTask {
+pub struct Sep1686Task {
     /// The server's task id.
     pub task_id: String,
     /// Status, message and timings in the tracker's terms (`ttl` and
@@ -27,7 +27,7 @@ pub struct LegacyTask {
     pub snapshot: RemoteSnapshot,
 }
 
-impl LegacyTask {
+impl Sep1686Task {
     /// The status (always set: a task object without one is refused).
     pub fn status(&self) -> TaskStatus {
         self.snapshot.status.unwrap_or(TaskStatus::Working)
@@ -37,12 +37,12 @@ impl LegacyTask {
 /// Read a task-augmented `tools/call` answer: `{"task":{…}}`.
 ///
 /// ```
-/// use mcptask_core::client::legacy::created;
+/// use mcptask_core::client::sep1686::created;
 /// let t = created(&serde_json::json!({"task":{"taskId":"9c","status":"working","ttl":300000,"pollInterval":1000}})).unwrap();
 /// assert_eq!(t.task_id, "9c");
 /// assert_eq!(t.snapshot.poll_interval_ms, Some(1000));
 /// ```
-pub fn created(result: &Value) -> Result<LegacyTask, String> {
+pub fn created(result: &Value) -> Result<Sep1686Task, String> {
     match result.get("task") {
         Some(task) if task.is_object() => snapshot(task),
         _ => Err(format!(
@@ -53,7 +53,7 @@ pub fn created(result: &Value) -> Result<LegacyTask, String> {
 }
 
 /// Read a flat task object (`tasks/get`, `tasks/cancel`, `notifications/tasks/status`).
-pub fn snapshot(task: &Value) -> Result<LegacyTask, String> {
+pub fn snapshot(task: &Value) -> Result<Sep1686Task, String> {
     let task_id = task
         .get("taskId")
         .and_then(Value::as_str)
@@ -66,7 +66,7 @@ pub fn snapshot(task: &Value) -> Result<LegacyTask, String> {
     let status = TaskStatus::parse(status)
         .ok_or_else(|| format!("task {task_id} has an unknown status {status:?}"))?;
     let ms = |key: &str| task.get(key).and_then(Value::as_i64);
-    Ok(LegacyTask {
+    Ok(Sep1686Task {
         task_id: task_id.to_string(),
         snapshot: RemoteSnapshot {
             status: Some(status),
@@ -104,7 +104,7 @@ pub enum CancelRefusal {
 /// TypeScript-SDK server, so the message decides.
 ///
 /// ```
-/// use mcptask_core::client::legacy::{cancel_refusal, CancelRefusal};
+/// use mcptask_core::client::sep1686::{cancel_refusal, CancelRefusal};
 /// assert_eq!(
 ///     cancel_refusal(-32602, "MCP error -32602: Cannot cancel task in terminal status: completed"),
 ///     CancelRefusal::AlreadyTerminal

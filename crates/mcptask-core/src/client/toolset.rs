@@ -1,4 +1,4 @@
-//! The submit/status/cancel toolset contract ("triplet"): servers that do
+//! The submit/status/cancel toolset contract: servers that do
 //! not speak SEP-2663 but expose long work as three plain tools. Each tool
 //! answers in `structuredContent`:
 //!
@@ -34,7 +34,7 @@ const TASK_NOT_FOUND: &str = "task_not_found";
 
 /// A submitted task, as the submit tool reported it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TripletHandle {
+pub struct ToolsetHandle {
     /// The server's id of the task (1–255 characters).
     pub task_id: String,
     /// The server's poll hint, if it gave one (ms, capped at 24 h).
@@ -60,7 +60,7 @@ pub enum Unreadable {
 /// Read a submit tool's `CallToolResult` (as JSON).
 ///
 /// ```
-/// use mcptask_core::client::triplet::submitted;
+/// use mcptask_core::client::toolset::submitted;
 /// use serde_json::json;
 /// let ok = json!({"content": [], "structuredContent": {"task_id": "j1", "status": "running", "poll_after_seconds": 2}});
 /// let handle = submitted(&ok).unwrap();
@@ -69,7 +69,7 @@ pub enum Unreadable {
 /// let text_only = json!({"content": [{"type": "text", "text": "{\"task_id\": \"j1\"}"}]});
 /// assert!(submitted(&text_only).is_err());
 /// ```
-pub fn submitted(call_result: &Value) -> Result<TripletHandle, Unreadable> {
+pub fn submitted(call_result: &Value) -> Result<ToolsetHandle, Unreadable> {
     let body = structured(call_result, "submit")?;
     let task_id = task_id(body)?;
     let status = body.get("status").and_then(Value::as_str);
@@ -79,7 +79,7 @@ pub fn submitted(call_result: &Value) -> Result<TripletHandle, Unreadable> {
             shown(body.get("status"))
         )));
     }
-    Ok(TripletHandle {
+    Ok(ToolsetHandle {
         task_id,
         poll_interval_ms: poll_after(body)?,
     })
@@ -96,7 +96,7 @@ pub fn submitted(call_result: &Value) -> Result<TripletHandle, Unreadable> {
 /// tool error is transient; any other contract breach is permanent.
 ///
 /// ```
-/// use mcptask_core::client::{Observation, triplet::status};
+/// use mcptask_core::client::{Observation, toolset::status};
 /// use mcptask_core::payload::PayloadLimits;
 /// use mcptask_core::TaskStatus;
 /// use serde_json::json;
@@ -126,7 +126,7 @@ pub fn status(expected_id: &str, call_result: &Value, limits: &PayloadLimits) ->
 /// cancel is retried within the tracker's cancel attempt bound.
 ///
 /// ```
-/// use mcptask_core::client::{Observation, triplet::cancelled};
+/// use mcptask_core::client::{Observation, toolset::cancelled};
 /// use mcptask_core::payload::PayloadLimits;
 /// use serde_json::json;
 /// let still = json!({"structuredContent": {"task_id": "j1", "status": "running"}});

@@ -317,7 +317,7 @@ fn submit_needs_an_id_and_running() {
     let ok = submitted(&answer(json!({"task_id": "job-1", "status": "running"}))).unwrap();
     assert_eq!(
         ok,
-        TripletHandle {
+        ToolsetHandle {
             task_id: "job-1".into(),
             poll_interval_ms: None
         }

@@ -1,4 +1,4 @@
-//! The state a tracker's API handles and its workers share.
+//! The state a tracker's API and its workers share.
 
 use std::sync::Arc;
 
@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::TrackerConfig;
+use crate::local::LocalWork;
 use crate::notify::{ChannelNotifier, Targets};
 use crate::remote::{ServerRegistry, Timeouts};
 use crate::resolver::InputResolver;
@@ -55,6 +56,8 @@ pub(crate) struct Inner {
     pub abort: CancellationToken,
     pub wakers: Wakers,
     pub loops: TaskTracker,
+    /// The call runtime of this process, once the application gave it.
+    pub local: std::sync::OnceLock<Arc<dyn LocalWork>>,
 }
 
 impl Inner {
@@ -64,6 +67,19 @@ impl Inner {
             connect: self.config.connect_timeout,
             call: self.config.call_timeout,
         }
+    }
+
+    /// Make `task_id`'s poll due now and wake the poll loop (a hint that it
+    /// changed: the poll reads it as usual).
+    pub(crate) async fn expedite(&self, task_id: &str) -> Result<(), mcptask_core::StoreError> {
+        if self
+            .store
+            .expedite_poll(task_id, self.clock.now_ms())
+            .await?
+        {
+            self.wakers.poll.notify_one();
+        }
+        Ok(())
     }
 
     /// Tell local waiters and live views that `task_id` changed.

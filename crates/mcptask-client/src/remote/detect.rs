@@ -1,37 +1,10 @@
 //! Which tasks protocol an upstream speaks, read from the raw `initialize`
 //! and `tools/list` answers (rmcp drops the SEP-1686 fields on decode).
 
+pub use mcptask_core::call::{Protocol, TaskSupport};
 use rmcp::model::{ProtocolVersion, TASKS_EXTENSION_ID};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-
-/// The tasks protocol an upstream server speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Protocol {
-    /// Durable tasks (SEP-2663): negotiated 2026-07-28 or later and the
-    /// server declares the `io.modelcontextprotocol/tasks` extension. The
-    /// tracker drives these.
-    Sep2663,
-    /// The 2025-11-25 tasks protocol (SEP-1686): the server declares
-    /// `capabilities.tasks.requests.tools.call`; which tools take a task is
-    /// per tool ([`UpstreamInfo::task_support`]). Driven by `upstream::legacy`.
-    Sep1686,
-    /// No tasks: every call is synchronous (`upstream::sync_call`).
-    Plain,
-}
-
-/// A tool's `execution.taskSupport` (SEP-1686; absent means forbidden).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TaskSupport {
-    /// Must not be called with `task` (the default).
-    Forbidden,
-    /// May be called either way.
-    Optional,
-    /// Must be called with `task`.
-    Required,
-}
 
 /// What an upstream server is, as far as relaying calls to it goes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -48,7 +21,7 @@ pub struct UpstreamInfo {
 
 impl UpstreamInfo {
     /// How `tool` may be called on a SEP-1686 server (`Forbidden` for an
-    /// unknown tool or another protocol).
+    /// unknown tool, a tool that says nothing, or another protocol).
     ///
     /// ```
     /// use mcptask_client::upstream::{Protocol, TaskSupport, UpstreamInfo};
@@ -103,7 +76,7 @@ pub(crate) fn classify(
     } else if legacy_tasks {
         Protocol::Sep1686
     } else {
-        Protocol::Plain
+        Protocol::Sync
     };
     UpstreamInfo {
         protocol,
@@ -154,13 +127,13 @@ mod tests {
         );
         assert_eq!(
             classify(None, Some(&v), false, vec![]).protocol,
-            Protocol::Plain
+            Protocol::Sync
         );
         // A legacy session that declares the extension is not SEP-2663.
         let old = ProtocolVersion::V_2025_11_25;
         assert_eq!(
             classify(None, Some(&old), true, vec![]).protocol,
-            Protocol::Plain
+            Protocol::Sync
         );
     }
 }

@@ -4,7 +4,7 @@
 //! toolset's driver so the workers poll and cancel it with its own tools.
 
 use mcptask_core::TaskStatus;
-use mcptask_core::client::triplet::{self, Unreadable};
+use mcptask_core::client::toolset::{self, Unreadable};
 use mcptask_core::client::{RemoteDriver, RemoteSnapshot};
 use rmcp::model::CallToolRequestParams;
 use serde_json::Value;
@@ -58,7 +58,7 @@ impl Tracker {
                 "{submit_tool:?} is not the submit tool of a toolset of server {server:?}"
             ))
         })?;
-        let driver = RemoteDriver::Triplet {
+        let driver = RemoteDriver::Toolset {
             status_tool: toolset.status_tool.clone(),
             cancel_tool: toolset.cancel_tool.clone(),
         };
@@ -73,7 +73,7 @@ impl Tracker {
             .map_err(|e| super::call::call_failure(&conn, &e))?;
         conn.heard();
         let answer = serde_json::to_value(&result).unwrap_or(Value::Null);
-        let submitted = match triplet::submitted(&answer) {
+        let submitted = match toolset::submitted(&answer) {
             Ok(h) => h,
             Err(Unreadable::ToolError(_)) => return Ok(CallOutcome::Completed(result)),
             Err(Unreadable::Contract(e)) => {

@@ -4,13 +4,13 @@
 //! and the server's questions for it, use that session.
 //!
 //! rmcp 3.11 does not model SEP-1686, so the calls are custom requests and
-//! the answers are read leniently from JSON (`mcptask_core::client::legacy`).
+//! the answers are read leniently from JSON (`mcptask_core::client::sep1686`).
 //!
 //! A SEP-1686 server delivers a task's questions only while a `tasks/result`
-//! is open: keep one [`LegacyTaskHandle::result`] running from creation and
-//! read [`LegacyTaskHandle::next_ask`] beside it.
+//! is open: keep one [`Sep1686Handle::result`] running from creation and
+//! read [`Sep1686Handle::next_ask`] beside it.
 
-use mcptask_core::client::legacy::{self as read, CancelRefusal, LegacyTask};
+use mcptask_core::client::sep1686::{self as read, CancelRefusal, Sep1686Task};
 use rmcp::model::{CallToolResult, ClientRequest, CustomRequest, ServerResult};
 use serde_json::{Value, json};
 use tokio::sync::{Mutex, mpsc};
@@ -23,20 +23,20 @@ use crate::remote::handler::RouteGuard;
 /// A SEP-1686 task on its lane. Dropping it returns the lane to the pool
 /// (the upstream task keeps running there until it ends or expires; its
 /// later questions are refused).
-pub struct LegacyTaskHandle {
-    created: LegacyTask,
+pub struct Sep1686Handle {
+    created: Sep1686Task,
     asks: Mutex<mpsc::UnboundedReceiver<Ask>>,
     _route: RouteGuard,
     lane: Lane,
 }
 
-/// How a [`LegacyTaskHandle::cancel`] ended.
+/// How a [`Sep1686Handle::cancel`] ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CancelOutcome {
     /// The server cancelled it; its task object as it answered.
-    Cancelled(LegacyTask),
+    Cancelled(Sep1686Task),
     /// It had already ended (SEP-1686 refuses the cancel); its status now.
-    AlreadyTerminal(LegacyTask),
+    AlreadyTerminal(Sep1686Task),
 }
 
 /// Start `name(arguments)` as a SEP-1686 task (a `tools/call` with
@@ -45,9 +45,9 @@ pub enum CancelOutcome {
 /// fails the call.
 ///
 /// ```no_run
-/// use mcptask_client::upstream::{legacy, LanePool};
+/// use mcptask_client::upstream::{sep1686, LanePool};
 /// # async fn demo(pool: LanePool) -> Result<(), Box<dyn std::error::Error>> {
-/// let task = legacy::create(pool.acquire().await?, "simulate-research-query",
+/// let task = sep1686::create(pool.acquire().await?, "simulate-research-query",
 ///     serde_json::json!({"topic": "rust"}), Some(60_000)).await?;
 /// let result = task.result().await?; // blocks until the task ends
 /// # Ok(()) }
@@ -57,7 +57,7 @@ pub async fn create(
     name: &str,
     arguments: Value,
     ttl_ms: Option<u64>,
-) -> Result<LegacyTaskHandle, UpstreamError> {
+) -> Result<Sep1686Handle, UpstreamError> {
     let task = match ttl_ms {
         Some(ttl) => json!({ "ttl": ttl }),
         None => json!({}),
@@ -68,7 +68,7 @@ pub async fn create(
         .map_err(|e| UpstreamError::Remote(RemoteError::Protocol(format!("tools/call: {e}"))))?;
     let (sink, asks) = mpsc::unbounded_channel();
     let route = lane.handler().attach_task(&created.task_id, sink);
-    Ok(LegacyTaskHandle {
+    Ok(Sep1686Handle {
         created,
         asks: Mutex::new(asks),
         _route: route,
@@ -76,19 +76,19 @@ pub async fn create(
     })
 }
 
-impl LegacyTaskHandle {
+impl Sep1686Handle {
     /// The server's task id.
     pub fn id(&self) -> &str {
         &self.created.task_id
     }
 
     /// The task as the creation answer described it.
-    pub fn created(&self) -> &LegacyTask {
+    pub fn created(&self) -> &Sep1686Task {
         &self.created
     }
 
     /// `tasks/get`: the task's status now.
-    pub async fn status(&self) -> Result<LegacyTask, UpstreamError> {
+    pub async fn status(&self) -> Result<Sep1686Task, UpstreamError> {
         let answer = request(
             &self.lane,
             "tasks/get",
@@ -104,7 +104,7 @@ impl LegacyTaskHandle {
     /// failed tool is a result with `isError`), or the server's error (e.g.
     /// `-32603 … has no result stored` for a cancelled task). Unbounded in
     /// time: the caller bounds it. The server's questions arrive meanwhile
-    /// on [`LegacyTaskHandle::next_ask`].
+    /// on [`Sep1686Handle::next_ask`].
     pub async fn result(&self) -> Result<CallToolResult, UpstreamError> {
         let answer = self
             .lane

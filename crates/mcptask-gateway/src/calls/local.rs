@@ -1,0 +1,71 @@
+//! The call runtime as the tracker's [`LocalWork`]: the tracker follows a
+//! 2025-11-25 or synchronous call through the call task of the same id, and
+//! the runtime's change feed makes it poll at once when that task changes.
+
+use async_trait::async_trait;
+use mcptask_client::remote::RemoteError;
+use mcptask_client::{LocalWork, Tracker};
+use mcptask_server::{TaskChange, TaskError, TaskRuntime};
+use rmcp::model::{DetailedTask, InputResponses};
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+
+/// [`TaskRuntime`] reached in-process by the tracker.
+pub struct RuntimeWork(pub TaskRuntime);
+
+fn classified(e: TaskError) -> RemoteError {
+    match e {
+        TaskError::NotFound => RemoteError::NotFound(e.to_string()),
+        TaskError::InvalidParams(m) => RemoteError::Rpc(rmcp::ErrorData::invalid_params(m, None)),
+        TaskError::Store(s) if !s.is_transient() => RemoteError::Protocol(s.to_string()),
+        other => RemoteError::Transient(other.to_string()),
+    }
+}
+
+#[async_trait]
+impl LocalWork for RuntimeWork {
+    async fn get(&self, id: &str, principal: Option<&str>) -> Result<DetailedTask, RemoteError> {
+        self.0.get_task(id, principal).await.map_err(classified)
+    }
+
+    async fn update(
+        &self,
+        id: &str,
+        principal: Option<&str>,
+        answers: InputResponses,
+    ) -> Result<(), RemoteError> {
+        self.0
+            .update_task(id, principal, answers)
+            .await
+            .map_err(classified)
+    }
+
+    async fn cancel(&self, id: &str, principal: Option<&str>) -> Result<(), RemoteError> {
+        self.0.cancel_task(id, principal).await.map_err(classified)
+    }
+}
+
+/// Until `stop`: each change of a call task (here or on another replica)
+/// makes the tracker poll its row now. A task that is not a call's has no
+/// row, and the hint changes nothing.
+pub fn relay_changes(runtime: &TaskRuntime, tracker: Tracker, stop: CancellationToken) {
+    let mut changes = runtime.changes();
+    tokio::spawn(async move {
+        loop {
+            let change = tokio::select! {
+                _ = stop.cancelled() => return,
+                c = changes.recv() => c,
+            };
+            match change {
+                Ok(TaskChange::Task(id)) => {
+                    if let Err(e) = tracker.poll_now(&id).await {
+                        tracing::debug!(task = %id, error = %e, "cannot hurry a call's poll");
+                    }
+                }
+                // Missed hints cost latency only: the rows are polled anyway.
+                Ok(TaskChange::Resync) | Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => return,
+            }
+        }
+    });
+}

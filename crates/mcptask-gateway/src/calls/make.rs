@@ -1,0 +1,213 @@
+//! Making a call. Core's [`plan`] decides, from what the upstream speaks,
+//! what the tool declares and what the caller asked for, whether a call is
+//! passed through, tracked upstream, or run as a call task; every call that
+//! is kept has one row (the tracker's) under one id, whichever face made it.
+
+use mcptask_client::{CallOptions, CallOutcome, RemoteTaskRecord, TrackerError};
+use mcptask_core::call::{CallState, Driver, Plan, Wants, plan};
+use mcptask_core::client::RemoteDriver;
+use mcptask_core::ids;
+use mcptask_server::{CreateRequest, TaskError};
+use rmcp::model::{CallToolResult, InputResponses, JsonObject, Task};
+use serde_json::Value;
+
+use super::Calls;
+use crate::upstreams::catalog::Route;
+
+/// One tool call, as a face asks for it.
+#[derive(Debug, Clone, Default)]
+pub struct CallRequest {
+    /// The configured server.
+    pub server: String,
+    /// The tool's name on that server.
+    pub tool: String,
+    /// The arguments (a JSON object, or null).
+    pub arguments: Value,
+    /// `Some(true)`: keep the call as a task whatever the tool (a plain
+    /// tool runs as durable work); `Some(false)`: the synchronous answer
+    /// where the tool has one; `None`: the tool's `background` setting.
+    pub background: Option<bool>,
+    /// Who calls, through which face, and what to record with the call.
+    pub options: CallOptions,
+}
+
+/// What a call produced.
+#[derive(Debug, Clone)]
+pub enum Started {
+    /// The upstream answered synchronously; nothing was kept.
+    Completed(CallToolResult),
+    /// The call is kept: its row, durable before this returns.
+    Task(Box<RemoteTaskRecord>),
+}
+
+/// Why a call was not made.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// The tracker refused or failed the call (bad input, unknown server,
+    /// the upstream's error, input needed before the task starts…).
+    #[error(transparent)]
+    Tracker(#[from] TrackerError),
+    /// The call runtime refused a new call task; nothing was kept.
+    #[error(transparent)]
+    Runtime(#[from] TaskError),
+}
+
+impl From<CallOutcome> for Started {
+    fn from(outcome: CallOutcome) -> Self {
+        match outcome {
+            CallOutcome::Completed(result) => Started::Completed(result),
+            CallOutcome::Task(record) => Started::Task(record),
+        }
+    }
+}
+
+impl Calls {
+    /// Make a call through the REST, CLI or Rust face.
+    ///
+    /// ```no_run
+    /// # async fn demo(calls: mcptask_gateway::Calls) -> Result<(), mcptask_gateway::calls::CallError> {
+    /// use mcptask_gateway::calls::{CallRequest, Started};
+    /// let started = calls
+    ///     .call(CallRequest {
+    ///         server: "everything".into(),
+    ///         tool: "trigger-long-running-operation".into(),
+    ///         arguments: serde_json::json!({"duration": 4}),
+    ///         background: Some(true),
+    ///         ..Default::default()
+    ///     })
+    ///     .await?;
+    /// if let Started::Task(call) = started {
+    ///     let done = calls.upstreams.tracker.wait(&call.id, std::time::Duration::from_secs(60)).await;
+    ///     println!("{:?}", done.map(|r| r.status));
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn call(&self, request: CallRequest) -> Result<Started, CallError> {
+        let tracker = &self.upstreams.tracker;
+        let CallRequest {
+            server,
+            tool,
+            arguments,
+            background,
+            options,
+        } = request;
+        // A toolset's submit tool is the configuration's to say.
+        let toolset = tracker
+            .servers()
+            .get(&server)
+            .is_some_and(|(def, _)| def.toolset_for(&tool).is_some());
+        if toolset {
+            return Ok(tracker
+                .call_toolset(&server, &tool, arguments, options)
+                .await?
+                .into());
+        }
+        let route = self.upstreams.route_of(&server, &tool).await;
+        if let Some(route) = route {
+            let wants = match background {
+                Some(true) => Wants::Durable,
+                Some(false) => Wants::Sync,
+                None if route.background => Wants::Durable,
+                None => Wants::Either,
+            };
+            if let Plan::Run(driver) = plan(route.facts, wants) {
+                let arguments = match arguments {
+                    Value::Object(map) => map,
+                    Value::Null => JsonObject::new(),
+                    _ => {
+                        return Err(TrackerError::InvalidInput(
+                            "arguments must be a JSON object".into(),
+                        )
+                        .into());
+                    }
+                };
+                let (_, record) = self
+                    .run(&route, driver, arguments, &options, InputResponses::new())
+                    .await?;
+                return Ok(Started::Task(Box::new(record)));
+            }
+        }
+        // A SEP-2663 upstream, a synchronous answer, or a tool the catalog
+        // does not know (the upstream says what it makes of it).
+        Ok(tracker
+            .call_tool(&server, &tool, arguments, options)
+            .await?
+            .into())
+    }
+
+    /// Start a call task of `route` running `driver` (SEP-1686 or
+    /// synchronous), with its row, in one commit; returns the task as its
+    /// caller sees it and the row.
+    pub async fn run(
+        &self,
+        route: &Route,
+        driver: Driver,
+        arguments: JsonObject,
+        options: &CallOptions,
+        call_inputs: InputResponses,
+    ) -> Result<(Task, RemoteTaskRecord), CallError> {
+        let tracker = &self.upstreams.tracker;
+        let local = match driver {
+            Driver::Sep1686 => RemoteDriver::Sep1686,
+            Driver::Sync => RemoteDriver::Sync,
+            tracked => {
+                return Err(TrackerError::InvalidInput(format!(
+                    "the {tracked} driver is tracked upstream, not run"
+                ))
+                .into());
+            }
+        };
+        let options = CallOptions {
+            id: Some(options.id.clone().unwrap_or_else(ids::new_local_task_id)),
+            ..options.clone()
+        };
+        let row = tracker.local_call_row(
+            &route.server,
+            &route.tool,
+            &Value::Object(arguments.clone()),
+            local,
+            &options,
+        )?;
+        let record = row.record.clone();
+        let task = self
+            .runtime
+            .create_task(CreateRequest {
+                tool: route.front.clone(),
+                arguments,
+                principal: options.principal.clone(),
+                call_inputs,
+                driver: Some(driver.as_str().to_string()),
+                state: Some(CallState::new(driver).to_json()),
+                id: Some(record.id.clone()),
+                call_row: Some(Box::new(row)),
+            })
+            .await?;
+        tracker.call_committed(&record.id);
+        Ok((task, record))
+    }
+
+    /// The MCP face's task for a call the tracker follows upstream (its row
+    /// `record`, just recorded): a call task of the same id that mirrors
+    /// the row, so a caller that declares tasks reads it with `tasks/get`.
+    pub async fn mirror(
+        &self,
+        route: &Route,
+        record: &RemoteTaskRecord,
+        arguments: JsonObject,
+    ) -> Result<Task, CallError> {
+        let state = CallState::new(record.driver.driver());
+        Ok(self
+            .runtime
+            .create_task(CreateRequest {
+                tool: route.front.clone(),
+                arguments,
+                principal: record.principal.clone(),
+                call_inputs: InputResponses::new(),
+                driver: Some(record.driver.as_str().to_string()),
+                state: Some(state.to_json()),
+                id: Some(record.id.clone()),
+                call_row: None,
+            })
+            .await?)
+    }
+}
