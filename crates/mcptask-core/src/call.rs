@@ -32,7 +32,7 @@ pub enum Driver {
     /// The 2025-11-25 tasks protocol (SEP-1686): the task is created and
     /// driven on an exclusive upstream session by the call runtime.
     Sep1686,
-    /// A plain synchronous tool run as durable work of the call runtime.
+    /// A synchronous tool run as durable work of the call runtime.
     Sync,
 }
 

@@ -92,7 +92,7 @@ mod tests {
 
     #[test]
     fn everything_server_is_sep1686() {
-        // docs/design/proxy/everything-server.md, `initialize`.
+        // docs/interop/everything-server.md, `initialize`.
         let init = json!({"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true},
             "tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}}});
         let tools = vec![
@@ -129,7 +129,7 @@ mod tests {
             classify(None, Some(&v), false, vec![]).protocol,
             Protocol::Sync
         );
-        // A legacy session that declares the extension is not SEP-2663.
+        // An `initialize` session (before 2026-07-28) that declares the extension is not SEP-2663.
         let old = ProtocolVersion::V_2025_11_25;
         assert_eq!(
             classify(None, Some(&old), true, vec![]).protocol,

@@ -2,7 +2,7 @@
 //! on behalf of a front server: what protocol a server speaks
 //! ([`UpstreamInfo`], `ServerRegistry::protocol`), plain synchronous calls
 //! that report progress and relay the server's questions ([`sync_call`]),
-//! and the 2025-11-25 tasks protocol (SEP-1686, [`legacy`]).
+//! and the 2025-11-25 tasks protocol (SEP-1686, [`sep1686`]).
 //!
 //! Every operation runs on a [`Lane`]: an upstream session exclusive to one
 //! call or task, leased from the server's [`LanePool`], because rmcp cannot

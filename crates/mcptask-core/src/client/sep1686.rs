@@ -144,7 +144,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    // Taken from docs/design/proxy/probe/out-2.txt (everything server 2026.8.31).
+    // Taken from docs/interop/probe/out-2.txt (everything server 2026.8.31).
     const CREATED: &str = r#"{"task":{"taskId":"9ccc92238c55dd4b8f411b54a4549ab7","status":"working","ttl":300000,"createdAt":"2026-11-30T22:00:46.744Z","lastUpdatedAt":"2026-11-30T22:00:46.752Z","pollInterval":1000,"statusMessage":"Gathering sources..."}}"#;
 
     #[test]

@@ -203,7 +203,7 @@ pub struct CallBody {
     input_responses: std::collections::BTreeMap<String, Value>,
     /// The `requestState` of the 409 being answered, given back unchanged.
     request_state: Option<String>,
-    /// `true`: keep the call as a task whatever the tool (a plain tool runs
+    /// `true`: keep the call as a task whatever the tool (a synchronous tool runs
     /// as durable work); `false`: the synchronous answer where the tool has
     /// one; absent: the server's `background` list decides.
     background: Option<bool>,

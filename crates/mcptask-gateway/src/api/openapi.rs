@@ -83,7 +83,7 @@ pub fn spec() -> Value {
                     "principal": {"type": "string", "description": "Operators may name any principal; a principal token may only name its own (403 otherwise)"}, "waitMs": {"type": "integer", "minimum": 0, "maximum": 300000},
                     "inputResponses": {"type": "object", "additionalProperties": {"type": "object"}, "description": "Answers, by input key, to the questions a 409 input_needed named (details.inputRequests); each is checked against its question (400 invalid_answer naming the field) and relayed when the server asks it"},
                     "requestState": {"type": "string", "description": "The requestState of the 409 being answered, given back unchanged"},
-                    "background": {"type": "boolean", "description": "true: keep the call as a task whatever the tool (a plain tool runs as durable work with its progress as status); false: the synchronous answer where the tool has one; absent: the server's background list decides"}
+                    "background": {"type": "boolean", "description": "true: keep the call as a task whatever the tool (a synchronous tool runs as durable work with its progress as status); false: the synchronous answer where the tool has one; absent: the server's background list decides"}
                 }},
                 "CallOutcome": {"type": "object", "properties": {"outcome": {"type": "string", "enum": ["completed", "task"]}, "result": {}, "task": {"$ref": "#/components/schemas/TaskDetail"}}},
                 "Tools": {"type": "object", "required": ["server", "tools"], "properties": {"server": {"type": "string"}, "tools": {"type": "array", "items": {"type": "object", "required": ["name", "inputSchema"], "properties": {

@@ -23,7 +23,7 @@ pub struct CallRequest {
     pub tool: String,
     /// The arguments (a JSON object, or null).
     pub arguments: Value,
-    /// `Some(true)`: keep the call as a task whatever the tool (a plain
+    /// `Some(true)`: keep the call as a task whatever the tool (a synchronous
     /// tool runs as durable work); `Some(false)`: the synchronous answer
     /// where the tool has one; `None`: the tool's `background` setting.
     pub background: Option<bool>,

@@ -8,7 +8,7 @@ pub mod catalog;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mcptask_client::Tracker;
 use mcptask_client::remote::Timeouts;
@@ -41,7 +41,14 @@ pub struct Upstreams {
     version: watch::Sender<u64>,
     lanes: Mutex<HashMap<String, LanePool>>,
     rebuilding: Mutex<()>,
+    /// When each server was last listed because a call named a tool the
+    /// catalog lacked.
+    missed: Mutex<HashMap<String, Instant>>,
 }
+
+/// Least time between two listings of a server for calls of tools the
+/// catalog does not know.
+pub const RELIST_ON_MISS: Duration = Duration::from_secs(5);
 
 impl Upstreams {
     pub fn new(tracker: Tracker, servers: Vec<Upstream>) -> Arc<Self> {
@@ -54,6 +61,7 @@ impl Upstreams {
             version: watch::channel(0).0,
             lanes: Mutex::default(),
             rebuilding: Mutex::default(),
+            missed: Mutex::default(),
         })
     }
 
@@ -241,12 +249,25 @@ impl Upstreams {
     }
 
     /// The route of `tool` on `server`; if the catalog has none, that
-    /// server is listed again once (a tool added since the last listing).
+    /// server is listed again (a tool added since the last listing), at
+    /// most once per [`RELIST_ON_MISS`] so that calls of unknown tools cost
+    /// no listing each.
     pub async fn route_of(&self, server: &str, tool: &str) -> Option<Route> {
         if let Some(route) = self.catalog().of_upstream(server, tool) {
             return Some(route.clone());
         }
-        if self.refresh_server(server).await.is_err() {
+        let due = {
+            let mut last = self.missed.lock().expect("missed lock");
+            let now = Instant::now();
+            match last.get(server) {
+                Some(at) if now.duration_since(*at) < RELIST_ON_MISS => false,
+                _ => {
+                    last.insert(server.to_string(), now);
+                    true
+                }
+            }
+        };
+        if !due || self.refresh_server(server).await.is_err() {
             return None;
         }
         self.catalog().of_upstream(server, tool).cloned()
