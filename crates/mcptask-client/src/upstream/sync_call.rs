@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientCapabilities,
-    ClientRequest, ProgressNotificationParam, ProtocolVersion, RequestMetaObject, ServerResult,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
+    ClientCapabilities, ClientRequest, InputResponses, ProgressNotificationParam, ProtocolVersion,
+    RequestMetaObject, ServerResult,
 };
 use rmcp::service::PeerRequestOptions;
 use serde_json::Value;
@@ -27,6 +28,15 @@ pub struct SyncOptions {
     /// Bound on the whole call; `None` waits as long as the server works
     /// (cancel with [`SyncCall::cancel`]).
     pub timeout: Option<Duration>,
+    /// Answers to the questions of the server's last input round (SEP-2322
+    /// `inputResponses`), relayed as given.
+    pub input_responses: Option<InputResponses>,
+    /// The server's `requestState` of that round, given back untouched.
+    pub request_state: Option<String>,
+    /// The client capabilities to declare on the call (2026-07-28
+    /// sessions): a front passes its caller's, exactly as declared. `None`
+    /// declares what the lane can relay (elicitation, sampling).
+    pub capabilities: Option<ClientCapabilities>,
 }
 
 /// What a synchronous call reports, in order; [`SyncEvent::Done`] is last.
@@ -43,8 +53,9 @@ pub enum SyncEvent {
     },
     /// The server asks something (elicitation, sampling, roots) and waits.
     Ask(Ask),
-    /// The call's outcome.
-    Done(Result<CallToolResult, UpstreamError>),
+    /// The call's outcome: a result, or (SEP-2322) an input round the
+    /// server asks the caller to answer in a new call.
+    Done(Result<CallToolResponse, UpstreamError>),
 }
 
 /// A synchronous call in flight; owns its lane until `Done` (then the lane
@@ -58,7 +69,7 @@ pub struct SyncCall {
     /// Progress lines the stdio tap had counted before the call.
     progress_base: Option<u64>,
     progress_seen: u64,
-    outcome: Option<Result<CallToolResult, UpstreamError>>,
+    outcome: Option<Result<CallToolResponse, UpstreamError>>,
     finished: bool,
     route: Option<RouteGuard>,
 }
@@ -75,7 +86,7 @@ pub struct SyncCall {
 ///     match event {
 ///         SyncEvent::Progress { progress, total, .. } => println!("{progress}/{total:?}"),
 ///         SyncEvent::Ask(ask) => { ask.respond(Ok(serde_json::json!({"action": "decline"}))); }
-///         SyncEvent::Done(result) => println!("{:?}", result?),
+///         SyncEvent::Done(answer) => println!("{:?}", answer?),
 ///     }
 /// }
 /// # Ok(()) }
@@ -99,6 +110,12 @@ pub async fn sync_call(
     if let Some(args) = arguments {
         params = params.with_arguments(args);
     }
+    if let Some(responses) = options.input_responses {
+        params = params.with_input_responses(responses);
+    }
+    if let Some(state) = options.request_state {
+        params = params.with_request_state(state);
+    }
     let mut request_options = PeerRequestOptions::default();
     request_options.timeout = options.timeout;
     let modern = lane
@@ -110,12 +127,12 @@ pub async fn sync_call(
     if modern && !options.declare_tasks {
         // Stamped after the session's own capabilities, so this wins.
         let mut meta = RequestMetaObject::default();
-        meta.set_client_capabilities(
+        meta.set_client_capabilities(options.capabilities.unwrap_or_else(|| {
             ClientCapabilities::builder()
                 .enable_elicitation()
                 .enable_sampling()
-                .build(),
-        );
+                .build()
+        }));
         request_options = request_options.with_meta(meta);
     }
 
@@ -171,7 +188,7 @@ impl SyncCall {
             Err(joined) => {
                 self.response = None;
                 self.outcome = Some(match joined {
-                    Ok(r) => r.and_then(call_result),
+                    Ok(r) => r.and_then(call_response),
                     Err(e) => Err(UpstreamError::Remote(RemoteError::Transient(format!(
                         "tools/call: {e}"
                     )))),
@@ -299,6 +316,16 @@ fn progress_event(p: ProgressNotificationParam) -> SyncEvent {
         progress: p.progress,
         total: p.total,
         message: p.message,
+    }
+}
+
+/// A `tools/call` answer: a result, an input round (SEP-2322) or a task,
+/// whichever variant of the untagged `ServerResult` rmcp decoded it into.
+pub(crate) fn call_response(result: ServerResult) -> Result<CallToolResponse, UpstreamError> {
+    match result {
+        ServerResult::InputRequiredResult(round) => Ok(CallToolResponse::InputRequired(round)),
+        ServerResult::CreateTaskResult(task) => Ok(CallToolResponse::Task(task)),
+        other => call_result(other).map(CallToolResponse::Complete),
     }
 }
 

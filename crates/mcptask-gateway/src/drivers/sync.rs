@@ -3,10 +3,10 @@
 //! the task's input requests; after a crash the call is failed or made again
 //! (the server's `interrupt`).
 
-use mcptask_client::upstream::{SyncEvent, SyncOptions, sync_call};
+use mcptask_client::upstream::{SyncCall, SyncEvent, SyncOptions, sync_call};
 use mcptask_core::front::progress_message;
-use mcptask_server::{TaskExit, ToolCall};
-use rmcp::model::CallToolResult;
+use mcptask_server::{TaskContext, TaskExit, ToolCall};
+use rmcp::model::{CallToolResponse, CallToolResult};
 use serde_json::Value;
 
 use super::relay::{Coalesced, STATUS_EVERY, relay_ask};
@@ -14,8 +14,12 @@ use super::{exit_of, internal};
 use crate::upstreams::Upstreams;
 use crate::upstreams::catalog::Route;
 
-/// A plain synchronous upstream call run as the front task's work: progress
-/// becomes the status message, questions become the front task's input.
+/// Most input rounds (SEP-2322) one call answers before it gives up.
+const MAX_ROUNDS: usize = 16;
+
+/// A synchronous upstream call run as the call task's work: progress
+/// becomes the status message, questions (asked mid-call, or as SEP-2322
+/// input rounds) become the task's input requests.
 pub(super) async fn synchronous(
     upstreams: &Upstreams,
     route: &Route,
@@ -23,21 +27,46 @@ pub(super) async fn synchronous(
 ) -> Result<CallToolResult, TaskExit> {
     let ctx = &call.ctx;
     let pool = upstreams.lanes(&route.server).map_err(internal)?;
-    let lane = tokio::select! {
-        lane = pool.acquire() => lane.map_err(|e| internal(e.to_string()))?,
-        _ = ctx.cancelled() => return Err(TaskExit::Cancelled),
-    };
-    let mut running = sync_call(
-        lane,
-        &route.tool,
-        Value::Object(call.arguments),
-        SyncOptions {
-            declare_tasks: false,
-            timeout: None,
-        },
-    )
-    .await
-    .map_err(exit_of)?;
+    let mut round = SyncOptions::default();
+    for _ in 0..MAX_ROUNDS {
+        let lane = tokio::select! {
+            lane = pool.acquire() => lane.map_err(|e| internal(e.to_string()))?,
+            _ = ctx.cancelled() => return Err(TaskExit::Cancelled),
+        };
+        let running = sync_call(
+            lane,
+            &route.tool,
+            Value::Object(call.arguments.clone()),
+            round,
+        )
+        .await
+        .map_err(exit_of)?;
+        match follow(ctx, running).await? {
+            CallToolResponse::Complete(result) => return Ok(result),
+            CallToolResponse::InputRequired(asked) => {
+                let requests = asked.input_requests.unwrap_or_default();
+                let answers = ctx.request_inputs(requests.into_iter().collect()).await?;
+                round = SyncOptions {
+                    input_responses: Some(answers.into_iter().collect()),
+                    request_state: asked.request_state,
+                    ..Default::default()
+                };
+            }
+            _ => {
+                return Err(internal(
+                    "the upstream made a task of a call made without tasks",
+                ));
+            }
+        }
+    }
+    Err(internal(format!(
+        "the upstream asked more than {MAX_ROUNDS} rounds of questions"
+    )))
+}
+
+/// One upstream call to its answer, with its progress and mid-call
+/// questions on the task.
+async fn follow(ctx: &TaskContext, mut running: SyncCall) -> Result<CallToolResponse, TaskExit> {
     let mut status = Coalesced::new();
     loop {
         tokio::select! {
@@ -46,9 +75,9 @@ pub(super) async fn synchronous(
                     status.offer(ctx, progress_message(progress, total, message.as_deref())).await?;
                 }
                 Some(SyncEvent::Ask(ask)) => relay_ask(ctx, ask).await?,
-                Some(SyncEvent::Done(result)) => {
+                Some(SyncEvent::Done(answer)) => {
                     status.flush(ctx).await?;
-                    return result.map_err(exit_of);
+                    return answer.map_err(exit_of);
                 }
                 None => return Err(internal("the upstream call ended without a result")),
             },

@@ -187,6 +187,7 @@ impl FrontServer {
         &self,
         route: &Route,
         arguments: JsonObject,
+        request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let pool = self
@@ -204,6 +205,12 @@ impl FrontServer {
             SyncOptions {
                 declare_tasks: false,
                 timeout: Some(self.upstreams.tracker.config().call_timeout),
+                // An input round (SEP-2322) is the caller's to answer: its
+                // answers and the upstream's state go back untouched, and
+                // the upstream sees the capabilities the caller declared.
+                input_responses: request.input_responses.clone(),
+                request_state: request.request_state.clone(),
+                capabilities: context.meta.client_capabilities(),
             },
         )
         .await
@@ -235,9 +242,7 @@ impl FrontServer {
                             ask.respond(Err(ErrorData::invalid_request(why, None)));
                         }
                     }
-                    Some(SyncEvent::Done(result)) => {
-                        return result.map(CallToolResponse::Complete).map_err(error_of);
-                    }
+                    Some(SyncEvent::Done(answer)) => return answer.map_err(error_of),
                     None => {
                         return Err(ErrorData::internal_error(
                             "the upstream call ended without a result",
@@ -385,7 +390,10 @@ impl ServerHandler for FrontServer {
             Wants::Sync
         };
         match plan(route.facts, wants) {
-            Plan::PassThrough => self.pass_through(&route, arguments, &context).await,
+            Plan::PassThrough => {
+                self.pass_through(&route, arguments, &request, &context)
+                    .await
+            }
             Plan::Track(driver) => {
                 self.tracked(&route, driver, arguments, principal, &request, declares)
                     .await
