@@ -66,7 +66,7 @@ pub async fn serve_stdio(
 ) -> anyhow::Result<()> {
     use rmcp::ServiceExt;
     let running = server(calls, Arc::new(move |_| principal.clone()))
-        .serve(rmcp::transport::stdio())
+        .serve(mcptask_server::mcp::stdio_with_listen())
         .await
         .context("starting the stdio transport")?;
     tokio::select! {

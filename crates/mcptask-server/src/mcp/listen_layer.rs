@@ -166,14 +166,20 @@ fn take_filter(body: &[u8]) -> Option<(ListenFilter, Bytes)> {
         return None;
     }
     let mut message: Value = serde_json::from_slice(body).ok()?;
+    let filter = take_listen_filter(&mut message)?;
+    let rewritten = serde_json::to_vec(&message).ok()?;
+    Some((filter, Bytes::from(rewritten)))
+}
+
+/// Move `params.notifications` out of `message` if it is a
+/// `subscriptions/listen` that names `taskIds` (whatever the transport).
+pub(crate) fn take_listen_filter(message: &mut Value) -> Option<ListenFilter> {
     if message.get("method")?.as_str()? != LISTEN_METHOD {
         return None;
     }
     let params = message.get_mut("params")?.as_object_mut()?;
     params.get("notifications")?.get("taskIds")?;
-    let filter = params.remove("notifications")?;
-    let rewritten = serde_json::to_vec(&message).ok()?;
-    Some((ListenFilter(filter), Bytes::from(rewritten)))
+    params.remove("notifications").map(ListenFilter)
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ mod handler;
 mod listen;
 mod listen_layer;
 pub mod principal;
+mod stdio;
 mod validate;
 pub mod wire;
 
@@ -19,3 +20,4 @@ pub use listen_layer::{
     DEFAULT_MAX_INSPECTED_BYTES, ListenBody, TaskListenLayer, TaskListenService,
 };
 pub use principal::Principal;
+pub use stdio::{TaskListenStdio, stdio_with_listen};
