@@ -16,8 +16,8 @@ use std::sync::Mutex;
 
 use futures::future::join_all;
 use rmcp::model::{
-    GetPromptRequestParams, GetPromptResponse, Prompt, ReadResourceRequestParams,
-    ReadResourceResponse, Resource, ResourceTemplate,
+    CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse, Prompt,
+    ReadResourceRequestParams, ReadResourceResponse, Reference, Resource, ResourceTemplate,
 };
 use rmcp::service::ServiceError;
 use rmcp::{ErrorData, Peer, RoleClient};
@@ -237,6 +237,65 @@ impl Directory {
             [only] => Some(only.clone()),
             _ => None,
         }
+    }
+
+    /// `completion/complete`, answered as is by the server of the prompt (its
+    /// front name mapped back) or of the resource template referred to.
+    pub async fn complete(
+        &self,
+        upstreams: &Upstreams,
+        mut request: CompleteRequestParams,
+    ) -> Result<CompleteResult, ErrorData> {
+        let server = match &mut request.r#ref {
+            Reference::Prompt(prompt) => {
+                let known = |d: &Self| {
+                    d.prompts
+                        .lock()
+                        .expect("directory lock")
+                        .get(&prompt.name)
+                        .cloned()
+                };
+                let route = match known(self) {
+                    Some(r) => Some(r),
+                    None => {
+                        self.list_prompts(upstreams).await;
+                        known(self)
+                    }
+                };
+                let Some((server, name)) = route else {
+                    return Err(ErrorData::invalid_params(
+                        format!("unknown prompt {:?}", prompt.name),
+                        None,
+                    ));
+                };
+                prompt.name = name;
+                server
+            }
+            Reference::Resource(resource) => {
+                let uri = resource.uri.clone();
+                let server = match self.server_of(&uri) {
+                    Some(s) => Some(s),
+                    None => {
+                        self.list_resources(upstreams).await;
+                        self.list_templates(upstreams).await;
+                        self.server_of(&uri)
+                    }
+                };
+                server.ok_or_else(|| {
+                    ErrorData::invalid_params(format!("no upstream server offers {uri:?}"), None)
+                })?
+            }
+            _ => {
+                return Err(ErrorData::invalid_params(
+                    "completion/complete: an unknown kind of reference",
+                    None,
+                ));
+            }
+        };
+        on_lane(upstreams, &server, |peer| async move {
+            peer.complete(request).await
+        })
+        .await
     }
 
     /// `resources/read`, answered by the server the URI belongs to as is.

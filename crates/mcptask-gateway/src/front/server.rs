@@ -10,12 +10,13 @@ use mcptask_core::call::{Driver, Face, Plan, Wants, plan};
 use mcptask_server::mcp::declares_tasks;
 use mcptask_server::{DurableTaskServer, TaskError, TaskRuntime};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
-    CreateTaskResult, CustomRequest, CustomResult, GetPromptRequestParams, GetPromptResponse,
-    GetTaskParams, GetTaskResult, Implementation, InputRequests, InputRequiredResult, JsonObject,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig, Task, Tool, UpdateTaskParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+    CompleteRequestParams, CompleteResult, ContentBlock, CreateTaskResult, CustomRequest,
+    CustomResult, GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult,
+    Implementation, InputRequests, InputRequiredResult, JsonObject, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, Task, Tool, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -327,6 +328,7 @@ impl ServerHandler for FrontServer {
                 .enable_tool_list_changed()
                 .enable_prompts()
                 .enable_resources()
+                .enable_completions()
                 .enable_tasks()
                 .build(),
         )
@@ -486,6 +488,15 @@ impl ServerHandler for FrontServer {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let up = &self.upstreams;
         self.directory.read_resource(up, request).await
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let up = &self.upstreams;
+        self.directory.complete(up, request).await
     }
 
     /// A session-ful caller (a legacy `initialize`) hears
