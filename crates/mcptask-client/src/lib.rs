@@ -71,7 +71,9 @@ pub use local::LocalWork;
 pub use notify::{ChannelNotifier, FanoutNotifier, Notifier, NotifyError, WebhookNotifier};
 pub use remote::{Health, ServerDef, ServerRegistry, Toolset, Transport};
 pub use resolver::{InputContext, InputResolver};
-pub use tracker::{CallOptions, CallOutcome, Tracker, TrackerBuilder, TrackerError};
+pub use tracker::{
+    CallOptions, CallOutcome, CommitWith, HandleCommit, Tracker, TrackerBuilder, TrackerError,
+};
 pub use workers::Workers;
 
 // The core types this crate's API takes and returns, so that applications

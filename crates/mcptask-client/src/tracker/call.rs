@@ -48,6 +48,9 @@ pub struct CallOptions {
     pub id: Option<String>,
     /// The face the call was made through, recorded with it.
     pub face: Option<mcptask_core::call::Face>,
+    /// Commit a new handle's row through this (with whatever must commit
+    /// with it) instead of on its own.
+    pub commit: Option<super::CommitWith>,
 }
 
 /// What `call_tool` produced.

@@ -65,6 +65,15 @@ pub enum TrackerError {
     /// `shutdown` has begun: no new calls are accepted.
     #[error("the tracker is shutting down")]
     ShuttingDown,
+    /// Admission control refused to keep the call (a full queue, a cap
+    /// reached); nothing was kept, and an upstream task it started was
+    /// cancelled. Retry later.
+    #[error("busy: {0}; retry later")]
+    Busy(String),
+    /// The server handed out a task id a live tracked task already holds
+    /// (of another call); nothing new was recorded.
+    #[error("the server handed out task {0:?}, which another call already tracks")]
+    AlreadyTracked(String),
     /// The task store failed.
     #[error("task store: {0}")]
     Store(#[from] StoreError),

@@ -8,6 +8,7 @@
 
 mod builder;
 mod call;
+mod commit;
 mod dead_letters;
 mod error;
 mod intent;
@@ -24,6 +25,7 @@ use std::time::Duration;
 use crate::shared::Inner;
 pub use builder::TrackerBuilder;
 pub use call::{CallOptions, CallOutcome};
+pub use commit::{CommitWith, HandleCommit};
 pub use error::TrackerError;
 
 use crate::config::TrackerConfig;

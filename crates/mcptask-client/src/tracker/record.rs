@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use mcptask_core::client::transition;
 use mcptask_core::client::{
     InsertOutcome, NewRemoteTask, RemoteDriver, RemoteSnapshot, RemoteTaskRecord,
 };
@@ -79,14 +80,25 @@ impl Tracker {
             created_at: inner.clock.now_ms(),
         });
         let conn = conn.clone();
+        let commit = options.commit.clone();
         let job = tokio::spawn(async move {
-            let outcome = match new {
-                Ok(new) => inner
+            let outcome = match (new, commit) {
+                (Ok(new), None) => inner
                     .store
                     .insert_remote(&new, &inner.config.policy)
                     .await
                     .map_err(TrackerError::from),
-                Err(e) => Err(e),
+                (Ok(new), Some(commit)) => {
+                    let row =
+                        transition::new_record(&new, &inner.config.policy, ids::random_unit());
+                    let record = row.record.clone();
+                    commit
+                        .0
+                        .commit(row)
+                        .await
+                        .map(|()| InsertOutcome::Inserted(Box::new(record)))
+                }
+                (Err(e), _) => Err(e),
             };
             match outcome {
                 Ok(outcome) => {
@@ -95,6 +107,8 @@ impl Tracker {
                     inner.changed(&outcome.record().id);
                     Ok(outcome)
                 }
+                // Another call's row holds this handle: it is tracked.
+                Err(e @ TrackerError::AlreadyTracked(_)) => Err(e),
                 Err(e) => {
                     // Nothing durable holds this handle: cancel it rather than
                     // leave an untracked task running on the server.

@@ -97,6 +97,13 @@ impl From<TrackerError> for ApiError {
             TrackerError::Unavailable(_) => {
                 ApiError::new(StatusCode::BAD_GATEWAY, "unavailable", message)
             }
+            TrackerError::Busy(_) => ApiError {
+                retry_after: Some(1),
+                ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "busy", message)
+            },
+            TrackerError::AlreadyTracked(_) => {
+                ApiError::new(StatusCode::BAD_GATEWAY, "protocol_error", message)
+            }
             TrackerError::Protocol(_) => {
                 ApiError::new(StatusCode::BAD_GATEWAY, "protocol_error", message)
             }

@@ -3,11 +3,17 @@
 //! passed through, tracked upstream, or run as a call task; every call that
 //! is kept has one row (the tracker's) under one id, whichever face made it.
 
-use mcptask_client::{CallOptions, CallOutcome, RemoteTaskRecord, TrackerError};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use mcptask_client::{
+    CallOptions, CallOutcome, CommitWith, HandleCommit, RemoteTaskRecord, TrackerError,
+};
 use mcptask_core::call::{CallState, Driver, Plan, Wants, plan};
 use mcptask_core::client::RemoteDriver;
+use mcptask_core::client::transition::Change;
 use mcptask_core::ids;
-use mcptask_server::{CreateRequest, TaskError};
+use mcptask_server::{CreateRequest, TaskError, TaskRuntime};
 use rmcp::model::{CallToolResult, InputResponses, JsonObject, Task};
 use serde_json::Value;
 
@@ -186,28 +192,70 @@ impl Calls {
         Ok((task, record))
     }
 
-    /// The MCP face's task for a call the tracker follows upstream (its row
-    /// `record`, just recorded): a call task of the same id that mirrors
-    /// the row, so a caller that declares tasks reads it with `tasks/get`.
-    pub async fn mirror(
-        &self,
-        route: &Route,
-        record: &RemoteTaskRecord,
-        arguments: JsonObject,
-    ) -> Result<Task, CallError> {
+    /// How the MCP face keeps a call the tracker follows upstream: its row
+    /// commits with a call task of the same id that mirrors it (so a caller
+    /// that declares tasks reads it with `tasks/get`), in one transaction.
+    /// Refused by admission control, nothing is kept and the upstream task
+    /// is cancelled.
+    pub fn mirrored(&self, route: &Route, arguments: JsonObject) -> Arc<Mirror> {
+        Arc::new(Mirror {
+            runtime: self.runtime.clone(),
+            tool: route.front.clone(),
+            arguments,
+            created: Mutex::new(None),
+        })
+    }
+}
+
+/// [`Calls::mirrored`]: a tracked call's row committed with its call task.
+pub struct Mirror {
+    runtime: TaskRuntime,
+    tool: String,
+    arguments: JsonObject,
+    created: Mutex<Option<Task>>,
+}
+
+impl Mirror {
+    /// The call task as its caller sees it, once committed.
+    pub fn created(&self) -> Option<Task> {
+        self.created.lock().expect("mirror lock").clone()
+    }
+
+    /// This, as [`CallOptions::commit`] takes it.
+    pub fn commit_with(self: &Arc<Self>) -> CommitWith {
+        CommitWith(self.clone())
+    }
+}
+
+#[async_trait]
+impl HandleCommit for Mirror {
+    async fn commit(&self, row: Change) -> Result<(), TrackerError> {
+        let record = &row.record;
         let state = CallState::new(record.driver.driver());
-        Ok(self
-            .runtime
-            .create_task(CreateRequest {
-                tool: route.front.clone(),
-                arguments,
-                principal: record.principal.clone(),
-                call_inputs: InputResponses::new(),
-                driver: Some(record.driver.as_str().to_string()),
-                state: Some(state.to_json()),
-                id: Some(record.id.clone()),
-                call_row: None,
-            })
-            .await?)
+        let request = CreateRequest {
+            tool: self.tool.clone(),
+            arguments: self.arguments.clone(),
+            principal: record.principal.clone(),
+            call_inputs: InputResponses::new(),
+            driver: Some(record.driver.as_str().to_string()),
+            state: Some(state.to_json()),
+            id: Some(record.id.clone()),
+            call_row: Some(Box::new(row.clone())),
+        };
+        match self.runtime.create_task(request).await {
+            Ok(task) => {
+                *self.created.lock().expect("mirror lock") = Some(task);
+                Ok(())
+            }
+            Err(TaskError::Overloaded(why)) => Err(TrackerError::Busy(why)),
+            Err(TaskError::Store(mcptask_core::StoreError::Invalid(why)))
+                if why.contains("already tracked") =>
+            {
+                Err(TrackerError::AlreadyTracked(
+                    row.record.remote_task_id.clone(),
+                ))
+            }
+            Err(e) => Err(TrackerError::Unavailable(e.to_string())),
+        }
     }
 }

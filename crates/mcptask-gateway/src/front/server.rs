@@ -59,6 +59,7 @@ fn refused(e: CallError) -> ErrorData {
     match e {
         CallError::Runtime(e) => e.into(),
         CallError::Tracker(TrackerError::Remote(data)) => data,
+        CallError::Tracker(TrackerError::Busy(why)) => TaskError::Overloaded(why).into(),
         CallError::Tracker(TrackerError::InvalidInput(why)) => ErrorData::invalid_params(why, None),
         CallError::Tracker(e @ TrackerError::AnswerRejected { .. }) => {
             ErrorData::invalid_params(e.to_string(), None)
@@ -119,6 +120,7 @@ impl FrontServer {
         request: &CallToolRequestParams,
         declares: bool,
     ) -> Result<CallToolResponse, ErrorData> {
+        let mirror = self.calls.mirrored(route, arguments.clone());
         let options = CallOptions {
             principal: principal.clone(),
             correlation: Some(json!({"frontTool": route.front})),
@@ -127,6 +129,8 @@ impl FrontServer {
             relay_answers: true,
             id: Some(mcptask_core::ids::new_local_task_id()),
             face: Some(Face::Mcp),
+            // The row commits with the caller's task of the same id.
+            commit: Some(mirror.commit_with()),
             ..Default::default()
         };
         let tracker = &self.upstreams.tracker;
@@ -142,14 +146,13 @@ impl FrontServer {
         };
         match outcome {
             Ok(CallOutcome::Completed(result)) => Ok(CallToolResponse::Complete(result)),
-            Ok(CallOutcome::Task(record)) => {
-                let task = self
-                    .calls
-                    .mirror(route, &record, arguments)
-                    .await
-                    .map_err(refused)?;
-                Ok(started(task, route, declares))
-            }
+            Ok(CallOutcome::Task(record)) => match mirror.created() {
+                Some(task) => Ok(started(task, route, declares)),
+                None => Err(ErrorData::internal_error(
+                    format!("call {} was kept without its task", record.id),
+                    None,
+                )),
+            },
             Err(TrackerError::InputNeeded {
                 requests,
                 request_state,
