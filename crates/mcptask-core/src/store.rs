@@ -254,6 +254,14 @@ pub trait RemoteTaskStore: Send + Sync + 'static {
         Ok(false)
     }
 
+    /// [`RemoteTaskStore::expedite_poll`] for a call whose work runs in a
+    /// gateway's call runtime (drivers `sep1686`, `sync`) only: the hint of
+    /// a changed call task, which changes nothing for any other row.
+    async fn expedite_local_poll(&self, id: &str, now: i64) -> Result<bool, StoreError> {
+        let _ = (id, now);
+        Ok(false)
+    }
+
     /// All input keys ever seen for a task, with local answers.
     async fn remote_inputs(&self, id: &str) -> Result<Vec<crate::client::RemoteInput>, StoreError>;
 

@@ -85,4 +85,19 @@ impl Tracker {
     pub async fn poll_now(&self, id: &str) -> Result<(), TrackerError> {
         Ok(self.inner.expedite(id).await?)
     }
+
+    /// The call runtime's task `id` changed: if it carries a call run here
+    /// (SEP-1686, synchronous), poll that call now. Any other id changes
+    /// nothing (one conditional write).
+    pub async fn local_task_changed(&self, id: &str) -> Result<(), TrackerError> {
+        let inner = &self.inner;
+        if inner
+            .store
+            .expedite_local_poll(id, inner.clock.now_ms())
+            .await?
+        {
+            inner.wakers.poll.notify_one();
+        }
+        Ok(())
+    }
 }

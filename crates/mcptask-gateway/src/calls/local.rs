@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use mcptask_client::remote::RemoteError;
 use mcptask_client::{LocalWork, Tracker};
-use mcptask_server::{TaskChange, TaskError, TaskRuntime};
+use mcptask_server::{TaskError, TaskRuntime};
 use rmcp::model::{DetailedTask, InputResponses};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
@@ -45,11 +45,12 @@ impl LocalWork for RuntimeWork {
     }
 }
 
-/// Until `stop`: each change of a call task (here or on another replica)
-/// makes the tracker poll its row now. A task that is not a call's has no
-/// row, and the hint changes nothing.
+/// Until `stop`: each change this process makes to a call task makes the
+/// tracker poll the call's row now, if the call runs here (SEP-1686,
+/// synchronous; a tracked call's task mirrors its row and needs no poll).
+/// Every replica relays its own changes, so each change is relayed once.
 pub fn relay_changes(runtime: &TaskRuntime, tracker: Tracker, stop: CancellationToken) {
-    let mut changes = runtime.changes();
+    let mut changes = runtime.changes_here();
     tokio::spawn(async move {
         loop {
             let change = tokio::select! {
@@ -57,13 +58,13 @@ pub fn relay_changes(runtime: &TaskRuntime, tracker: Tracker, stop: Cancellation
                 c = changes.recv() => c,
             };
             match change {
-                Ok(TaskChange::Task(id)) => {
-                    if let Err(e) = tracker.poll_now(&id).await {
+                Ok(id) => {
+                    if let Err(e) = tracker.local_task_changed(&id).await {
                         tracing::debug!(task = %id, error = %e, "cannot hurry a call's poll");
                     }
                 }
                 // Missed hints cost latency only: the rows are polled anyway.
-                Ok(TaskChange::Resync) | Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Lagged(_)) => {}
                 Err(RecvError::Closed) => return,
             }
         }

@@ -41,6 +41,9 @@ pub enum TaskChange {
 /// writes and by the other replicas' published changes.
 pub(crate) struct ChangeFeed {
     local: broadcast::Sender<TaskChange>,
+    /// This process's own changes only (each is heard here once, not once
+    /// per replica).
+    here: broadcast::Sender<Arc<str>>,
     outbox: mpsc::UnboundedSender<String>,
 }
 
@@ -51,17 +54,29 @@ impl ChangeFeed {
     /// before this returns, so no change published after start is missed.
     pub(crate) async fn start(store: Arc<dyn ServerTaskStore>, stopped: CancellationToken) -> Self {
         let (local, _) = broadcast::channel(FEED_CAPACITY);
+        let (here, _) = broadcast::channel(FEED_CAPACITY);
         let (outbox, pending) = mpsc::unbounded_channel();
         tokio::spawn(publish(store.clone(), pending, stopped.clone()));
         let first = store.listen_changes().await;
         tokio::spawn(relay(store, first, local.clone(), stopped));
-        Self { local, outbox }
+        Self {
+            local,
+            here,
+            outbox,
+        }
     }
 
     /// Publish that `task_id` changed (after the write committed).
     pub(crate) fn publish(&self, task_id: &str) {
-        let _ = self.local.send(TaskChange::Task(task_id.into()));
+        let id: Arc<str> = task_id.into();
+        let _ = self.local.send(TaskChange::Task(id.clone()));
+        let _ = self.here.send(id);
         let _ = self.outbox.send(task_id.to_string());
+    }
+
+    /// Hear the changes this process makes from now on.
+    pub(crate) fn subscribe_here(&self) -> broadcast::Receiver<Arc<str>> {
+        self.here.subscribe()
     }
 
     /// Hear every change published from now on, here or on other replicas.

@@ -163,6 +163,13 @@ impl TaskRuntime {
         self.inner.feed.subscribe()
     }
 
+    /// Hear which tasks this process changes from now on (each change once,
+    /// where it was made; [`TaskRuntime::changes`] also hears the other
+    /// replicas').
+    pub fn changes_here(&self) -> tokio::sync::broadcast::Receiver<std::sync::Arc<str>> {
+        self.inner.feed.subscribe_here()
+    }
+
     /// Tasks whose work runs in this process right now.
     pub fn running_count(&self) -> usize {
         self.inner.local.len()

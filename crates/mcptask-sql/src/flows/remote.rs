@@ -9,6 +9,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use async_trait::async_trait;
+use mcptask_core::call::Driver;
 use mcptask_core::client::delivery::{DeadLetter, DeadLetterFilter, LagClaim, LagResult};
 use mcptask_core::client::transition::{self, Change};
 use mcptask_core::client::{
@@ -578,6 +579,16 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
     async fn expedite_poll(&self, id: &str, now: i64) -> Result<bool, StoreError> {
         let mut conn = self.writer.acquire().await.map_err(db_err)?;
         let changed = B::execute(&mut conn, B::SQL.expedite_poll, args![id, now]).await?;
+        Ok(changed == 1)
+    }
+
+    async fn expedite_local_poll(&self, id: &str, now: i64) -> Result<bool, StoreError> {
+        // The drivers whose work runs in the call runtime, as stored.
+        let [a, b] = [Driver::Sep1686, Driver::Sync].map(Driver::as_str);
+        debug_assert!(Driver::ALL.iter().filter(|d| !d.is_tracked()).count() == 2);
+        let mut conn = self.writer.acquire().await.map_err(db_err)?;
+        let changed =
+            B::execute(&mut conn, B::SQL.expedite_local_poll, args![id, now, a, b]).await?;
         Ok(changed == 1)
     }
 

@@ -125,6 +125,9 @@ pub struct Statements {
     /// due sooner keeps its time. Under a claim not yet applied, the time is
     /// also kept as the poll hint, for that claim's apply.
     pub expedite_poll: &'static str,
+    /// `expedite_poll` for a call run in the call runtime only (driver `$3`
+    /// or `$4`): a change of any other call task's row changes nothing.
+    pub expedite_local_poll: &'static str,
     /// Claim tasks due for `tasks/get` (clearing their poll hints).
     pub claim_poll: &'static str,
     /// Claim tasks due for `tasks/cancel`.
@@ -688,6 +691,17 @@ macro_rules! statements {
                     poll_hint_at = CASE WHEN ", $crate::flows::sql::expedite_hints!(), "
                                    THEN $2 ELSE poll_hint_at END
                  WHERE id = $1 AND ",
+                $crate::flows::sql::live!("status"),
+                " AND (", $crate::flows::sql::expedite_moves!(),
+                " OR ", $crate::flows::sql::expedite_hints!(), ")"
+            ),
+            expedite_local_poll: concat!(
+                "UPDATE remote_tasks SET
+                    next_poll_at = CASE WHEN ", $crate::flows::sql::expedite_moves!(), "
+                                   THEN $2 ELSE next_poll_at END,
+                    poll_hint_at = CASE WHEN ", $crate::flows::sql::expedite_hints!(), "
+                                   THEN $2 ELSE poll_hint_at END
+                 WHERE id = $1 AND driver IN ($3, $4) AND ",
                 $crate::flows::sql::live!("status"),
                 " AND (", $crate::flows::sql::expedite_moves!(),
                 " OR ", $crate::flows::sql::expedite_hints!(), ")"
