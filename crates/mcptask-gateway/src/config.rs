@@ -106,6 +106,15 @@ pub struct ApiSection {
     /// Largest accepted request body, in bytes.
     #[serde(default = "default_max_body")]
     pub max_body_bytes: usize,
+    /// The URL clients reach this gateway at (behind a proxy: its public
+    /// one), e.g. `https://mcptask.example.com`: the base of the OAuth
+    /// resource identifier and metadata URLs. Default: the request's `Host`.
+    #[serde(default)]
+    pub public_url: Option<Spanned<String>>,
+    /// `[[api.oauth]]`: authorization servers whose access tokens (JWTs)
+    /// this gateway accepts, beside the static tokens.
+    #[serde(default)]
+    pub oauth: Vec<OAuthSection>,
 }
 
 impl Default for ApiSection {
@@ -115,8 +124,60 @@ impl Default for ApiSection {
             auth: AuthMode::default(),
             tokens: Vec::new(),
             max_body_bytes: default_max_body(),
+            public_url: None,
+            oauth: Vec::new(),
         }
     }
+}
+
+/// An authorization server whose JWT access tokens give a principal
+/// (MCP authorization: this gateway is an OAuth 2.1 resource server).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthSection {
+    /// The issuer (`iss`), e.g. `https://login.example.com/realms/main`;
+    /// named in the protected resource metadata.
+    pub issuer: Spanned<String>,
+    /// The audience a token must carry (`aud`). Default: this resource's
+    /// identifier (`public_url`, or the request's origin, with `/mcp`).
+    #[serde(default)]
+    pub audience: Option<String>,
+    /// Where the issuer's keys are. Default: `jwks_uri` of its metadata
+    /// (`/.well-known/oauth-authorization-server`, else OpenID discovery).
+    #[serde(default)]
+    pub jwks_url: Option<String>,
+    /// The claim that names the principal (default `sub`).
+    #[serde(default = "default_principal_claim")]
+    pub principal_claim: String,
+    /// Scopes every token must grant (advertised as `scopes_supported`).
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// A scope that makes its token an operator's (sees every principal).
+    #[serde(default)]
+    pub operator_scope: Option<String>,
+    /// A claim value that makes its token an operator's: `{ claim = "roles",
+    /// value = "mcptask-admin" }` (an array claim counts if it holds it).
+    #[serde(default)]
+    pub operator_claim: Option<ClaimMatch>,
+    /// Clock skew allowed on `exp` and `nbf`, in seconds (default 60).
+    #[serde(default = "default_leeway")]
+    pub leeway_s: u64,
+}
+
+/// A claim and the value that must be in it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimMatch {
+    pub claim: String,
+    pub value: String,
+}
+
+fn default_principal_claim() -> String {
+    "sub".into()
+}
+
+fn default_leeway() -> u64 {
+    60
 }
 
 fn default_listen() -> SocketAddr {
@@ -380,14 +441,52 @@ impl Config {
                 ));
             }
         }
-        if self.api.auth == AuthMode::Token && self.api.tokens.is_empty() {
+        for o in &self.api.oauth {
+            let issuer = o.issuer.get_ref();
+            if !(issuer.starts_with("https://") || issuer.starts_with("http://")) {
+                return Err(at(
+                    path,
+                    text,
+                    o.issuer.span(),
+                    &format!("oauth issuer {issuer:?} is not an http(s) URL"),
+                    "use the authorization server's issuer URL, e.g. issuer = \"https://login.example.com/realms/main\"",
+                ));
+            }
+            if let Some(url) = &o.jwks_url
+                && !(url.starts_with("https://") || url.starts_with("http://"))
+            {
+                return Err(at(
+                    path,
+                    text,
+                    o.issuer.span(),
+                    &format!("oauth jwks_url {url:?} is not an http(s) URL"),
+                    "use the URL of the issuer's JSON Web Key Set, or leave jwks_url out to discover it",
+                ));
+            }
+        }
+        if let Some(url) = &self.api.public_url {
+            let u = url.get_ref();
+            if !(u.starts_with("https://") || u.starts_with("http://")) || u.ends_with('/') {
+                return Err(at(
+                    path,
+                    text,
+                    url.span(),
+                    &format!("public_url {u:?} is not an http(s) URL without a trailing slash"),
+                    "use the URL clients reach this gateway at, e.g. public_url = \"https://mcptask.example.com\"",
+                ));
+            }
+        }
+        if self.api.auth == AuthMode::Token
+            && self.api.tokens.is_empty()
+            && self.api.oauth.is_empty()
+        {
             let span = text.find("[api]").map_or(0..0, |i| i..i + 5);
             return Err(at(
                 path,
                 text,
                 span,
                 "the API requires a token but none is configured",
-                "add [[api.tokens]] with token = \"…\" (or set MCPTASK_OPERATOR_TOKEN; MCPTASK_API_TOKEN is the CLI's credential and `serve` never reads it), or set auth = \"none\" under [api] for local development",
+                "add [[api.tokens]] with token = \"…\" (or set MCPTASK_OPERATOR_TOKEN; MCPTASK_API_TOKEN is the CLI's credential and `serve` never reads it), or an authorization server with [[api.oauth]] issuer = \"…\", or set auth = \"none\" under [api] for local development",
             ));
         }
         let mut seen_tokens = std::collections::HashSet::new();

@@ -11,9 +11,6 @@ mod sse;
 mod tools;
 pub mod views;
 
-use std::collections::HashMap;
-use std::sync::Arc;
-
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -23,7 +20,8 @@ use mcptask_client::Tracker;
 use crate::calls::Calls;
 
 pub use crate::auth::Caller;
-use crate::config::{AuthMode, Config};
+use crate::auth::{Authenticator, Refusal};
+use crate::config::Config;
 use error::ApiError;
 
 /// Shared state of the API handlers.
@@ -34,8 +32,8 @@ pub struct AppState {
     /// The tracker of the calls (their rows, events and intents).
     pub tracker: Tracker,
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
-    auth: AuthMode,
-    tokens: Arc<HashMap<String, Option<String>>>,
+    /// How requests are authenticated.
+    pub auth: Authenticator,
 }
 
 impl AppState {
@@ -44,18 +42,13 @@ impl AppState {
         config: &Config,
         metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
     ) -> Self {
-        let tokens = config
-            .api
-            .tokens
-            .iter()
-            .map(|t| (t.token.get_ref().clone(), t.principal.clone()))
-            .collect();
+        let http =
+            mcptask_client::tls::build_http_client(reqwest::Client::builder).unwrap_or_default();
         Self {
             tracker: calls.upstreams.tracker.clone(),
             calls,
             metrics,
-            auth: config.api.auth,
-            tokens: Arc::new(tokens),
+            auth: Authenticator::new(config, http),
         }
     }
 }
@@ -112,22 +105,58 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// The origin a request reached this gateway at (`http://HOST`), for the
+/// URLs of the OAuth metadata when no `public_url` is configured.
+fn origin(request: &Request) -> String {
+    let host = request
+        .headers()
+        .get(axum::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("localhost");
+    format!("http://{host}")
+}
+
 async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
-    let caller = match state.auth {
-        AuthMode::None => Caller {
-            principal: None,
-            operator: true,
-        },
-        AuthMode::Token => match bearer(&request).and_then(|t| state.tokens.get(&t).cloned()) {
-            Some(principal) => Caller {
-                operator: principal.is_none(),
-                principal,
-            },
-            None => return ApiError::unauthorized().into_response(),
-        },
-    };
-    request.extensions_mut().insert(caller);
-    next.run(request).await
+    let origin = origin(&request);
+    let bearer = bearer(&request);
+    match state.auth.authenticate(bearer.as_deref(), &origin).await {
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        Err(refusal) => {
+            if let Refusal::Invalid(why) = &refusal {
+                tracing::info!(path = %request.uri().path(), reason = %why, "a bearer token was refused");
+            }
+            let status = match refusal {
+                Refusal::InsufficientScope(_) => axum::http::StatusCode::FORBIDDEN,
+                _ => axum::http::StatusCode::UNAUTHORIZED,
+            };
+            let mut response = match &refusal {
+                Refusal::InsufficientScope(scope) => ApiError::new(
+                    status,
+                    "insufficient_scope",
+                    format!("this token lacks the scope {scope:?}"),
+                ),
+                _ => ApiError::unauthorized(),
+            }
+            .into_response();
+            if let Ok(value) = state.auth.challenge(&refusal, &origin).parse() {
+                response
+                    .headers_mut()
+                    .insert(axum::http::header::WWW_AUTHENTICATE, value);
+            }
+            response
+        }
+    }
+}
+
+/// The protected resource metadata (RFC 9728), when OAuth is configured.
+async fn resource_metadata(State(state): State<AppState>, request: Request) -> Response {
+    if !state.auth.oauth() {
+        return ApiError::not_found("route").into_response();
+    }
+    axum::Json(state.auth.resource_metadata(&origin(&request))).into_response()
 }
 
 async fn count_requests(request: Request, next: Next) -> Response {
@@ -181,6 +210,14 @@ pub fn router_with_mcp(
     axum::Router::new()
         .route("/", get(dashboard::page))
         .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/.well-known/oauth-protected-resource",
+            get(resource_metadata),
+        )
+        .route(
+            "/.well-known/oauth-protected-resource/mcp",
+            get(resource_metadata),
+        )
         .route("/openapi.json", get(openapi::document))
         .merge(protected)
         .fallback(|| async { ApiError::not_found("route") })

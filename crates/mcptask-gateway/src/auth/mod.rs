@@ -1,0 +1,215 @@
+//! Who is calling: the caller every face (REST, dashboard, MCP front) acts
+//! for, decided once by the HTTP layer and read by the faces.
+//!
+//! A request is authenticated by a static token of `[[api.tokens]]`, or by
+//! a JWT access token of an `[[api.oauth]]` issuer (MCP authorization: the
+//! gateway is an OAuth 2.1 resource server and describes itself at
+//! `/.well-known/oauth-protected-resource`, RFC 9728). A refused request
+//! learns where to get a token (`WWW-Authenticate`), never why its token was
+//! refused: that is logged.
+
+mod jwt;
+mod keys;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::config::{AuthMode, Config};
+use jwt::Issuer;
+
+/// A request for another principal than the caller's own, made without an
+/// operator's token.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NotAllowed(pub String);
+
+/// Who is calling.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// Tasks are scoped to this principal (a principal token).
+    pub principal: Option<String>,
+    /// An operator token (or no auth): sees every task.
+    pub operator: bool,
+}
+
+impl Caller {
+    /// Whether this caller may see a task bound to `principal`.
+    pub fn may_see(&self, principal: Option<&str>) -> bool {
+        self.operator || self.principal.as_deref() == principal
+    }
+
+    /// The principal a request acts for. An operator may name any principal
+    /// (or none); a principal token acts for itself, and naming anyone else
+    /// is refused rather than silently ignored, so a caller never mistakes
+    /// its own tasks for someone else's.
+    pub fn acting_for(&self, requested: Option<String>) -> Result<Option<String>, NotAllowed> {
+        if self.operator {
+            return Ok(requested);
+        }
+        match requested {
+            Some(other) if Some(&other) != self.principal.as_ref() => Err(NotAllowed(format!(
+                "this token acts for principal {:?} only; {other:?} needs an operator token",
+                self.principal.as_deref().unwrap_or_default()
+            ))),
+            _ => Ok(self.principal.clone()),
+        }
+    }
+}
+
+/// Why a request was not authenticated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// No credentials.
+    Missing,
+    /// Credentials that do not authenticate (unknown static token, or a JWT
+    /// that fails a check); the reason is for the log only.
+    Invalid(String),
+    /// A valid token without these (space-separated) scopes.
+    InsufficientScope(String),
+}
+
+impl Refusal {
+    fn invalid(why: impl Into<String>) -> Self {
+        Refusal::Invalid(why.into())
+    }
+}
+
+/// How requests are authenticated, from `[api]`. Cheap to clone.
+#[derive(Clone)]
+pub struct Authenticator {
+    mode: AuthMode,
+    tokens: Arc<HashMap<String, Option<String>>>,
+    issuers: Arc<Vec<Issuer>>,
+    public_url: Option<String>,
+}
+
+impl Authenticator {
+    /// From the configuration; `http` fetches the issuers' keys.
+    pub fn new(config: &Config, http: reqwest::Client) -> Self {
+        let tokens = config
+            .api
+            .tokens
+            .iter()
+            .map(|t| (t.token.get_ref().clone(), t.principal.clone()))
+            .collect();
+        let issuers = config
+            .api
+            .oauth
+            .iter()
+            .map(|o| Issuer::new(o.clone(), http.clone()))
+            .collect();
+        Self {
+            mode: config.api.auth,
+            tokens: Arc::new(tokens),
+            issuers: Arc::new(issuers),
+            public_url: config.api.public_url.as_ref().map(|u| u.get_ref().clone()),
+        }
+    }
+
+    /// Whether OAuth access tokens are accepted.
+    pub fn oauth(&self) -> bool {
+        !self.issuers.is_empty()
+    }
+
+    /// This gateway's base URL: `public_url`, else from the request's
+    /// `Host` (`origin`, e.g. `http://127.0.0.1:7777`).
+    pub fn base<'a>(&'a self, origin: &'a str) -> &'a str {
+        self.public_url.as_deref().unwrap_or(origin)
+    }
+
+    /// The resource identifier of the MCP endpoint (the default audience).
+    pub fn resource(&self, origin: &str) -> String {
+        format!("{}/mcp", self.base(origin))
+    }
+
+    /// The caller `bearer` speaks for.
+    pub async fn authenticate(
+        &self,
+        bearer: Option<&str>,
+        origin: &str,
+    ) -> Result<Caller, Refusal> {
+        if self.mode == AuthMode::None {
+            return Ok(Caller {
+                principal: None,
+                operator: true,
+            });
+        }
+        let token = bearer.filter(|t| !t.is_empty()).ok_or(Refusal::Missing)?;
+        if let Some(principal) = self.tokens.get(token) {
+            return Ok(Caller {
+                operator: principal.is_none(),
+                principal: principal.clone(),
+            });
+        }
+        if self.issuers.is_empty() {
+            return Err(Refusal::invalid("not a configured token"));
+        }
+        // Which issuer's keys to check it with: the one it names (checked
+        // again, with the signature, by the issuer's validation).
+        let named: Option<String> = jsonwebtoken::dangerous::insecure_decode_claims::<Value>(token)
+            .ok()
+            .and_then(|c| c.get("iss").and_then(Value::as_str).map(str::to_string));
+        let issuer = self
+            .issuers
+            .iter()
+            .find(|i| Some(i.issuer()) == named.as_deref())
+            .ok_or_else(|| Refusal::invalid(format!("issuer {named:?} is not configured")))?;
+        issuer.verify(token, &self.resource(origin)).await
+    }
+
+    /// The protected resource metadata (RFC 9728).
+    pub fn resource_metadata(&self, origin: &str) -> Value {
+        let mut scopes: Vec<&str> = self
+            .issuers
+            .iter()
+            .flat_map(|i| i.scopes().iter().map(String::as_str))
+            .collect();
+        scopes.sort_unstable();
+        scopes.dedup();
+        json!({
+            "resource": self.resource(origin),
+            "authorization_servers": self.issuers.iter().map(|i| i.issuer()).collect::<Vec<_>>(),
+            "scopes_supported": scopes,
+            "bearer_methods_supported": ["header"],
+            "resource_name": "mcptask",
+        })
+    }
+
+    /// Where the metadata is: RFC 9728's well-known URL of the resource.
+    pub fn metadata_url(&self, origin: &str) -> String {
+        format!(
+            "{}/.well-known/oauth-protected-resource/mcp",
+            self.base(origin)
+        )
+    }
+
+    /// The `WWW-Authenticate` value of a refusal.
+    pub fn challenge(&self, refusal: &Refusal, origin: &str) -> String {
+        if !self.oauth() {
+            return "Bearer".into();
+        }
+        let metadata = self.metadata_url(origin);
+        let scopes: Vec<&str> = self
+            .issuers
+            .iter()
+            .flat_map(|i| i.scopes().iter().map(String::as_str))
+            .collect();
+        match refusal {
+            Refusal::InsufficientScope(missing) => format!(
+                "Bearer error=\"insufficient_scope\", scope=\"{missing}\", resource_metadata=\"{metadata}\""
+            ),
+            Refusal::Invalid(_) => {
+                format!("Bearer error=\"invalid_token\", resource_metadata=\"{metadata}\"")
+            }
+            Refusal::Missing if scopes.is_empty() => {
+                format!("Bearer resource_metadata=\"{metadata}\"")
+            }
+            Refusal::Missing => format!(
+                "Bearer resource_metadata=\"{metadata}\", scope=\"{}\"",
+                scopes.join(" ")
+            ),
+        }
+    }
+}

@@ -1,0 +1,470 @@
+//! The gateway as an OAuth 2.1 resource server (MCP authorization): a local
+//! issuer serves its metadata and keys and signs tokens; a gateway in this
+//! process, with the demo server behind its front, accepts exactly the
+//! tokens it should, at `/mcp` and in the API.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jsonwebtoken::jwk::{Jwk, JwkSet};
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use mcptask_gateway::{Config, Gateway};
+use mcptask_server::testkit::{Lifecycle, TestClient};
+use rmcp::model::CallToolResponse;
+use serde_json::{Value, json};
+
+const OPERATOR: &str = "operator-token-0123456789";
+
+/// A signing key of the test issuer: PEM fixtures generated once with
+/// `openssl genpkey` (test-only keys).
+struct Key {
+    alg: Algorithm,
+    encoding: EncodingKey,
+    jwk: Jwk,
+}
+
+fn key(kid: &'static str, alg: Algorithm) -> Key {
+    let (file, encoding) = match alg {
+        Algorithm::RS256 => {
+            let pem = std::fs::read(keys_dir().join(format!("rsa-{kid}.pem"))).unwrap();
+            ("rsa", EncodingKey::from_rsa_pem(&pem).unwrap())
+        }
+        Algorithm::ES256 => {
+            let pem = std::fs::read(keys_dir().join(format!("ec-{kid}.pem"))).unwrap();
+            ("ec", EncodingKey::from_ec_pem(&pem).unwrap())
+        }
+        Algorithm::EdDSA => {
+            let pem = std::fs::read(keys_dir().join(format!("ed-{kid}.pem"))).unwrap();
+            ("ed", EncodingKey::from_ed_pem(&pem).unwrap())
+        }
+        other => panic!("no test key for {other:?}"),
+    };
+    let mut jwk = Jwk::from_encoding_key(&encoding, alg).unwrap();
+    jwk.common.key_id = Some(format!("{file}-{kid}"));
+    Key { alg, encoding, jwk }
+}
+
+fn keys_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/keys")
+}
+
+/// A local authorization server: metadata, a rotatable key set, tokens.
+struct Issuer {
+    base: String,
+    published: Arc<Mutex<Vec<Jwk>>>,
+}
+
+impl Issuer {
+    async fn start() -> Issuer {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let published: Arc<Mutex<Vec<Jwk>>> = Arc::default();
+        let meta = json!({"issuer": base, "jwks_uri": format!("{base}/jwks"),
+            "authorization_endpoint": format!("{base}/authorize"), "token_endpoint": format!("{base}/token"),
+            "response_types_supported": ["code"]});
+        let keys = published.clone();
+        let app = axum::Router::new()
+            .route(
+                "/.well-known/oauth-authorization-server",
+                axum::routing::get(move || {
+                    let meta = meta.clone();
+                    async move { axum::Json(meta) }
+                }),
+            )
+            .route(
+                "/jwks",
+                axum::routing::get(move || {
+                    let set = JwkSet {
+                        keys: keys.lock().unwrap().clone(),
+                    };
+                    async move { axum::Json(set) }
+                }),
+            );
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Issuer { base, published }
+    }
+
+    fn publish(&self, key: &Key) {
+        self.published.lock().unwrap().push(key.jwk.clone());
+    }
+
+    fn withdraw(&self, key: &Key) {
+        self.published
+            .lock()
+            .unwrap()
+            .retain(|k| k.common.key_id != key.jwk.common.key_id);
+    }
+
+    /// A token signed with `key`, with these claims over sensible defaults.
+    fn token(&self, key: &Key, audience: &str, claims: Value) -> String {
+        let now = jsonwebtoken::get_current_timestamp();
+        let mut all = json!({"iss": self.base, "aud": audience, "sub": "alice",
+            "scope": "mcp", "iat": now, "nbf": now - 5, "exp": now + 300});
+        for (k, v) in claims.as_object().unwrap() {
+            all[k] = v.clone();
+        }
+        let mut header = Header::new(key.alg);
+        header.kid = key.jwk.common.key_id.clone();
+        jsonwebtoken::encode(&header, &all, &key.encoding).unwrap()
+    }
+}
+
+/// A gateway (API and front) on a fresh SQLite file, with the demo server
+/// (in this process) behind its front and `issuer` trusted.
+struct Setup {
+    base: String,
+    resource: String,
+    _gateway: Gateway,
+    _dirs: Vec<tempfile::TempDir>,
+}
+
+async fn setup(issuer: &Issuer) -> Setup {
+    let demo_dir = tempfile::tempdir().unwrap();
+    let options = mcptask_demo::DemoServerOptions::new(format!(
+        "sqlite:{}",
+        demo_dir.path().join("demo.db").display()
+    ));
+    let runtime = mcptask_demo::start_runtime(&options).await.unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let app = mcptask_demo::router(runtime, &options, stop);
+    let demo = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let demo_url = format!("http://{}/mcp", demo.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(demo, app).await.unwrap() });
+
+    let dir = tempfile::tempdir().unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let config = Config::parse(
+        "(test)",
+        &format!(
+            r#"
+            [database]
+            url = "sqlite:{db}"
+            [api]
+            [[api.tokens]]
+            token = "{OPERATOR}"
+            [[api.oauth]]
+            issuer = "{issuer}"
+            scopes = ["mcp"]
+            operator_scope = "mcptask:admin"
+            leeway_s = 5
+            [proxy]
+            enabled = true
+            [[servers]]
+            name = "demo"
+            url = "{demo_url}"
+            "#,
+            db = dir.path().join("gw.db").display(),
+            issuer = issuer.base,
+        ),
+    )
+    .unwrap();
+    let gateway = Gateway::start(config).await.unwrap();
+    let serving = gateway.clone();
+    tokio::spawn(async move { serving.serve(listener, None).await.unwrap() });
+    Setup {
+        resource: format!("{base}/mcp"),
+        base,
+        _gateway: gateway,
+        _dirs: vec![dir, demo_dir],
+    }
+}
+
+fn http() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
+}
+
+async fn get(url: &str, bearer: Option<&str>) -> reqwest::Response {
+    let mut request = http().get(url);
+    if let Some(token) = bearer {
+        request = request.bearer_auth(token);
+    }
+    request.send().await.unwrap()
+}
+
+fn challenge(response: &reqwest::Response) -> String {
+    response
+        .headers()
+        .get("www-authenticate")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_finds_the_metadata_from_a_401_and_calls_with_a_token() {
+    let issuer = Issuer::start().await;
+    let rsa = key("a", Algorithm::RS256);
+    issuer.publish(&rsa);
+    let s = setup(&issuer).await;
+
+    // No token: 401 naming where to learn more, and the scope to ask for.
+    let refused = http()
+        .post(&s.resource)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401);
+    let www = challenge(&refused);
+    let metadata_url = format!("{}/.well-known/oauth-protected-resource/mcp", s.base);
+    assert!(
+        www.contains(&format!("resource_metadata=\"{metadata_url}\"")),
+        "{www}"
+    );
+    assert!(www.contains("scope=\"mcp\""), "{www}");
+
+    // The metadata names this resource and the issuer; the issuer's own
+    // metadata names its keys.
+    let metadata: Value = get(&metadata_url, None).await.json().await.unwrap();
+    assert_eq!(metadata["resource"], s.resource);
+    assert_eq!(metadata["authorization_servers"], json!([issuer.base]));
+    assert_eq!(metadata["scopes_supported"], json!(["mcp"]));
+    let server: Value = get(
+        &format!(
+            "{}/.well-known/oauth-authorization-server",
+            metadata["authorization_servers"][0].as_str().unwrap()
+        ),
+        None,
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    assert!(server["jwks_uri"].is_string());
+
+    // With a token for this resource, the front answers.
+    let token = issuer.token(&rsa, &s.resource, json!({}));
+    let client = TestClient::http(
+        &s.resource,
+        Some(&token),
+        Lifecycle::Modern { tasks: false },
+    )
+    .await
+    .expect("the front accepts the token");
+    let tools = client.peer().list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "demo__greet"), "{tools:?}");
+    // And so does the API, as alice.
+    let tasks = get(&format!("{}/api/v1/tasks", s.base), Some(&token)).await;
+    assert_eq!(tasks.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_that_fail_a_check_are_refused_and_nothing_says_why() {
+    let issuer = Issuer::start().await;
+    let rsa = key("a", Algorithm::RS256);
+    let other = key("b", Algorithm::RS256);
+    let ec = key("a", Algorithm::ES256);
+    let ed = key("a", Algorithm::EdDSA);
+    for k in [&rsa, &ec, &ed] {
+        issuer.publish(k);
+    }
+    let s = setup(&issuer).await;
+    let api = format!("{}/api/v1/tasks", s.base);
+    let now = jsonwebtoken::get_current_timestamp();
+
+    // Every accepted algorithm family works.
+    for k in [&rsa, &ec, &ed] {
+        let token = issuer.token(k, &s.resource, json!({}));
+        assert_eq!(get(&api, Some(&token)).await.status(), 200, "{:?}", k.alg);
+    }
+
+    let tampered = {
+        let token = issuer.token(&rsa, &s.resource, json!({}));
+        let mut parts: Vec<String> = token.split('.').map(str::to_string).collect();
+        let claims = json!({"iss": issuer.base, "aud": s.resource, "sub": "mallory",
+            "scope": "mcp mcptask:admin", "exp": now + 300});
+        parts[1] = base64_url(claims.to_string().as_bytes());
+        parts.join(".")
+    };
+    let unsigned = format!(
+        "{}.{}.",
+        base64_url(br#"{"alg":"none","typ":"JWT"}"#),
+        base64_url(
+            json!({"iss": issuer.base, "aud": s.resource, "sub": "mallory", "scope": "mcp", "exp": now + 300})
+                .to_string()
+                .as_bytes()
+        )
+    );
+    // The RSA public key, as an HMAC secret: the classic confusion.
+    let hmac_confused = {
+        let public = serde_json::to_vec(&rsa.jwk).unwrap();
+        let mut header = Header::new(Algorithm::HS256);
+        header.kid = rsa.jwk.common.key_id.clone();
+        let claims = json!({"iss": issuer.base, "aud": s.resource, "sub": "mallory", "scope": "mcp", "exp": now + 300});
+        jsonwebtoken::encode(
+            &header,
+            &claims,
+            &EncodingKey::from_secret(&public).unwrap(),
+        )
+        .unwrap()
+    };
+    let cases = [
+        (
+            "expired",
+            issuer.token(&rsa, &s.resource, json!({"exp": now - 600})),
+        ),
+        (
+            "not yet valid",
+            issuer.token(&rsa, &s.resource, json!({"nbf": now + 600})),
+        ),
+        (
+            "wrong audience",
+            issuer.token(&rsa, "https://elsewhere.example/mcp", json!({})),
+        ),
+        (
+            "wrong issuer",
+            issuer.token(&rsa, &s.resource, json!({"iss": "https://evil.example"})),
+        ),
+        ("unknown key", issuer.token(&other, &s.resource, json!({}))),
+        ("tampered", tampered),
+        ("alg none", unsigned),
+        ("HMAC with the public key", hmac_confused),
+        ("not a JWT", "not-a-token-at-all".to_string()),
+    ];
+    for (case, token) in cases {
+        let response = get(&api, Some(&token)).await;
+        assert_eq!(response.status(), 401, "{case}");
+        let www = challenge(&response);
+        assert!(
+            www.starts_with("Bearer error=\"invalid_token\""),
+            "{case}: {www}"
+        );
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "unauthorized", "{case}: {body}");
+        let text = body.to_string();
+        for leak in ["exp", "audience", "issuer", "kid", "signature", "algorithm"] {
+            assert!(
+                !text.to_lowercase().contains(leak),
+                "{case} leaks {leak:?}: {text}"
+            );
+        }
+    }
+
+    // A valid token without the scope: 403 naming it.
+    let unscoped = issuer.token(&rsa, &s.resource, json!({"scope": "profile"}));
+    let response = get(&api, Some(&unscoped)).await;
+    assert_eq!(response.status(), 403);
+    let www = challenge(&response);
+    assert!(
+        www.contains("error=\"insufficient_scope\"") && www.contains("scope=\"mcp\""),
+        "{www}"
+    );
+}
+
+fn base64_url(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().fold(0u32, |acc, b| (acc << 8) | *b as u32) << (8 * (3 - chunk.len()));
+        for i in 0..=chunk.len() {
+            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_rotation_at_the_issuer_is_followed_without_a_restart() {
+    let issuer = Issuer::start().await;
+    let old = key("a", Algorithm::RS256);
+    let new = key("b", Algorithm::RS256);
+    issuer.publish(&old);
+    let s = setup(&issuer).await;
+    let api = format!("{}/api/v1/tasks", s.base);
+    let first = issuer.token(&old, &s.resource, json!({}));
+    assert_eq!(get(&api, Some(&first)).await.status(), 200);
+
+    // The issuer rotates: the new key is published, the old one withdrawn.
+    issuer.publish(&new);
+    issuer.withdraw(&old);
+    let rotated = issuer.token(&new, &s.resource, json!({}));
+    // Unknown key ids refetch the set at most every 10 s: within a bound,
+    // the new key is found.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = get(&api, Some(&rotated)).await.status();
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 401);
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the new key was never found"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_principals_stay_apart_at_the_front_and_in_the_api() {
+    let issuer = Issuer::start().await;
+    let rsa = key("a", Algorithm::RS256);
+    issuer.publish(&rsa);
+    let s = setup(&issuer).await;
+    let alice = issuer.token(&rsa, &s.resource, json!({"sub": "alice"}));
+    let bob = issuer.token(&rsa, &s.resource, json!({"sub": "bob"}));
+    let admin = issuer.token(
+        &rsa,
+        &s.resource,
+        json!({"sub": "carol", "scope": "mcp mcptask:admin"}),
+    );
+
+    // Alice starts a task at the front; bob cannot read it there.
+    let alice_mcp = TestClient::http(&s.resource, Some(&alice), Lifecycle::Modern { tasks: true })
+        .await
+        .unwrap();
+    let id = match alice_mcp
+        .call("demo__slow_compute", json!({"seconds": 30}))
+        .await
+        .unwrap()
+    {
+        CallToolResponse::Task(t) => t.task.task_id,
+        other => panic!("expected a task, got {other:?}"),
+    };
+    let bob_mcp = TestClient::http(&s.resource, Some(&bob), Lifecycle::Modern { tasks: true })
+        .await
+        .unwrap();
+    assert!(bob_mcp.get(&id).await.is_err(), "bob read alice's task");
+    assert!(alice_mcp.get(&id).await.is_ok());
+
+    // In the API: one row, alice's; bob sees nothing, the operator all.
+    let task = |token: &str| {
+        let url = format!("{}/api/v1/tasks/{id}", s.base);
+        let token = token.to_string();
+        async move { get(&url, Some(&token)).await }
+    };
+    let mine = task(&alice).await;
+    assert_eq!(mine.status(), 200);
+    let mine: Value = mine.json().await.unwrap();
+    assert_eq!(
+        (&mine["principal"], &mine["face"]),
+        (&json!("alice"), &json!("mcp"))
+    );
+    assert_eq!(task(&bob).await.status(), 404);
+    let bobs: Value = get(&format!("{}/api/v1/tasks", s.base), Some(&bob))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(bobs["tasks"], json!([]));
+    assert_eq!(
+        task(&admin).await.status(),
+        200,
+        "the operator scope sees every task"
+    );
+    assert_eq!(
+        task(OPERATOR).await.status(),
+        200,
+        "static tokens keep working"
+    );
+    let cancelled = http()
+        .post(format!("{}/api/v1/tasks/{id}/cancel", s.base))
+        .bearer_auth(&bob)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cancelled.status(), 404, "bob cannot cancel alice's task");
+}
