@@ -16,6 +16,7 @@
 //! assert!(TaskStatus::Completed.is_terminal());
 //! ```
 
+pub mod access;
 pub mod call;
 pub mod client;
 pub mod clock;

@@ -29,6 +29,31 @@ pub struct Config {
     /// `[proxy]`: mcptask as an MCP server in front of `[[servers]]`.
     #[serde(default)]
     pub proxy: ProxySection,
+    /// `[[policy]]`: which callers may call which tools.
+    #[serde(default)]
+    pub policy: Vec<PolicySection>,
+}
+
+/// A tool policy rule (see `mcptask_core::access`): to whom it applies, and
+/// the `"server/tool"` globs it allows or denies.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct PolicySection {
+    /// Applies to principals matching this glob (`*`, `?`).
+    #[serde(default)]
+    pub principal: Option<String>,
+    /// Applies to callers whose OAuth token grants this scope.
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// Applies to callers whose OAuth token holds this claim value.
+    #[serde(default)]
+    pub claim: Option<ClaimMatch>,
+    /// `"server/tool"` globs these callers may call; others are refused.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// `"server/tool"` globs these callers may not call.
+    #[serde(default)]
+    pub deny: Vec<String>,
 }
 
 /// `[proxy]`: serve the configured servers' tools as one MCP server (`/mcp`
@@ -523,6 +548,21 @@ impl Config {
                 ));
             }
         }
+        for (i, rule) in self.policy.iter().enumerate() {
+            if rule.allow.is_empty() && rule.deny.is_empty() {
+                let span = text
+                    .match_indices("[[policy]]")
+                    .nth(i)
+                    .map_or(0..0, |(at, m)| at..at + m.len());
+                return Err(at(
+                    path,
+                    text,
+                    span,
+                    "this [[policy]] rule neither allows nor denies anything",
+                    "add allow = [\"server/tool\", …] or deny = [\"server/*\", …] (\"server/tool\" globs)",
+                ));
+            }
+        }
         if let Err(invalid) = self.tracker.validate() {
             let key = invalid.key;
             let span = text.find(key).map_or(0..0, |i| i..i + key.len());
@@ -575,6 +615,22 @@ impl Config {
             });
         }
         Ok(())
+    }
+
+    /// The tool policy of `[[policy]]`.
+    pub fn policy(&self) -> mcptask_core::access::Policy {
+        mcptask_core::access::Policy::new(
+            self.policy
+                .iter()
+                .map(|p| mcptask_core::access::Rule {
+                    principal: p.principal.clone(),
+                    scope: p.scope.clone(),
+                    claim: p.claim.as_ref().map(|c| (c.claim.clone(), c.value.clone())),
+                    allow: p.allow.clone(),
+                    deny: p.deny.clone(),
+                })
+                .collect(),
+        )
     }
 
     /// Server definitions for the tracker.

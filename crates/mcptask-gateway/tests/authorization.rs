@@ -114,11 +114,16 @@ impl Issuer {
 struct Setup {
     base: String,
     resource: String,
-    _gateway: Gateway,
+    gateway: Gateway,
     _dirs: Vec<tempfile::TempDir>,
 }
 
 async fn setup(issuer: &Issuer) -> Setup {
+    setup_with(issuer, "").await
+}
+
+/// [`setup`] with more TOML (e.g. `[[policy]]` rules).
+async fn setup_with(issuer: &Issuer, extra: &str) -> Setup {
     let demo_dir = tempfile::tempdir().unwrap();
     let options = mcptask_demo::DemoServerOptions::new(format!(
         "sqlite:{}",
@@ -153,6 +158,7 @@ async fn setup(issuer: &Issuer) -> Setup {
             [[servers]]
             name = "demo"
             url = "{demo_url}"
+            {extra}
             "#,
             db = dir.path().join("gw.db").display(),
             issuer = issuer.base,
@@ -165,7 +171,7 @@ async fn setup(issuer: &Issuer) -> Setup {
     Setup {
         resource: format!("{base}/mcp"),
         base,
-        _gateway: gateway,
+        gateway,
         _dirs: vec![dir, demo_dir],
     }
 }
@@ -467,4 +473,184 @@ async fn two_principals_stay_apart_at_the_front_and_in_the_api() {
         .await
         .unwrap();
     assert_eq!(cancelled.status(), 404, "bob cannot cancel alice's task");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_tool_is_neither_listed_nor_callable_at_any_face() {
+    let issuer = Issuer::start().await;
+    let rsa = key("a", Algorithm::RS256);
+    issuer.publish(&rsa);
+    let s = setup_with(
+        &issuer,
+        r#"
+        [[policy]]
+        principal = "bob"
+        deny = ["demo/slow_*"]
+        [[policy]]
+        scope = "readonly"
+        allow = ["demo/greet"]
+        "#,
+    )
+    .await;
+    let alice = issuer.token(&rsa, &s.resource, json!({"sub": "alice"}));
+    let bob = issuer.token(&rsa, &s.resource, json!({"sub": "bob"}));
+    let reader = issuer.token(
+        &rsa,
+        &s.resource,
+        json!({"sub": "rita", "scope": "mcp readonly"}),
+    );
+
+    // The front: bob's list lacks the denied tool, and calling it reads
+    // exactly as calling a tool that does not exist.
+    let names = |token: String| {
+        let url = s.resource.clone();
+        async move {
+            let client = TestClient::http(&url, Some(&token), Lifecycle::Modern { tasks: true })
+                .await
+                .unwrap();
+            let tools = client.peer().list_all_tools().await.unwrap();
+            (
+                client,
+                tools
+                    .into_iter()
+                    .map(|t| t.name.to_string())
+                    .collect::<Vec<_>>(),
+            )
+        }
+    };
+    let (_, alices) = names(alice.clone()).await;
+    assert!(
+        alices.contains(&"demo__slow_compute".to_string()),
+        "{alices:?}"
+    );
+    let (bob_mcp, bobs) = names(bob.clone()).await;
+    assert!(
+        !bobs.iter().any(|n| n.starts_with("demo__slow_")),
+        "{bobs:?}"
+    );
+    assert!(bobs.contains(&"demo__greet".to_string()), "{bobs:?}");
+    let denied = bob_mcp
+        .call("demo__slow_compute", json!({"seconds": 1}))
+        .await
+        .unwrap_err();
+    let missing = bob_mcp
+        .call("demo__no_such_tool", json!({}))
+        .await
+        .unwrap_err();
+    let shape = |e: &rmcp::service::ServiceError| {
+        mcptask_server::testkit::error_code(e).map(|c| {
+            (
+                c,
+                e.to_string()
+                    .replace("slow_compute", "X")
+                    .replace("no_such_tool", "X"),
+            )
+        })
+    };
+    assert_eq!(shape(&denied), shape(&missing), "{denied} / {missing}");
+    let (_, readers) = names(reader.clone()).await;
+    assert_eq!(
+        readers
+            .iter()
+            .filter(|n| n.starts_with("demo__"))
+            .collect::<Vec<_>>(),
+        ["demo__greet"]
+    );
+
+    // The API (and so the CLI): the same tool is unknown to bob, known to alice.
+    let call = |token: String, tool: &'static str| {
+        let url = format!("{}/api/v1/calls", s.base);
+        async move {
+            http()
+                .post(url)
+                .bearer_auth(token)
+                .json(&json!({"server": "demo", "tool": tool, "arguments": {"seconds": 0.1}}))
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let refused = call(bob.clone(), "slow_compute").await;
+    assert_eq!(refused.status(), 404);
+    let refused: Value = refused.json().await.unwrap();
+    let unknown: Value = call(bob.clone(), "no_such_tool")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(refused["error"]["code"], unknown["error"]["code"]);
+    assert_eq!(refused["error"]["code"], "unknown_tool");
+    assert_eq!(call(alice.clone(), "slow_compute").await.status(), 202);
+    let listed: Value = get(&format!("{}/api/v1/servers/demo/tools", s.base), Some(&bob))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let listed: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        listed.contains(&"greet") && !listed.contains(&"slow_compute"),
+        "{listed:?}"
+    );
+
+    // The Rust face, and a policy edit: a call already running keeps
+    // running; new calls are refused.
+    let alice_mcp = TestClient::http(&s.resource, Some(&alice), Lifecycle::Modern { tasks: true })
+        .await
+        .unwrap();
+    let running = match alice_mcp
+        .call("demo__slow_compute", json!({"seconds": 2}))
+        .await
+        .unwrap()
+    {
+        CallToolResponse::Task(t) => t.task.task_id,
+        other => panic!("expected a task, got {other:?}"),
+    };
+    s.gateway
+        .calls
+        .set_policy(mcptask_core::access::Policy::new(vec![
+            mcptask_core::access::Rule {
+                deny: vec!["demo/slow_*".into()],
+                ..Default::default()
+            },
+        ]));
+    let refused = s
+        .gateway
+        .calls
+        .call(mcptask_gateway::calls::CallRequest {
+            server: "demo".into(),
+            tool: "slow_compute".into(),
+            arguments: json!({"seconds": 1}),
+            caller: mcptask_gateway::auth::Caller {
+                principal: Some("alice".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+        .await;
+    assert!(
+        matches!(
+            refused,
+            Err(mcptask_gateway::calls::CallError::UnknownTool { .. })
+        ),
+        "{refused:?}"
+    );
+    assert!(
+        alice_mcp
+            .call("demo__slow_compute", json!({"seconds": 1}))
+            .await
+            .is_err()
+    );
+    let done = alice_mcp
+        .wait_terminal(&running, Duration::from_secs(60))
+        .await;
+    assert_eq!(
+        mcptask_server::testkit::wire(&done)["status"],
+        "completed",
+        "the call made before the edit ran to its end"
+    );
 }

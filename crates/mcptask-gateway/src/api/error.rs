@@ -185,6 +185,9 @@ impl From<crate::calls::CallError> for ApiError {
         use mcptask_server::TaskError;
         match e {
             crate::calls::CallError::Tracker(e) => e.into(),
+            e @ crate::calls::CallError::UnknownTool { .. } => {
+                ApiError::new(StatusCode::NOT_FOUND, "unknown_tool", e.to_string())
+            }
             crate::calls::CallError::Runtime(TaskError::Overloaded(why)) => ApiError {
                 retry_after: Some(1),
                 ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "busy", why)

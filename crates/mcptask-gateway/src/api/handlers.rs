@@ -272,6 +272,7 @@ pub async fn call_tool(
             arguments: body.arguments.unwrap_or(json!({})),
             background: body.background,
             options,
+            caller: caller.clone(),
         })
         .await?;
     match outcome {

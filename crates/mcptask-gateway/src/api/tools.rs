@@ -1,14 +1,14 @@
 //! `GET /api/v1/servers/{name}/tools`: what a configured server offers, for
 //! the CLI's `mcptask tools` and the dashboard's tool picker.
 
-use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::{Extension, Json};
 use mcptask_client::TrackerError;
 use serde_json::{Value, json};
 
-use super::AppState;
 use super::error::ApiError;
+use super::{AppState, Caller};
 
 /// One tool as the API shows it.
 pub fn tool_view(tool: &rmcp::model::Tool) -> Value {
@@ -27,9 +27,10 @@ pub fn tool_view(tool: &rmcp::model::Tool) -> Value {
 }
 
 /// Any token may list tools: whoever may call a tool may learn its name and
-/// arguments.
+/// arguments (the tool policy leaves out the ones this caller may not call).
 pub async fn list_tools(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let servers = state.tracker.servers();
@@ -54,7 +55,11 @@ pub async fn list_tools(
     match state.tracker.list_tools(&name).await {
         Ok(tools) => Ok(Json(json!({
             "server": name,
-            "tools": tools.iter().map(tool_view).collect::<Vec<_>>(),
+            "tools": tools
+                .iter()
+                .filter(|t| state.calls.permits(&caller, &name, &t.name))
+                .map(tool_view)
+                .collect::<Vec<_>>(),
         }))),
         Err(e @ (TrackerError::Store(_) | TrackerError::ShuttingDown)) => Err(e.into()),
         Err(e) => {

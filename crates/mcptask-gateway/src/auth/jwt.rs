@@ -130,9 +130,13 @@ impl Issuer {
                     Some(Value::Array(list)) => list.iter().any(|v| v.as_str() == Some(&m.value)),
                     _ => false,
                 });
+        let mut scopes: Vec<String> = granted.into_iter().collect();
+        scopes.sort_unstable();
         Ok(Caller {
             principal: Some(principal),
             operator: by_scope || by_claim,
+            scopes,
+            claims: Some(std::sync::Arc::new(claims)),
         })
     }
 }

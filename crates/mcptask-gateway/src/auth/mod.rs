@@ -26,15 +26,28 @@ use jwt::Issuer;
 pub struct NotAllowed(pub String);
 
 /// Who is calling.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Caller {
     /// Tasks are scoped to this principal (a principal token).
     pub principal: Option<String>,
     /// An operator token (or no auth): sees every task.
     pub operator: bool,
+    /// The scopes its OAuth access token grants (none for a static token).
+    pub scopes: Vec<String>,
+    /// Its OAuth access token's claims (none for a static token).
+    pub claims: Option<Arc<Value>>,
 }
 
 impl Caller {
+    /// What tool policy selects this caller by.
+    pub fn access(&self) -> mcptask_core::access::Caller<'_> {
+        mcptask_core::access::Caller {
+            principal: self.principal.as_deref(),
+            scopes: &self.scopes,
+            claims: self.claims.as_deref(),
+        }
+    }
+
     /// Whether this caller may see a task bound to `principal`.
     pub fn may_see(&self, principal: Option<&str>) -> bool {
         self.operator || self.principal.as_deref() == principal
@@ -132,8 +145,8 @@ impl Authenticator {
     ) -> Result<Caller, Refusal> {
         if self.mode == AuthMode::None {
             return Ok(Caller {
-                principal: None,
                 operator: true,
+                ..Caller::default()
             });
         }
         let token = bearer.filter(|t| !t.is_empty()).ok_or(Refusal::Missing)?;
@@ -141,6 +154,7 @@ impl Authenticator {
             return Ok(Caller {
                 operator: principal.is_none(),
                 principal: principal.clone(),
+                ..Caller::default()
             });
         }
         if self.issuers.is_empty() {

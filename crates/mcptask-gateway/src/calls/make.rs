@@ -18,6 +18,7 @@ use rmcp::model::{CallToolResult, InputResponses, JsonObject, Task};
 use serde_json::Value;
 
 use super::Calls;
+use crate::auth::Caller;
 use crate::upstreams::catalog::Route;
 
 /// One tool call, as a face asks for it.
@@ -35,6 +36,9 @@ pub struct CallRequest {
     pub background: Option<bool>,
     /// Who calls, through which face, and what to record with the call.
     pub options: CallOptions,
+    /// Who makes the request (tool policy applies to it; an operator may
+    /// act for another principal in `options`).
+    pub caller: Caller,
 }
 
 /// What a call produced.
@@ -56,6 +60,15 @@ pub enum CallError {
     /// The call runtime refused a new call task; nothing was kept.
     #[error(transparent)]
     Runtime(#[from] TaskError),
+    /// The server offers no such tool, or not to this caller (the two read
+    /// the same).
+    #[error("server {server:?} offers no tool {tool:?}")]
+    UnknownTool {
+        /// The server named.
+        server: String,
+        /// The tool named.
+        tool: String,
+    },
 }
 
 impl From<CallOutcome> for Started {
@@ -96,7 +109,16 @@ impl Calls {
             arguments,
             background,
             options,
+            caller,
         } = request;
+        // A tool the caller may not call reads as one that does not exist.
+        let unknown = || CallError::UnknownTool {
+            server: server.clone(),
+            tool: tool.clone(),
+        };
+        if !self.permits(&caller, &server, &tool) {
+            return Err(unknown());
+        }
         // A toolset's submit tool is the configuration's to say.
         let toolset = tracker
             .servers()
@@ -109,6 +131,11 @@ impl Calls {
                 .into());
         }
         let route = self.upstreams.route_of(&server, &tool).await;
+        // A listed server that lacks the tool: unknown (a server never
+        // listed, being down, answers for itself below).
+        if route.is_none() && self.upstreams.has_listing(&server) {
+            return Err(unknown());
+        }
         if let Some(route) = route {
             let wants = match background {
                 Some(true) => Wants::Durable,

@@ -7,16 +7,18 @@ mod local;
 mod make;
 mod source;
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use anyhow::Context;
+use mcptask_core::access::Policy;
 use mcptask_server::{RuntimeConfig, TaskRuntime};
 use tokio_util::sync::CancellationToken;
 
 pub use make::{CallError, CallRequest, Started};
 pub use source::Source;
 
+use crate::auth::Caller;
 use crate::config::{Config, ConfigError, Interrupt};
 use crate::upstreams::{Upstream, Upstreams};
 
@@ -35,6 +37,8 @@ pub struct Calls {
     pub upstreams: Arc<Upstreams>,
     /// The runtime of call tasks (durable, recovered on any replica).
     pub runtime: TaskRuntime,
+    /// Which callers may call which tools (replaced whole on a change).
+    policy: Arc<RwLock<Arc<Policy>>>,
 }
 
 /// List `server`'s tools again each time one of its sessions sends
@@ -148,7 +152,24 @@ impl Calls {
                 }
             }
         });
-        Ok(Calls { upstreams, runtime })
+        Ok(Calls {
+            upstreams,
+            runtime,
+            policy: Arc::new(RwLock::new(Arc::new(config.policy()))),
+        })
+    }
+
+    /// Whether `caller` may call `tool` of `server` under the policy now in
+    /// force.
+    pub fn permits(&self, caller: &Caller, server: &str, tool: &str) -> bool {
+        let policy = self.policy.read().expect("policy lock").clone();
+        policy.permits(&caller.access(), server, tool)
+    }
+
+    /// Put `policy` in force for calls made from now on (calls already
+    /// made keep running).
+    pub fn set_policy(&self, policy: Policy) {
+        *self.policy.write().expect("policy lock") = Arc::new(policy);
     }
 
     /// Drain the call tasks running here (the rest is left to recovery).

@@ -13,7 +13,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
-pub use server::{FrontServer, PrincipalFn};
+pub use server::{CallerFn, FrontServer};
 
 use crate::auth::Caller;
 use crate::calls::Calls;
@@ -22,9 +22,9 @@ use crate::calls::Calls;
 pub type FrontService =
     mcptask_server::TaskListenService<StreamableHttpService<FrontServer, LocalSessionManager>>;
 
-/// The front server, with callers identified by `principal`.
-pub fn server(calls: &Calls, principal: PrincipalFn) -> FrontServer {
-    FrontServer::new(calls.clone(), principal)
+/// The front server, with callers identified by `caller`.
+pub fn server(calls: &Calls, caller: CallerFn) -> FrontServer {
+    FrontServer::new(calls.clone(), caller)
 }
 
 /// The Streamable HTTP service for `/mcp` (2026-07-28 stateless, older
@@ -42,7 +42,8 @@ pub fn http_service(calls: &Calls, max_body_bytes: usize, stop: CancellationToke
                 .extensions
                 .get::<axum::http::request::Parts>()
                 .and_then(|parts| parts.extensions.get::<Caller>())
-                .and_then(|caller| caller.principal.clone())
+                .cloned()
+                .unwrap_or_default()
         }),
     );
     let service = StreamableHttpService::new(
@@ -65,7 +66,11 @@ pub async fn serve_stdio(
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
     use rmcp::ServiceExt;
-    let running = server(calls, Arc::new(move |_| principal.clone()))
+    let caller = Caller {
+        principal,
+        ..Caller::default()
+    };
+    let running = server(calls, Arc::new(move |_| caller.clone()))
         .serve(mcptask_server::mcp::stdio_with_listen())
         .await
         .context("starting the stdio transport")?;

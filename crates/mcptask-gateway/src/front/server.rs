@@ -24,22 +24,22 @@ use serde_json::{Value, json};
 
 use super::agent_tools;
 use super::directory::Directory;
-use crate::calls::{CallError, Calls, Source};
+use crate::auth::Caller;
+use crate::calls::{CallError, Calls};
 use crate::upstreams::Upstreams;
 use crate::upstreams::catalog::Route;
 
 /// Who the caller of a front request is.
-pub type PrincipalFn = Arc<dyn Fn(&RequestContext<RoleServer>) -> Option<String> + Send + Sync>;
+pub type CallerFn = Arc<dyn Fn(&RequestContext<RoleServer>) -> Caller + Send + Sync>;
 
 /// The front server. Cheap to clone.
 #[derive(Clone)]
 pub struct FrontServer {
     calls: Calls,
     upstreams: Arc<Upstreams>,
-    source: Source,
     runtime: TaskRuntime,
     tasks: DurableTaskServer,
-    principal: PrincipalFn,
+    caller: CallerFn,
     /// Where upstream prompts and resources were last seen.
     directory: Arc<Directory>,
 }
@@ -65,20 +65,21 @@ fn refused(e: CallError) -> ErrorData {
             ErrorData::invalid_params(e.to_string(), None)
         }
         CallError::Tracker(e) => ErrorData::internal_error(e.to_string(), None),
+        CallError::UnknownTool { tool, .. } => TaskError::UnknownTool(tool).into(),
     }
 }
 
 impl FrontServer {
-    pub fn new(calls: Calls, principal: PrincipalFn) -> Self {
-        let p = principal.clone();
-        let tasks = DurableTaskServer::new(calls.runtime.clone()).with_principal(move |c| p(c));
+    pub fn new(calls: Calls, caller: CallerFn) -> Self {
+        let who = caller.clone();
+        let tasks =
+            DurableTaskServer::new(calls.runtime.clone()).with_principal(move |c| who(c).principal);
         Self {
-            source: Source(calls.upstreams.clone()),
             upstreams: calls.upstreams.clone(),
             runtime: calls.runtime.clone(),
             calls,
             tasks,
-            principal,
+            caller,
             directory: Arc::default(),
         }
     }
@@ -350,8 +351,15 @@ impl ServerHandler for FrontServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        use mcptask_server::ToolSource as _;
-        let mut tools = self.source.definitions();
+        // Only the tools this caller may call (tool policy).
+        let caller = (self.caller)(&context);
+        let mut tools: Vec<Tool> = self
+            .upstreams
+            .catalog()
+            .routes()
+            .filter(|r| self.calls.permits(&caller, &r.server, &r.tool))
+            .map(|r| r.definition.clone())
+            .collect();
         if !declares_tasks(&context) {
             tools.extend(agent_tools::definitions());
         }
@@ -371,20 +379,23 @@ impl ServerHandler for FrontServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
+        let caller = (self.caller)(&context);
         if agent_tools::is_agent_tool(&name) && !declares_tasks(&context) {
-            let principal = (self.principal)(&context);
+            let principal = caller.principal.clone();
             let arguments = request.arguments.clone().unwrap_or_default();
             return agent_tools::call(&self.runtime, &name, arguments, principal.as_deref())
                 .await
                 .map(CallToolResponse::Complete);
         }
         let catalog = self.upstreams.catalog();
+        // A tool the caller may not call reads as one that does not exist.
         let route = catalog
             .get(&name)
+            .filter(|r| self.calls.permits(&caller, &r.server, &r.tool))
             .cloned()
             .ok_or_else(|| ErrorData::from(TaskError::UnknownTool(name.clone())))?;
         let arguments = request.arguments.clone().unwrap_or_default();
-        let principal = (self.principal)(&context);
+        let principal = caller.principal.clone();
         let declares = declares_tasks(&context);
         // A caller that does not declare tasks gets the synchronous answer,
         // unless the tool runs in the background (configured, or it can
@@ -506,8 +517,7 @@ impl ServerHandler for FrontServer {
     /// `notifications/tools/list_changed` whenever the catalog changes, until
     /// its session ends.
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        use mcptask_server::ToolSource as _;
-        let mut changed = self.source.changed();
+        let mut changed = self.upstreams.catalog_changes();
         changed.borrow_and_update();
         let peer = context.peer;
         tokio::spawn(async move {

@@ -84,6 +84,14 @@ impl Upstreams {
         self.version.subscribe()
     }
 
+    /// Whether `server` was listed at least once (its tools are known).
+    pub fn has_listing(&self, server: &str) -> bool {
+        self.listings
+            .lock()
+            .expect("listings lock")
+            .contains_key(server)
+    }
+
     /// The current catalog.
     pub fn catalog(&self) -> Arc<Catalog> {
         self.catalog.read().expect("catalog lock").clone()
