@@ -73,6 +73,15 @@ impl Store {
         }
     }
 
+    /// Whether the store can serve (see [`SqlStore::readiness`]): reachable
+    /// within `within`, with every migration applied.
+    pub async fn readiness(&self, within: std::time::Duration) -> Result<(), String> {
+        match self {
+            Store::Sqlite(s) => s.readiness(within).await,
+            Store::Postgres(s) => s.readiness(within).await,
+        }
+    }
+
     /// Close the pools (waits for in-flight statements).
     pub async fn close(&self) {
         match self {

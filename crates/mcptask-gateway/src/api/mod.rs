@@ -151,6 +151,25 @@ async fn authenticate(State(state): State<AppState>, mut request: Request, next:
     }
 }
 
+/// Readiness for load balancers: 503 while the store is unreachable or
+/// migrations are pending (`/healthz` says only that the process lives).
+async fn ready(State(state): State<AppState>) -> Response {
+    match state
+        .calls
+        .store()
+        .readiness(std::time::Duration::from_secs(2))
+        .await
+    {
+        Ok(()) => "ready".into_response(),
+        Err(why) => ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            why,
+        )
+        .into_response(),
+    }
+}
+
 /// The protected resource metadata (RFC 9728), when OAuth is configured.
 async fn resource_metadata(State(state): State<AppState>, request: Request) -> Response {
     if !state.auth.oauth() {
@@ -210,6 +229,7 @@ pub fn router_with_mcp(
     axum::Router::new()
         .route("/", get(dashboard::page))
         .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(ready))
         .route(
             "/.well-known/oauth-protected-resource",
             get(resource_metadata),

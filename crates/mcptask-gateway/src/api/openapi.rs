@@ -47,7 +47,7 @@ pub fn spec() -> Value {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
             "schemas": {
                 "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {
-                    "code": {"type": "string", "enum": ["bad_request", "unauthorized", "forbidden", "not_found", "unknown_server", "payload_too_large", "unsupported_media_type", "remote_error", "unavailable", "busy", "protocol_error", "input_needed", "invalid_answer", "timeout", "shutting_down", "store_unavailable", "metrics_disabled"]},
+                    "code": {"type": "string", "enum": ["bad_request", "unauthorized", "insufficient_scope", "not_ready", "unknown_tool", "forbidden", "not_found", "unknown_server", "payload_too_large", "unsupported_media_type", "remote_error", "unavailable", "busy", "protocol_error", "input_needed", "invalid_answer", "timeout", "shutting_down", "store_unavailable", "metrics_disabled"]},
                     "message": {"type": "string"},
                     "details": {}
                 }}}},
@@ -181,6 +181,9 @@ pub fn spec() -> Value {
             }},
             "/metrics": {"get": {"summary": "Prometheus metrics", "responses": with(json!({"200": {"description": "Prometheus text format", "content": {"text/plain": {}}}}))}},
             "/healthz": {"get": {"summary": "Liveness", "security": [], "responses": {"200": {"description": "ok"}}}},
+            "/readyz": {"get": {"summary": "Readiness: the store answers and every migration is applied", "security": [], "responses": {"200": {"description": "ready"}, "503": error_response("not_ready: the store is unreachable, or migrations are pending")}}},
+            "/.well-known/oauth-protected-resource": {"get": {"summary": "OAuth protected resource metadata (RFC 9728), with [[api.oauth]] configured", "security": [], "responses": {"200": {"description": "The metadata"}, "404": error_response("OAuth is not configured")}}},
+            "/.well-known/oauth-protected-resource/mcp": {"get": {"summary": "The same, at the path of the MCP endpoint (RFC 9728 §3.1)", "security": [], "responses": {"200": {"description": "The metadata"}, "404": error_response("OAuth is not configured")}}},
             "/openapi.json": {"get": {"summary": "This document", "security": [], "responses": {"200": {"description": "OpenAPI 3.1"}}}},
             "/": {"get": {"summary": "The dashboard (HTML)", "security": [], "responses": {"200": {"description": "text/html"}}}}
         }

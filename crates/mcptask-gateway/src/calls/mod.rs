@@ -39,6 +39,7 @@ pub struct Calls {
     pub runtime: TaskRuntime,
     /// Which callers may call which tools (replaced whole on a change).
     policy: Arc<RwLock<Arc<Policy>>>,
+    store: mcptask_sql::Store,
 }
 
 /// List `server`'s tools again each time one of its sessions sends
@@ -156,7 +157,13 @@ impl Calls {
             upstreams,
             runtime,
             policy: Arc::new(RwLock::new(Arc::new(config.policy()))),
+            store: store.clone(),
         })
+    }
+
+    /// The store the calls live in.
+    pub fn store(&self) -> &mcptask_sql::Store {
+        &self.store
     }
 
     /// Whether `caller` may call `tool` of `server` under the policy now in

@@ -98,6 +98,9 @@ pub trait Dialect: Database + Sized {
     /// Apply this backend's pending migrations.
     fn migrate(pool: &Pool<Self>) -> BoxFuture<'_, Result<(), sqlx::migrate::MigrateError>>;
 
+    /// This backend's migrations.
+    fn migrator() -> &'static sqlx::migrate::Migrator;
+
     /// Bind a list of texts as one parameter.
     fn bind_texts(query: DbQuery<Self>, list: Vec<&str>) -> DbQuery<Self>;
 

@@ -61,6 +61,41 @@ impl<D: Backend> SqlStore<D> {
         Ok(self.applied_migrations().await.saturating_sub(before))
     }
 
+    /// Whether the store can serve: reachable within `within`, and every
+    /// migration this build knows applied. The error says which is not.
+    pub async fn readiness(&self, within: std::time::Duration) -> Result<(), String> {
+        let check = async {
+            let mut conn = self
+                .reader
+                .acquire()
+                .await
+                .map_err(|e| format!("the database is unreachable: {e}"))?;
+            let row = D::fetch_optional(
+                &mut conn,
+                "SELECT count(*) AS n FROM _sqlx_migrations WHERE success",
+                Vec::new(),
+            )
+            .await
+            .map_err(|e| format!("the schema cannot be read: {e}"))?;
+            let applied = match row {
+                Some(row) => D::column::<i64>(&row, "n").map_err(|e| e.to_string())?,
+                None => 0,
+            };
+            let known = D::migrator().iter().count() as i64;
+            if applied < known {
+                return Err(format!(
+                    "{} of {known} migrations are not applied yet (`mcptask migrate`)",
+                    known - applied
+                ));
+            }
+            Ok(())
+        };
+        match tokio::time::timeout(within, check).await {
+            Ok(r) => r,
+            Err(_) => Err(format!("the database did not answer within {within:?}")),
+        }
+    }
+
     async fn applied_migrations(&self) -> usize {
         let count = async {
             let mut conn = self.writer.acquire().await.map_err(crate::error::db_err)?;

@@ -99,8 +99,12 @@ impl Dialect for Postgres {
     }
 
     fn migrate(pool: &Pool<Self>) -> BoxFuture<'_, Result<(), sqlx::migrate::MigrateError>> {
+        Box::pin(Self::migrator().run(pool))
+    }
+
+    fn migrator() -> &'static sqlx::migrate::Migrator {
         static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
-        Box::pin(MIGRATOR.run(pool))
+        &MIGRATOR
     }
 
     fn begin_write(

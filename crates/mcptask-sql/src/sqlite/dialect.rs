@@ -45,8 +45,12 @@ impl Dialect for Sqlite {
     }
 
     fn migrate(pool: &Pool<Self>) -> BoxFuture<'_, Result<(), sqlx::migrate::MigrateError>> {
+        Box::pin(Self::migrator().run(pool))
+    }
+
+    fn migrator() -> &'static sqlx::migrate::Migrator {
         static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
-        Box::pin(MIGRATOR.run(pool))
+        &MIGRATOR
     }
 
     fn bind_texts(query: DbQuery<Self>, list: Vec<&str>) -> DbQuery<Self> {

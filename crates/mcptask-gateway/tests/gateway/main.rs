@@ -1,0 +1,5 @@
+//! The gateway library in this process: authorization, policy and
+//! readiness against real HTTP peers and real SQLite files.
+
+mod authorization;
+mod readiness;
