@@ -25,6 +25,7 @@ pub mod error;
 pub mod front;
 pub mod ids;
 pub mod lease;
+pub mod limits;
 pub mod payload;
 pub mod policy;
 pub mod server;

@@ -32,6 +32,26 @@ pub struct Config {
     /// `[[policy]]`: which callers may call which tools.
     #[serde(default)]
     pub policy: Vec<PolicySection>,
+    /// `[limits]`: fair limits per principal.
+    #[serde(default)]
+    pub limits: LimitsSection,
+}
+
+/// `[limits]`: what one principal (anonymous callers together count as
+/// one) may ask of this gateway process, at every face.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsSection {
+    /// Tool calls per second, sustained (none: no rate limit).
+    #[serde(default)]
+    pub per_principal_rate: Option<f64>,
+    /// Tool calls at once after a quiet spell (default: twice the rate,
+    /// at least 1).
+    #[serde(default)]
+    pub per_principal_burst: Option<u32>,
+    /// Tool calls in flight at once (none: no cap).
+    #[serde(default)]
+    pub per_principal_in_flight: Option<usize>,
 }
 
 /// A tool policy rule (see `mcptask_core::access`): to whom it applies, and
@@ -548,6 +568,22 @@ impl Config {
                 ));
             }
         }
+        let limits = &self.limits;
+        let bad_limit = limits
+            .per_principal_rate
+            .is_some_and(|r| !(r > 0.0 && r.is_finite()))
+            || limits.per_principal_burst == Some(0)
+            || limits.per_principal_in_flight == Some(0);
+        if bad_limit {
+            let span = text.find("[limits]").map_or(0..0, |i| i..i + 8);
+            return Err(at(
+                path,
+                text,
+                span,
+                "a limit under [limits] is zero or not a number",
+                "give positive values (leave a key out for no limit), e.g. per_principal_rate = 20",
+            ));
+        }
         for (i, rule) in self.policy.iter().enumerate() {
             if rule.allow.is_empty() && rule.deny.is_empty() {
                 let span = text
@@ -615,6 +651,22 @@ impl Config {
             });
         }
         Ok(())
+    }
+
+    /// The limits of `[limits]`.
+    pub fn limits(&self) -> crate::calls::Limits {
+        let l = &self.limits;
+        crate::calls::Limits {
+            rate: l
+                .per_principal_rate
+                .map(|per_second| mcptask_core::limits::Rate {
+                    per_second,
+                    burst: l
+                        .per_principal_burst
+                        .unwrap_or(((per_second * 2.0).ceil() as u32).max(1)),
+                }),
+            in_flight: l.per_principal_in_flight,
+        }
     }
 
     /// The tool policy of `[[policy]]`.

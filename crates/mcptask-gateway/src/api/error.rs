@@ -185,6 +185,15 @@ impl From<crate::calls::CallError> for ApiError {
         use mcptask_server::TaskError;
         match e {
             crate::calls::CallError::Tracker(e) => e.into(),
+            crate::calls::CallError::Busy(busy) => ApiError {
+                retry_after: Some(((busy.retry_after_ms + 999) / 1000).max(1) as u64),
+                details: Some(json!({"retryAfterMs": busy.retry_after_ms})),
+                ..ApiError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "rate_limited",
+                    busy.to_string(),
+                )
+            },
             e @ crate::calls::CallError::UnknownTool { .. } => {
                 ApiError::new(StatusCode::NOT_FOUND, "unknown_tool", e.to_string())
             }

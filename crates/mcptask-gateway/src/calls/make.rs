@@ -60,6 +60,9 @@ pub enum CallError {
     /// The call runtime refused a new call task; nothing was kept.
     #[error(transparent)]
     Runtime(#[from] TaskError),
+    /// The caller is over its fair limits; nothing was done.
+    #[error(transparent)]
+    Busy(#[from] super::Busy),
     /// The server offers no such tool, or not to this caller (the two read
     /// the same).
     #[error("server {server:?} offers no tool {tool:?}")]
@@ -119,6 +122,7 @@ impl Calls {
         if !self.permits(&caller, &server, &tool) {
             return Err(unknown());
         }
+        let _admitted = self.limiter.admit(caller.principal.as_deref())?;
         // A toolset's submit tool is the configuration's to say.
         let toolset = tracker
             .servers()

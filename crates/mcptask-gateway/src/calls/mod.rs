@@ -3,6 +3,7 @@
 //! and whatever its upstream speaks. The upstreams' tools are served by one
 //! task runtime (`source`), whose work is each route's driver.
 
+mod limits;
 mod local;
 mod make;
 mod source;
@@ -15,6 +16,7 @@ use mcptask_core::access::Policy;
 use mcptask_server::{RuntimeConfig, TaskRuntime};
 use tokio_util::sync::CancellationToken;
 
+pub use limits::{Admitted, Busy, Limiter, Limits};
 pub use make::{CallError, CallRequest, Started};
 pub use source::Source;
 
@@ -39,6 +41,8 @@ pub struct Calls {
     pub runtime: TaskRuntime,
     /// Which callers may call which tools (replaced whole on a change).
     policy: Arc<RwLock<Arc<Policy>>>,
+    /// Fair limits per principal, at every face.
+    pub limiter: Arc<Limiter>,
     store: mcptask_sql::Store,
 }
 
@@ -157,6 +161,10 @@ impl Calls {
             upstreams,
             runtime,
             policy: Arc::new(RwLock::new(Arc::new(config.policy()))),
+            limiter: Arc::new(Limiter::new(
+                config.limits(),
+                Arc::new(mcptask_core::SystemClock),
+            )),
             store: store.clone(),
         })
     }

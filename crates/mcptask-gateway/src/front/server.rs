@@ -66,7 +66,17 @@ fn refused(e: CallError) -> ErrorData {
         }
         CallError::Tracker(e) => ErrorData::internal_error(e.to_string(), None),
         CallError::UnknownTool { tool, .. } => TaskError::UnknownTool(tool).into(),
+        CallError::Busy(busy) => busy_error(&busy),
     }
+}
+
+/// The protocol's busy error for a caller over its fair limits.
+fn busy_error(busy: &crate::calls::Busy) -> ErrorData {
+    ErrorData::new(
+        rmcp::model::ErrorCode(mcptask_server::SERVER_BUSY),
+        busy.to_string(),
+        Some(json!({"reason": "rate_limited", "retryAfterMs": busy.retry_after_ms})),
+    )
 }
 
 impl FrontServer {
@@ -380,6 +390,12 @@ impl ServerHandler for FrontServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
         let caller = (self.caller)(&context);
+        // Fair limits first: a flood is refused before it costs anything.
+        let _admitted = self
+            .calls
+            .limiter
+            .admit(caller.principal.as_deref())
+            .map_err(|busy| busy_error(&busy))?;
         if agent_tools::is_agent_tool(&name) && !declares_tasks(&context) {
             let principal = caller.principal.clone();
             let arguments = request.arguments.clone().unwrap_or_default();

@@ -2,4 +2,5 @@
 //! readiness against real HTTP peers and real SQLite files.
 
 mod authorization;
+mod limits;
 mod readiness;
