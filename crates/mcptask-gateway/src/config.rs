@@ -280,6 +280,10 @@ pub struct ServerSection {
     /// follow it with the `mcptask_*_task` tools.
     #[serde(default)]
     pub background: Vec<String>,
+    /// Most tracker calls (polls, cancels, updates) to this server at once
+    /// per phase and process; one slow server then never takes every slot.
+    #[serde(default)]
+    pub max_in_flight: Option<usize>,
 }
 
 /// A webhook receiving every task event (JSON POST, HMAC-SHA256 signed).
@@ -706,6 +710,7 @@ impl Config {
                 call_timeout: s.call_timeout_ms.map(Duration::from_millis),
                 connect_timeout: s.connect_timeout_ms.map(Duration::from_millis),
                 toolsets: s.toolsets.clone(),
+                max_in_flight: s.max_in_flight,
             })
             .collect()
     }

@@ -62,6 +62,12 @@ pub struct ServerDef {
     /// (see [`Toolset`]). Not part of the endpoint identity.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub toolsets: Vec<Toolset>,
+    /// Most calls the tracker makes to this server at once per phase and
+    /// process (polls, cancels, updates); beyond it a claimed task waits a
+    /// moment without counting an error. `None`: only the tracker-wide
+    /// `max_in_flight`. Not part of the endpoint identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_in_flight: Option<usize>,
 }
 
 /// Three plain tools of a server that together run long work: calling
@@ -136,6 +142,7 @@ impl ServerDef {
             call_timeout: None,
             connect_timeout: None,
             toolsets: Vec::new(),
+            max_in_flight: None,
         }
     }
 
@@ -152,6 +159,7 @@ impl ServerDef {
             call_timeout: None,
             connect_timeout: None,
             toolsets: Vec::new(),
+            max_in_flight: None,
         }
     }
 

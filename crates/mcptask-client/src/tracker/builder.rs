@@ -107,6 +107,7 @@ impl TrackerBuilder {
             wakers: Default::default(),
             loops: TaskTracker::new(),
             local: Default::default(),
+            server_slots: Default::default(),
         });
         if inner.config.background {
             crate::workers::spawn_all(&inner);

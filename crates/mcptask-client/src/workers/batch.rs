@@ -240,6 +240,26 @@ async fn claim(
 /// (connect plus call) so a result always comes back while the claim holds;
 /// cut short at the shutdown deadline (the claim is then released).
 async fn call(inner: Arc<Inner>, phase: Phase, claimed: ClaimedTask) -> Done {
+    // A server at its cap: this task waits its turn (no call, no error).
+    let cap = (!claimed.record.driver.is_local())
+        .then(|| inner.servers.get(&claimed.record.server))
+        .flatten()
+        .and_then(|(def, _)| def.max_in_flight);
+    let _slot = match cap {
+        Some(cap) => match inner
+            .server_slots
+            .try_take(&claimed.record.server, phase.as_str(), cap)
+        {
+            Some(slot) => Some(slot),
+            None => {
+                metrics::counter!("mcptask_deferred_calls_total", "phase" => phase.as_str())
+                    .increment(1);
+                let delay_ms = super::slots::DEFER_MS;
+                return (claimed, Observation::Deferred { delay_ms });
+            }
+        },
+        None => None,
+    };
     let bound = Duration::from_millis((inner.config.lease_ms.max(1) as u64) * 9 / 10);
     let observation = tokio::select! {
         o = tokio::time::timeout(bound, calls::observe(&inner, phase, &claimed)) => o.unwrap_or_else(|_| {
@@ -337,7 +357,7 @@ fn visible_change(record: &RemoteTaskRecord, observation: &Observation) -> bool 
                     .map(|(k, _)| k)
                     .ne(record.input_requests.iter().map(|(k, _)| k))
         }
-        Observation::Released => false,
+        Observation::Released | Observation::Deferred { .. } => false,
         _ => true,
     }
 }

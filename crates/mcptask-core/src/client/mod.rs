@@ -374,6 +374,13 @@ pub enum Observation {
     },
     /// Give the claim back untouched (shutdown): not an error.
     Released,
+    /// The call was not made (its server has as many calls in flight as it
+    /// may): give the claim back and make the phase due again after this
+    /// many milliseconds. Not an error.
+    Deferred {
+        /// How long to wait before the phase is due again.
+        delay_ms: i64,
+    },
 }
 
 /// Kinds of events in a task's timeline (each is delivered to notifiers).

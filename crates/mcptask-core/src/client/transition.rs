@@ -310,6 +310,16 @@ pub fn observe(
     change.record.updated_at = now;
     match observation {
         Observation::Released => {}
+        Observation::Deferred { delay_ms } => {
+            let r = &mut change.record;
+            let at = now + (*delay_ms).max(1);
+            let due = match phase {
+                Phase::Poll => &mut r.next_poll_at,
+                Phase::Cancel => &mut r.next_cancel_at,
+                Phase::Update => &mut r.next_update_at,
+            };
+            *due = Some(due.map_or(at, |d| d.max(at)));
+        }
         Observation::Permanent { kind, message } => {
             fail_locally(&mut change, *kind, message, now, policy)
         }
@@ -584,6 +594,28 @@ mod tests {
             0.5,
         )
         .record
+    }
+
+    /// A deferred call moves only its own phase, by the delay, and counts
+    /// as no error.
+    #[test]
+    fn a_deferred_call_is_due_again_after_the_delay_without_an_error() {
+        let mut r = fresh();
+        r.next_poll_at = Some(1_000);
+        r.consecutive_errors = 2;
+        let c = observe(
+            &r,
+            Phase::Poll,
+            &Observation::Deferred { delay_ms: 200 },
+            1_000,
+            &policy(),
+            0.5,
+            0,
+        );
+        assert_eq!(c.record.next_poll_at, Some(1_200));
+        assert_eq!(c.record.consecutive_errors, 2);
+        assert!(c.events.is_empty());
+        assert!(c.record.claim_owner.is_none());
     }
 
     #[test]
@@ -992,6 +1024,7 @@ mod tests {
                 keys: vec!["k".into()]
             }),
             Just(Observation::Released),
+            Just(Observation::Deferred { delay_ms: 50 }),
             Just(Observation::UpdateRejected {
                 keys: vec!["k".into()],
                 message: "invalid".into()
