@@ -55,8 +55,6 @@ pub mod notify;
 mod push;
 pub mod remote;
 mod resolver;
-#[cfg(feature = "testkit")]
-pub mod testkit;
 pub mod tls;
 mod tracker;
 pub mod upstream;
