@@ -63,10 +63,8 @@ async fn token_stack(max_body_bytes: Option<usize>) -> Stack {
 /// `(path, method)` of every `.route("PATH", METHOD(…))` of the router, read
 /// from its source so that a new route cannot go undescribed.
 fn router_routes() -> Vec<(String, String)> {
-    let source = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/gateway/api/mod.rs"),
-    )
-    .expect("read the router's source");
+    let source = std::fs::read_to_string(repo_root().join("crates/mcptask-gateway/src/api/mod.rs"))
+        .expect("read the router's source");
     let mut routes = Vec::new();
     for piece in source.split(".route(\"").skip(1) {
         let (path, rest) = piece.split_once('"').expect("a quoted route path");
