@@ -76,7 +76,7 @@ async fn main() {
         .unwrap_or(if quick { 2_000 } else { 200_000 });
     let per_window = (total / WINDOWS).max(1);
     let window_ms: i64 = 3_600_000;
-    let (store, dir) = mcptask_sql::testkit::fresh_sqlite().await;
+    let (store, dir) = mcptask_testkit::db::fresh_sqlite().await;
     let store: Arc<dyn RemoteTaskStore> = Arc::new(store);
     let mut policy = TrackerPolicy::default();
     policy.poll.jitter_permille = 0;
@@ -93,6 +93,7 @@ async fn main() {
         for _ in 0..per_window {
             next_id += 1;
             let task = NewRemoteTask {
+                face: None,
                 id: format!("rt_{next_id:09}"),
                 server: "soak".into(),
                 server_hash: "h".into(),

@@ -68,10 +68,9 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-#[path = "../../../benches/machine.rs"]
-mod machine;
-
-use machine::{cpu_model, filesystem_of, load_average, mem_total, num_cpus, read_trimmed};
+use mcptask_testkit::machine::{
+    cpu_model, filesystem_of, load_average, mem_total, num_cpus, read_trimmed,
+};
 
 /// Registry name of the in-process server.
 const SERVER: &str = "remote";
@@ -640,7 +639,7 @@ async fn sqlite_backend(settings: &Settings, server: &RemoteServer) -> Backend {
 }
 
 async fn postgres_backend(settings: &Settings, server: &RemoteServer) -> Option<Backend> {
-    let url = mcptask_sql::testkit::pg::fresh_database().await?;
+    let url = mcptask_testkit::pg::fresh_database().await?;
     let store = mcptask_sql::open(&url)
         .await
         .expect("open the PostgreSQL store");
@@ -708,6 +707,7 @@ async fn seed(store: &mcptask_sql::Store, settings: &Settings, server: &RemoteSe
             async move {
                 let now = now_ms();
                 let new = NewRemoteTask {
+                    face: None,
                     id: ids::new_local_task_id(),
                     server: SERVER.into(),
                     server_hash: hash,

@@ -59,8 +59,6 @@ mod push;
 pub mod remote;
 mod resolver;
 mod shared;
-#[cfg(feature = "testkit")]
-pub mod testkit;
 pub mod tls;
 mod tracker;
 pub mod upstream;

@@ -24,8 +24,6 @@
 //! row counts), `MCPTASK_BENCH_SAMPLES`, `MCPTASK_BENCH_PARKED`,
 //! `MCPTASK_BENCH_DIR`.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,10 +32,9 @@ use mcptask_core::policy::PollPolicy;
 use mcptask_server::{CreateRequest, RuntimeConfig, TaskExit, TaskRuntime, TaskTool, ToolRegistry};
 use rmcp::model::{TaskStatus, Tool};
 
-use support::{Run, SplitMix64, env_number, ms, quick, rss_kib};
-
-#[path = "../../../benches/machine.rs"]
-mod machine;
+use mcptask_testkit::bench::{self, Run, env_number, ms, quick, rss_kib};
+use mcptask_testkit::machine;
+use mcptask_testkit::rng::Rng;
 
 const TOOL: &str = "search";
 const TTL_MS: i64 = 86_400_000;
@@ -129,7 +126,7 @@ async fn run(settings: Settings) {
         dir = Some(d);
     }
     if settings.postgres {
-        match mcptask_sql::testkit::pg::fresh_database().await {
+        match mcptask_testkit::pg::fresh_database().await {
             Some(url) => {
                 println!("\n== PostgreSQL");
                 bench_backend(&settings, &url, Db::Postgres).await;
@@ -183,11 +180,11 @@ async fn bench_backend(settings: &Settings, url: &str, db: Db) {
             machine::load_average()
         );
         let mut ops = Vec::new();
-        let mut rng = SplitMix64(rows as u64);
+        let mut rng = Rng(rows as u64);
         let samples = settings.samples;
         // Distinct seeded tasks of one kind (n mod 20 in `kinds`), never reused
         // across operations or levels: a cancel or an answer changes its task.
-        let mut pick = |rng: &mut SplitMix64, kinds: std::ops::RangeInclusive<i64>| loop {
+        let mut pick = |rng: &mut Rng, kinds: std::ops::RangeInclusive<i64>| loop {
             let n = rng.below(rows as usize) as i64;
             if kinds.contains(&(n % 20)) && used.insert(n) {
                 return n;
@@ -632,9 +629,9 @@ async fn database_size(store: &mcptask_sql::Store, db: &Db) -> u64 {
 async fn parked_memory(settings: &Settings, store: &mcptask_sql::Store) {
     let runtime = start_runtime(store).await;
     // Warm the paths (pools, allocator arenas) before the baseline.
-    let (_, _) = support::run_count(256, 64, creator(&runtime)).await;
+    let (_, _) = bench::run_count(256, 64, creator(&runtime)).await;
     let before = rss_kib().unwrap_or(0);
-    let (_, run) = support::run_count(settings.parked, 256, creator(&runtime)).await;
+    let (_, run) = bench::run_count(settings.parked, 256, creator(&runtime)).await;
     let after = rss_kib().unwrap_or(0);
     assert_eq!(runtime.running_count(), settings.parked + 256);
     let per_100k = (after.saturating_sub(before)) as f64 * 100_000.0 / settings.parked as f64;

@@ -30,8 +30,6 @@
 //! writers; its default otherwise). PostgreSQL: `MCPTASK_TEST_DATABASE_URL` (an admin URL) or the
 //! tests' throwaway cluster (`fsync=off`; the settings are printed).
 
-mod support;
-
 use std::path::Path;
 use std::process::Command;
 use std::str::FromStr;
@@ -43,10 +41,9 @@ use rmcp::model::{TaskStatus, Tool};
 use rmcp::task_manager::{TaskManager, TaskOptions};
 use sqlx::{PgPool, SqlitePool};
 
-use support::{Run, env_number, ms, quick, run_count, run_for};
-
-#[path = "../../../benches/machine.rs"]
-mod machine;
+use mcptask_testkit::bench::{self, Run, env_number, ms, quick, run_count, run_for};
+use mcptask_testkit::machine;
+use mcptask_testkit::rng::Rng;
 
 const TOOL: &str = "wait_for_cancel";
 const RAW_TOOL: &str = "raw_insert";
@@ -148,11 +145,11 @@ async fn run(settings: Settings) {
         );
     }
     if settings.postgres {
-        match mcptask_sql::testkit::pg::fresh_database().await {
+        match mcptask_testkit::pg::fresh_database().await {
             Some(url) => {
                 let raw = Raw::postgres(&url).await;
                 println!("\n== PostgreSQL: {}", raw.describe().await);
-                let pgbench = support::pg_tool("pgbench", "server_raw: the pgbench columns");
+                let pgbench = bench::pg_tool("pgbench", "server_raw: the pgbench columns");
                 summary.push(
                     bench_backend(
                         &settings,
@@ -584,7 +581,7 @@ fn rand_id() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    support::SplitMix64(n ^ (now_ms() as u64) << 20).next()
+    Rng(n ^ (now_ms() as u64) << 20).next_u64()
 }
 
 /// `pgbench` against the benchmark's database.

@@ -23,14 +23,11 @@ use mcptask_server::{RuntimeConfig, TaskExit, TaskRuntime, TaskTool, ToolRegistr
 use rmcp::model::{TaskStatus, Tool};
 use rmcp::task_manager::{TaskManager, TaskOptions};
 
-mod support;
-
-use support::{ms, percentile};
-
-#[path = "../../../benches/machine.rs"]
-mod machine;
-
-use machine::{cpu_model, filesystem_of, load_average, mem_total, num_cpus, read_trimmed};
+use mcptask_testkit::bench::{self, ms, percentile};
+use mcptask_testkit::machine::{
+    cpu_model, filesystem_of, load_average, mem_total, num_cpus, read_trimmed,
+};
+use mcptask_testkit::rng::Rng;
 
 const TOOL: &str = "wait_for_cancel";
 /// One hour: nothing expires during a run, on either side. rmcp's default is
@@ -405,7 +402,7 @@ where
     F: Fn() -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Arc<str>> + Send + 'static,
 {
-    let (ids, run) = support::run_count(total, concurrency, move |_| create()).await;
+    let (ids, run) = bench::run_count(total, concurrency, move |_| create()).await;
     CreateRun {
         ids,
         elapsed: run.elapsed,
@@ -434,7 +431,7 @@ where
             let share = max_ops / concurrency + usize::from(caller < max_ops % concurrency);
             tokio::spawn(async move {
                 // Same seed per caller on both sides: the same ids in the same order.
-                let mut rng = SplitMix64(caller as u64 + 1);
+                let mut rng = Rng(caller as u64 + 1);
                 let mut done = 0;
                 while done < share && start.elapsed() < budget {
                     get(ids[rng.below(ids.len())].clone()).await;
@@ -451,23 +448,6 @@ where
     GetRun {
         ops,
         elapsed: start.elapsed(),
-    }
-}
-
-/// A tiny deterministic PRNG (SplitMix64): repeatable picks without a dependency.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
     }
 }
 

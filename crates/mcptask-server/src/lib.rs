@@ -62,8 +62,6 @@ mod config;
 mod engine;
 mod error;
 pub mod mcp;
-#[cfg(feature = "testkit")]
-pub mod testkit;
 pub mod tool;
 
 pub use config::RuntimeConfig;

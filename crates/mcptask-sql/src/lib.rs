@@ -15,8 +15,6 @@ mod error;
 pub mod flows;
 pub mod postgres;
 pub mod sqlite;
-#[cfg(feature = "testkit")]
-pub mod testkit;
 
 use std::sync::Arc;
 

@@ -26,20 +26,14 @@
 //! `MCPTASK_BENCH_TASKS` (tasks per mode and kind), `MCPTASK_BENCH_POLLS`
 //! (comma-separated intervals in ms).
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-
-#[path = "../../../benches/machine.rs"]
-#[allow(dead_code)]
-mod machine;
-
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use mcptask_server::testkit::{Lifecycle, TestClient};
+use mcptask_testkit::machine;
+use mcptask_testkit::mcp::{Lifecycle, TestClient};
+use mcptask_testkit::{DemoServer, Gateway, GatewaySpec, OPERATOR, TestDatabase};
 use serde_json::{Value, json};
-use support::{Database, DemoServer, Gateway, GatewaySpec, OPERATOR};
 
 fn now_ms() -> i64 {
     SystemTime::now()
@@ -184,7 +178,11 @@ async fn arrival(arrivals: &Arrivals, id: &str, kind: &str) -> i64 {
 }
 
 /// The upstream's own `lastUpdatedAt` of the remote task behind `local`.
-async fn upstream_updated_at(api: &support::Api, upstream: &TestClient, local: &str) -> i64 {
+async fn upstream_updated_at(
+    api: &mcptask_testkit::Api,
+    upstream: &TestClient,
+    local: &str,
+) -> i64 {
     let tracked = api.task(local).await;
     let remote = tracked["remoteTaskId"].as_str().expect("remoteTaskId");
     let got = upstream.get(remote).await.expect("tasks/get upstream");
@@ -209,7 +207,7 @@ async fn measure_mode(
     mode: Mode,
 ) -> Vec<Row> {
     let (hook, arrivals) = receiver().await;
-    let db = Database::sqlite();
+    let db = TestDatabase::sqlite();
     let toml = gateway_toml(&db.url, &demo.url, &hook, mode);
     let mode = mode.name();
     let gateway = Gateway::start_toml(&format!("gateway, {mode}"), &toml, &[]).await;
@@ -261,7 +259,7 @@ async fn measure_mode(
 }
 
 async fn run(s: Settings) {
-    let upstream_db = Database::sqlite();
+    let upstream_db = TestDatabase::sqlite();
     let demo = DemoServer::start(&upstream_db.url, &[]).await;
     let upstream = TestClient::http(&demo.url, None, Lifecycle::Modern { tasks: true })
         .await
@@ -308,7 +306,7 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio runtime")
-        .block_on(support::with_deadline(
+        .block_on(mcptask_testkit::with_deadline(
             Duration::from_secs(if quick { 180 } else { 1800 }),
             run(s),
         ));

@@ -17,19 +17,13 @@
 //! Knobs: `MCPTASK_BENCH_ROUNDS`, `MCPTASK_BENCH_CALLS` (sync calls per side
 //! and round), `MCPTASK_BENCH_TASKS` (tasks per side and round).
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-
-#[path = "../../../benches/machine.rs"]
-#[allow(dead_code)]
-mod machine;
-
 use std::time::{Duration, Instant};
 
-use mcptask_server::testkit::{Lifecycle, TestClient};
+use mcptask_testkit::machine;
+use mcptask_testkit::mcp::{Lifecycle, TestClient};
+use mcptask_testkit::{DemoServer, Gateway, GatewaySpec, TestDatabase};
 use rmcp::model::CallToolResponse;
 use serde_json::json;
-use support::{Database, DemoServer, Gateway, GatewaySpec};
 
 struct Settings {
     rounds: usize,
@@ -193,14 +187,14 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    tokio.block_on(support::with_deadline(
+    tokio.block_on(mcptask_testkit::with_deadline(
         Duration::from_secs(if quick { 180 } else { 1800 }),
         run(settings, quick),
     ));
 }
 
 async fn run(settings: Settings, quick: bool) {
-    let (upstream_db, front_db) = (Database::sqlite(), Database::sqlite());
+    let (upstream_db, front_db) = (TestDatabase::sqlite(), TestDatabase::sqlite());
     let demo = DemoServer::start_named("demo-server", &upstream_db.url, &[]).await;
     // prefix "" keeps the upstream's tool names, so both sides call the same names.
     let toml = GatewaySpec::open(&front_db.url, &[("demo", &demo.url)])

@@ -2,7 +2,4 @@
 //! SQLite and PostgreSQL, a real MCP server over Streamable HTTP that a test
 //! can make misbehave). The matrix is in docs/RELIABILITY.md.
 
-#[path = "../common/mod.rs"]
-mod common;
-
 mod protocol;

@@ -8,7 +8,9 @@ use mcptask_client::{CallOptions, CallOutcome, InputContext, InputResolver, Serv
 use mcptask_core::TaskStatus;
 use serde_json::{Value, json};
 
-use crate::common::*;
+use mcptask_testkit::TestDatabase;
+use mcptask_testkit::fixtures::client::*;
+use mcptask_testkit::tracker::fast_config;
 
 /// Answers `q` with `try1`, `try2`, …; on its first answer makes the server
 /// refuse every `tasks/update` with `-32602`, on its second lets them through.
@@ -36,7 +38,7 @@ impl InputResolver for Retrier {
 
 /// A refused answer (`-32602` to `tasks/update`) reaches the resolver again
 /// and its new answer is sent; the task is neither failed nor stuck.
-async fn refused_answer_is_asked_of_the_resolver_again(backend: TrackerBackend) {
+async fn refused_answer_is_asked_of_the_resolver_again(backend: TestDatabase) {
     let server = RemoteServer::start(Some(60_000)).await;
     let resolver = Arc::new(Retrier {
         calls: AtomicUsize::new(0),
@@ -83,6 +85,6 @@ async fn refused_answer_is_asked_of_the_resolver_again(backend: TrackerBackend) 
     tracker.shutdown(Duration::from_secs(2)).await;
 }
 
-mcptask_sql::on_both_backends! {
+mcptask_testkit::on_both_backends! {
     refused_answer_is_asked_of_the_resolver_again => super::refused_answer_is_asked_of_the_resolver_again;
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use jsonwebtoken::jwk::{Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use mcptask_gateway::{Config, Gateway};
-use mcptask_server::testkit::{Lifecycle, TestClient};
+use mcptask_testkit::mcp::{Lifecycle, TestClient};
 use rmcp::model::CallToolResponse;
 use serde_json::{Value, json};
 
@@ -538,7 +538,7 @@ async fn a_denied_tool_is_neither_listed_nor_callable_at_any_face() {
         .await
         .unwrap_err();
     let shape = |e: &rmcp::service::ServiceError| {
-        mcptask_server::testkit::error_code(e).map(|c| {
+        mcptask_testkit::mcp::error_code(e).map(|c| {
             (
                 c,
                 e.to_string()
@@ -649,7 +649,7 @@ async fn a_denied_tool_is_neither_listed_nor_callable_at_any_face() {
         .wait_terminal(&running, Duration::from_secs(60))
         .await;
     assert_eq!(
-        mcptask_server::testkit::wire(&done)["status"],
+        mcptask_testkit::mcp::wire(&done)["status"],
         "completed",
         "the call made before the edit ran to its end"
     );

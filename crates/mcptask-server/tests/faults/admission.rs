@@ -10,8 +10,8 @@ use mcptask_server::{SERVER_BUSY, TaskError};
 use rmcp::model::TaskStatus;
 use serde_json::json;
 
-use crate::common::{Gate, config, registry, request, runtime_with};
 use crate::support::*;
+use mcptask_testkit::fixtures::server::{Gate, config, registry, request, runtime_with};
 
 fn as_principal(tool: &str, who: &str) -> mcptask_server::CreateRequest {
     let mut r = request(tool, json!({}));
@@ -23,8 +23,8 @@ fn is_busy(r: Result<rmcp::model::Task, TaskError>) -> bool {
     matches!(r, Err(TaskError::Overloaded(_)))
 }
 
-mcptask_sql::on_both_backends! {
-    async fn live_task_caps_refused_server_busy(db: Backend) {
+mcptask_testkit::on_both_backends! {
+    async fn live_task_caps_refused_server_busy(db: TestDatabase) {
         let clock = ManualClock::new(1_800_000_000_000);
         let gate = Gate::new();
         let mut cfg = config();
@@ -43,7 +43,7 @@ mcptask_sql::on_both_backends! {
         // Over rmcp (anonymous caller): a clear JSON-RPC error, nothing stored.
         let tasks = client(&rt).await;
         let e = tasks.call("hold", json!({})).await.unwrap_err();
-        assert_eq!(mcptask_server::testkit::error_code(&e), Some(SERVER_BUSY), "{e}");
+        assert_eq!(mcptask_testkit::mcp::error_code(&e), Some(SERVER_BUSY), "{e}");
         assert!(e.to_string().contains("server busy"), "{e}");
         assert_eq!(probe.int("SELECT count(*) FROM server_tasks").await, 3);
 
@@ -57,7 +57,7 @@ mcptask_sql::on_both_backends! {
         tasks.close().await;
     }
 
-    async fn create_queue_full_refused_server_busy(db: Backend) {
+    async fn create_queue_full_refused_server_busy(db: TestDatabase) {
         let clock = ManualClock::new(1_800_000_000_000);
         let store = PausedStore::new(db.server_tasks().await);
         let mut cfg = config();

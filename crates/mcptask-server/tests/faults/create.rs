@@ -6,11 +6,13 @@ use mcptask_core::store::ServerTaskStore;
 use rmcp::model::TaskStatus;
 use serde_json::json;
 
-use crate::common::{Gate, config, eventually, registry, request, runtime_with, status_is};
 use crate::support::*;
+use mcptask_testkit::fixtures::server::{
+    Gate, config, eventually, registry, request, runtime_with, status_is,
+};
 
-mcptask_sql::on_both_backends! {
-    async fn caller_dropped_after_commit_work_runs(db: Backend) {
+mcptask_testkit::on_both_backends! {
+    async fn caller_dropped_after_commit_work_runs(db: TestDatabase) {
         let clock = ManualClock::new(1_800_000_000_000);
         let store = PausedStore::new(db.server_tasks().await);
         let rt = runtime_with(

@@ -9,9 +9,9 @@ use mcptask_server::{TaskExit, TaskTool};
 use rmcp::model::{CallToolResult, ContentBlock, TaskStatus, Tool};
 use serde_json::json;
 
-use crate::common::{Gate, config, registry, runtime_with};
 use crate::support::*;
-use mcptask_server::testkit::wire;
+use mcptask_testkit::fixtures::server::{Gate, config, registry, runtime_with};
+use mcptask_testkit::mcp::wire;
 
 fn form(message: &str) -> rmcp::model::InputRequest {
     elicit_form(
@@ -21,8 +21,8 @@ fn form(message: &str) -> rmcp::model::InputRequest {
     .expect("form request")
 }
 
-mcptask_sql::on_both_backends! {
-    async fn key_reasked_with_other_request_tool_error(db: Backend) {
+mcptask_testkit::on_both_backends! {
+    async fn key_reasked_with_other_request_tool_error(db: TestDatabase) {
         let clock = ManualClock::new(1_800_000_000_000);
         let mut tools = registry(&Gate::new());
         tools.register(TaskTool::new(

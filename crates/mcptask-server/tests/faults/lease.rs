@@ -10,8 +10,8 @@ use mcptask_core::{Clock, SystemClock};
 use rmcp::model::TaskStatus;
 use serde_json::json;
 
-use crate::common::{Gate, registry};
 use crate::support::*;
+use mcptask_testkit::fixtures::server::{Gate, registry};
 
 const BACKLOG: i64 = 100_000;
 const LEASE_MS: i64 = 600;
@@ -33,8 +33,8 @@ fn backlog_sql(backend: &str, at: i64) -> String {
     }
 }
 
-mcptask_sql::on_both_backends! {
-    async fn purge_backlog_lease_never_lapses(db: Backend) {
+mcptask_testkit::on_both_backends! {
+    async fn purge_backlog_lease_never_lapses(db: TestDatabase) {
         let gate = Gate::new();
         // B only recovers: it would take A's task the moment A's lease lapsed.
         let mut b_config = fast_config(LEASE_MS);
@@ -97,7 +97,7 @@ mcptask_sql::on_both_backends! {
         gate.release(1);
         let done = client.wait_status(&id, TaskStatus::Completed, WAIT).await;
         assert_eq!(
-            crate::common::wire_text(&done),
+            mcptask_testkit::fixtures::server::wire_text(&done),
             "held attempt 1",
             "the first attempt finished it, on A"
         );

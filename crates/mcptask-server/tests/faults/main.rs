@@ -3,8 +3,6 @@
 //! PostgreSQL, with a real rmcp client talking to a `DurableTaskServer` over a
 //! real transport wherever the fault is visible to clients.
 
-#[path = "../common/mod.rs"]
-mod common;
 mod support;
 
 mod admission;

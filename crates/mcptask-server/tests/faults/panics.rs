@@ -7,15 +7,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcptask_core::ManualClock;
-use mcptask_server::testkit::{Lifecycle, TestClient};
 use mcptask_server::{
     DurableTaskServer, InterruptPolicy, Preflight, TaskExit, TaskTool, ToolRegistry,
 };
+use mcptask_testkit::mcp::{Lifecycle, TestClient};
 use rmcp::model::{CallToolResult, ContentBlock, TaskStatus, Tool};
 use serde_json::{Value, json};
 
-use crate::common::{Gate, LEASE, config, eventually, registry, runtime_with, status_is};
 use crate::support::*;
+use mcptask_testkit::fixtures::server::{
+    Gate, LEASE, config, eventually, registry, runtime_with, status_is,
+};
 
 fn schema() -> Arc<rmcp::model::JsonObject> {
     Arc::new(Default::default())
@@ -81,8 +83,8 @@ fn error_message(v: &Value) -> String {
         .to_string()
 }
 
-mcptask_sql::on_both_backends! {
-    async fn handler_panic_anywhere_task_failed(db: Backend) {
+mcptask_testkit::on_both_backends! {
+    async fn handler_panic_anywhere_task_failed(db: TestDatabase) {
         let clock = ManualClock::new(1_800_000_000_000);
         let gate = Gate::new();
         let rt = runtime_with(db.server_tasks().await, &clock, tools(&gate), config(), "A").await;
@@ -93,7 +95,7 @@ mcptask_sql::on_both_backends! {
                 .await
                 .unwrap_or_else(|_| panic!("{tool}: tools/call was never answered"));
             let done = tasks.wait_terminal(&id, WAIT).await;
-            let v = mcptask_server::testkit::wire(&done);
+            let v = mcptask_testkit::mcp::wire(&done);
             assert_eq!(v["status"], "failed", "{tool}: {v}");
             assert_eq!(error_message(&v), format!("tool panicked: {text}"), "{tool}");
         }
@@ -128,12 +130,12 @@ mcptask_sql::on_both_backends! {
 
     /// The rerun's synchronous panic happens inside recovery (the maintenance
     /// step): recovery completes, and the task fails with the panic's message.
-    async fn rerun_panic_in_recovery_task_failed(db: Backend) {
+    async fn rerun_panic_in_recovery_task_failed(db: TestDatabase) {
         let clock = ManualClock::new(1_800_000_000_000);
         let gate = Gate::new();
         let a = runtime_with(db.server_tasks().await, &clock, tools(&gate), config(), "A").await;
         let id = a
-            .create_task(crate::common::request("panic_on_rerun", json!({})))
+            .create_task(mcptask_testkit::fixtures::server::request("panic_on_rerun", json!({})))
             .await
             .unwrap()
             .task_id;

@@ -7,14 +7,14 @@ use std::time::Duration;
 use rmcp::model::TaskStatus;
 use serde_json::json;
 
-use crate::common::{Gate, registry, wire_text};
 use crate::support::*;
+use mcptask_testkit::fixtures::server::{Gate, registry, wire_text};
 
 const LEASE_MS: i64 = 600;
 const ANSWER: &str = r#"{"q": {"action": "accept", "content": {"v": "blue"}}}"#;
 
-mcptask_sql::on_both_backends! {
-    async fn answer_and_cancel_during_drain_delivered(db: Backend) {
+mcptask_testkit::on_both_backends! {
+    async fn answer_and_cancel_during_drain_delivered(db: TestDatabase) {
         let gate = Gate::new();
         let a = start_real(&db, registry(&gate), fast_config(LEASE_MS), "A").await;
         let b = start_real(&db, registry(&gate), fast_config(LEASE_MS), "B").await;
@@ -31,7 +31,7 @@ mcptask_sql::on_both_backends! {
         // Shutdown has begun once creates are refused.
         until("A refuses new tasks", || async {
             matches!(
-                a.create_task(crate::common::request("no-such-tool", json!({}))).await,
+                a.create_task(mcptask_testkit::fixtures::server::request("no-such-tool", json!({}))).await,
                 Err(mcptask_server::TaskError::ShuttingDown)
             )
         })

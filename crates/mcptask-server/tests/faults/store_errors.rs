@@ -9,9 +9,9 @@ use mcptask_server::{TaskExit, TaskTool};
 use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use serde_json::json;
 
-use crate::common::{Gate, config, registry, runtime_with};
 use crate::support::*;
-use mcptask_server::testkit::wire;
+use mcptask_testkit::fixtures::server::{Gate, config, registry, runtime_with};
+use mcptask_testkit::mcp::wire;
 
 /// Refuse a status message `poison` and any result mentioning `poison`:
 /// a trigger on SQLite (SQLITE_CONSTRAINT_TRIGGER), a CHECK on PostgreSQL.
@@ -30,8 +30,8 @@ fn constraint_sql(backend: &str) -> &'static str {
     }
 }
 
-mcptask_sql::on_both_backends! {
-    async fn constraint_violation_fails_operation_not_retried(db: Backend) {
+mcptask_testkit::on_both_backends! {
+    async fn constraint_violation_fails_operation_not_retried(db: TestDatabase) {
         exec(&db, constraint_sql(db.backend)).await;
         let clock = ManualClock::new(1_800_000_000_000);
         let mut tools = registry(&Gate::new());

@@ -16,17 +16,17 @@ use mcptask_core::server::{
     ServerTaskRecord, ServerTaskView, TaskSignal,
 };
 use mcptask_core::store::ServerTaskStore;
-use mcptask_server::testkit::{Lifecycle, TestClient};
 use mcptask_server::{DurableTaskServer, RuntimeConfig, TaskRuntime, ToolRegistry};
 use mcptask_sql::Store;
+use mcptask_testkit::mcp::{Lifecycle, TestClient};
 use serde_json::Value;
 use sqlx::AssertSqlSafe;
 use tokio::sync::{Notify, watch};
 
-pub use crate::common::Backend;
+pub use mcptask_testkit::TestDatabase;
 
 /// Run `sql` (one or more statements) on the test database.
-pub async fn exec(db: &Backend, sql: &str) {
+pub async fn exec(db: &TestDatabase, sql: &str) {
     match db.open().await {
         Store::Sqlite(s) => {
             sqlx::raw_sql(AssertSqlSafe(sql.to_string()))
@@ -47,7 +47,7 @@ pub async fn exec(db: &Backend, sql: &str) {
 pub struct Probe(Store);
 
 impl Probe {
-    pub async fn open(db: &Backend) -> Self {
+    pub async fn open(db: &TestDatabase) -> Self {
         Probe(db.open().await)
     }
 
@@ -68,7 +68,7 @@ impl Probe {
 
 /// Start a runtime on the system clock (leases and loops in real time).
 pub async fn start_real(
-    db: &Backend,
+    db: &TestDatabase,
     registry: ToolRegistry,
     config: RuntimeConfig,
     owner: &str,

@@ -7,12 +7,12 @@ use mcptask_core::ManualClock;
 use rmcp::model::TaskStatus;
 use serde_json::json;
 
-use crate::common::{Gate, config, registry, runtime_with};
 use crate::support::*;
-use mcptask_server::testkit::wire;
+use mcptask_testkit::fixtures::server::{Gate, config, registry, runtime_with};
+use mcptask_testkit::mcp::wire;
 
-mcptask_sql::on_both_backends! {
-    async fn late_finish_after_ttl_stays_failed(db: Backend) {
+mcptask_testkit::on_both_backends! {
+    async fn late_finish_after_ttl_stays_failed(db: TestDatabase) {
         let clock = ManualClock::new(1_800_000_000_000);
         let gate = Gate::new();
         let mut cfg = config();

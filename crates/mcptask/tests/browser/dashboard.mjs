@@ -1,6 +1,6 @@
 // Drives the gateway's dashboard in real headless Chromium (playwright-core,
 // no browser download: the system's Chromium). Run by
-// crates/mcptask/tests/dashboard_browser.rs against a real `mcptask serve`
+// crates/mcptask/tests/browser/main.rs against a real `mcptask serve`
 // and `mcptask demo-server`:
 //
 //   node dashboard.mjs --base http://127.0.0.1:PORT --token TOKEN \

@@ -16,13 +16,13 @@
 
 use std::time::Duration;
 
-use mcptask_server::testkit::wire;
+use mcptask_testkit::mcp::wire;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::TestRunner;
 use serde_json::{Value, json};
 
-use crate::support::*;
+use mcptask_testkit::*;
 
 const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 /// Generated requests per surface.
@@ -370,7 +370,7 @@ struct Witnesses {
     gateway: Vec<String>,
 }
 
-async fn server_state(client: &mcptask_server::testkit::TestClient, ids: &[String]) -> Vec<Value> {
+async fn server_state(client: &mcptask_testkit::mcp::TestClient, ids: &[String]) -> Vec<Value> {
     let mut out = Vec::new();
     for id in ids {
         let mut w = wire(&client.get(id).await.expect("tasks/get a witness"));
@@ -395,10 +395,10 @@ async fn gateway_state(api: &Api, ids: &[String]) -> Vec<Value> {
     out
 }
 
-async fn setup() -> (Database, DemoServer, Gateway, Witnesses) {
-    let db = match Database::postgres().await {
+async fn setup() -> (TestDatabase, DemoServer, Gateway, Witnesses) {
+    let db = match TestDatabase::postgres().await {
         Some(db) => db,
-        None => Database::sqlite(),
+        None => TestDatabase::sqlite(),
     };
     let server = DemoServer::start(&db.url, &[]).await;
     let gateway = Gateway::start(

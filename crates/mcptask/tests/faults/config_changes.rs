@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::*;
+use mcptask_testkit::*;
 
 struct Rig {
     _demo: DemoServer,

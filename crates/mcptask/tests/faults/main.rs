@@ -6,12 +6,9 @@
 //! One module per fault family; run one family with e.g.
 //! `cargo test -p mcptask --test faults upstream::`.
 
-#[path = "../support/mod.rs"]
-mod support;
-
 /// Each `async fn name(db) { … }` becomes `name::sqlite` and
 /// `name::postgres`: the same cell with the gateway's store on each backend
-/// (`db` is a fresh `support::Database`). Without a PostgreSQL the second
+/// (`db` is a fresh `mcptask_testkit::TestDatabase`). Without a PostgreSQL the second
 /// one says SKIPPED (and under `CI=true` the harness fails instead).
 macro_rules! on_both_stores {
     ($($(#[$meta:meta])* async fn $name:ident($db:ident) $body:block)*) => {$(
@@ -22,13 +19,13 @@ macro_rules! on_both_stores {
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn sqlite() {
-                let $db = crate::support::Database::sqlite();
+                let $db = mcptask_testkit::TestDatabase::sqlite();
                 $body
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn postgres() {
-                let Some($db) = crate::support::Database::postgres().await else {
+                let Some($db) = mcptask_testkit::TestDatabase::postgres().await else {
                     eprintln!("{}::postgres: SKIPPED (no PostgreSQL)", stringify!($name));
                     return;
                 };

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::support::*;
+use mcptask_testkit::*;
 
 /// Brisk polling and retries, so a cell takes seconds.
 const TRACKER: &str = "poll_default_ms = 100\npoll_min_ms = 50\npoll_max_ms = 300\n\
@@ -22,13 +22,13 @@ struct Rig {
     gateway: LoggedChild,
     api: Api,
     _server: DemoServer,
-    _db: Database,
-    _server_db: Database,
+    _db: TestDatabase,
+    _server_db: TestDatabase,
     _dir: tempfile::TempDir,
 }
 
-async fn rig(db: Database, hooks: &[(&str, u64)], tracker: &str) -> Rig {
-    let server_db = Database::sqlite();
+async fn rig(db: TestDatabase, hooks: &[(&str, u64)], tracker: &str) -> Rig {
+    let server_db = TestDatabase::sqlite();
     let server = DemoServer::start(&server_db.url, &[]).await;
     let dir = tempfile::tempdir().expect("temp dir");
     let config = dir.path().join("mcptask.toml");
@@ -102,7 +102,7 @@ async fn dead_count(api: &Api) -> i64 {
 /// Keep a webhook failing until it has refused `attempts` deliveries (more
 /// than the old fixed attempt limit of 8), bring it back, and check every
 /// event arrives with nothing dead-lettered.
-async fn outage_then_back(db: Database, mode: HookMode, timeout_ms: u64, attempts: u64) {
+async fn outage_then_back(db: TestDatabase, mode: HookMode, timeout_ms: u64, attempts: u64) {
     let hook = FlakyWebhook::start(mode).await;
     let rig = rig(db, &[(&hook.url, timeout_ms)], "").await;
     let started = Instant::now();
@@ -169,7 +169,7 @@ on_both_stores! {
 
             // Fixed: the operator redrives with the CLI.
             hook.set(HookMode::Accept);
-            let out = tokio::process::Command::new(BIN)
+            let out = tokio::process::Command::new(bin())
                 .args(["dead-letters", "redrive", "--gateway", &rig.api.base])
                 .env_remove("MCPTASK_API_TOKEN")
                 .output()

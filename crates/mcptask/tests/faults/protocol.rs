@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::*;
+use mcptask_testkit::*;
 
 /// A broken `tasks/get` answer, made for a remote task id.
 type Case = (&'static str, Box<dyn Fn(&str) -> Scripted>);

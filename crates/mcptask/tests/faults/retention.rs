@@ -6,12 +6,12 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::time::Instant;
 
-use crate::support::*;
+use mcptask_testkit::*;
 
 on_both_stores! {
 async fn settled_task_past_retention_purged_live_task_kept(db) {
     with_deadline(WAIT * 2, async {
-        let server_db = Database::sqlite();
+        let server_db = TestDatabase::sqlite();
         let server = DemoServer::start(&server_db.url, &[]).await;
         let hook = FlakyWebhook::start(HookMode::Accept).await;
         let dir = tempfile::tempdir().expect("temp dir");

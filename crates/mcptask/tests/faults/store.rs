@@ -26,11 +26,11 @@ use mcptask_client::{
 };
 use mcptask_core::TaskStatus;
 use mcptask_core::client::ListFilter;
-use mcptask_server::testkit::{Lifecycle, TestClient, wire};
-use mcptask_sql::testkit::pg::PrivateCluster;
+use mcptask_testkit::mcp::{Lifecycle, TestClient, wire};
+use mcptask_testkit::pg::PrivateCluster;
 use serde_json::{Value, json};
 
-use crate::support::*;
+use mcptask_testkit::*;
 
 const SECRET: &str = "store-faults-webhook-secret";
 /// How long PostgreSQL stays down in the second fault of the run.
@@ -527,7 +527,7 @@ async fn sqlite_busy_from_another_process_waits_then_recovers() {
 }
 
 async fn sqlite_busy() {
-    let server_db = Database::sqlite();
+    let server_db = TestDatabase::sqlite();
     let server = DemoServer::start(&server_db.url, &[]).await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("gateway.db");

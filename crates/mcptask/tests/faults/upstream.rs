@@ -10,16 +10,16 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use mcptask_client::testkit::fast_config;
 use mcptask_client::{
     CallOptions, CallOutcome, RemoteTaskRecord, ServerDef, Tracker, TrackerConfig,
 };
 use mcptask_core::TaskStatus;
 use mcptask_core::client::TrackerPolicy;
 use mcptask_core::policy::{Backoff, PollPolicy};
+use mcptask_testkit::tracker::fast_config;
 use serde_json::{Value, json};
 
-use crate::support::*;
+use mcptask_testkit::*;
 
 /// The poll interval of every task (fixed: no jitter, server hints clamped).
 const POLL: Duration = Duration::from_millis(200);
@@ -80,7 +80,7 @@ impl Upstream {
     }
 }
 
-async fn tracker(db: &Database, config: TrackerConfig, servers: &[ServerDef]) -> Tracker {
+async fn tracker(db: &TestDatabase, config: TrackerConfig, servers: &[ServerDef]) -> Tracker {
     let mut builder = Tracker::builder(db.remote_tasks().await).config(config);
     for def in servers {
         builder = builder.server(def.clone());
@@ -202,7 +202,7 @@ async fn hung_server_others_keep_their_cadence() {
         let calm1 = Upstream::start("calm1").await;
         let calm2 = Upstream::start("calm2").await;
         let stuck = Upstream::start("stuck").await;
-        let db = Database::sqlite();
+        let db = TestDatabase::sqlite();
         let tracker = tracker(&db, config(), &[calm1.def(), calm2.def(), stuck.def()]).await;
         let mut healthy = Vec::new();
         for up in [&calm1, &calm2] {
@@ -257,7 +257,7 @@ async fn blackholed_host_connects_fail_together_others_keep_their_cadence() {
     with_deadline(Duration::from_secs(240), async {
         let calm = Upstream::start("calm").await;
         let dark = Upstream::start("dark").await;
-        let db = Database::sqlite();
+        let db = TestDatabase::sqlite();
         let mut config = config();
         config.connect_timeout = Duration::from_secs(2);
         let servers = [calm.def(), dark.def()];
@@ -322,7 +322,7 @@ async fn blackholed_host_connects_fail_together_others_keep_their_cadence() {
 async fn proxy_errors_and_html_pages_transient_then_complete() {
     with_deadline(Duration::from_secs(240), async {
         let up = Upstream::start("proxied").await;
-        let db = Database::sqlite();
+        let db = TestDatabase::sqlite();
         let tracker = tracker(&db, config(), &[up.def()]).await;
         let mut tasks = Vec::new();
         for _ in 0..3 {
@@ -389,7 +389,7 @@ async fn proxy_errors_and_html_pages_transient_then_complete() {
 async fn outage_beyond_the_old_error_count_within_ttl_completes() {
     with_deadline(Duration::from_secs(240), async {
         let up = Upstream::start("flaky").await;
-        let db = Database::sqlite();
+        let db = TestDatabase::sqlite();
         let mut config = config();
         // The production budget, and retries every 50 ms: an outage of a few
         // seconds is many more errors than the old budget of 30 allowed.
@@ -427,7 +427,7 @@ async fn outage_beyond_the_old_error_count_within_ttl_completes() {
 async fn error_budget_spent_fails_locally_and_cancels_remotely() {
     with_deadline(Duration::from_secs(240), async {
         let up = Upstream::start("failing").await;
-        let db = Database::sqlite();
+        let db = TestDatabase::sqlite();
         let mut config = config();
         config.policy.error_budget_ms = 1_500;
         let tracker = tracker(&db, config, &[up.def()]).await;
@@ -489,8 +489,8 @@ async fn wedged_stdio_child_is_recycled_tasks_continue() {
             .map(|s| s.to_string())
             .collect();
         args.extend(FAST_RECOVERY.iter().map(|s| s.to_string()));
-        let def = ServerDef::stdio("local", BIN, args).with_env("MCPTASK_LOG", "error");
-        let db = Database::sqlite();
+        let def = ServerDef::stdio("local", bin(), args).with_env("MCPTASK_LOG", "error");
+        let db = TestDatabase::sqlite();
         let mut config = config();
         config.connect_timeout = Duration::from_secs(15);
         let tracker = tracker(&db, config, &[def]).await;

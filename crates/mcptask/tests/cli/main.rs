@@ -1,0 +1,8 @@
+//! The binary as a user runs it, one binary: the command line ([`cli`]), its
+//! errors ([`cli_errors`]), `mcptask migrate` ([`migrate`]) and the demo
+//! server over stdio ([`stdio`]).
+
+mod cli;
+mod cli_errors;
+mod migrate;
+mod stdio;

@@ -1,0 +1,12 @@
+//! The MCP proxy's front (`mcptask serve` with `[proxy] enabled = true`), one
+//! binary: the agent tools for callers that do not declare tasks
+//! ([`proxy_agent_tools`]), the reference "everything" server behind it
+//! ([`proxy_everything`]), front task notifications ([`proxy_push`]), two
+//! replicas on one PostgreSQL ([`proxy_replicas`]) and a submit/status/cancel
+//! toolset behind it ([`toolset`]).
+
+mod proxy_agent_tools;
+mod proxy_everything;
+mod proxy_push;
+mod proxy_replicas;
+mod toolset;
