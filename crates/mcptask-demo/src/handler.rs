@@ -81,6 +81,7 @@ impl ServerHandler for DemoServer {
         };
         fixture
             .call(FixtureCall {
+                name: request.name.to_string(),
                 arguments: request.arguments.unwrap_or_default(),
                 input_responses: request.input_responses,
                 request_state: request.request_state,
