@@ -1,6 +1,9 @@
-//! The demo MCP server bundled with mcptask (`mcptask demo-server`): every
-//! fixture tool the conformance suite's task scenarios call, and a few
-//! realistic demo tools, served by a durable [`mcptask_server::TaskRuntime`].
+//! The demo MCP server bundled with mcptask (`mcptask demo-server`): a few
+//! realistic demo tools and every fixture the conformance suite's task
+//! scenarios call, served by a durable [`mcptask_server::TaskRuntime`], and
+//! the fixtures of the suite's other server scenarios (synchronous tools,
+//! prompts, resources, completions, list-change subscriptions), so the demo
+//! server passes the whole 2026-07-28 server requirement set.
 //!
 //! Also a test fixture for the toolset driver: a stdio server whose long work
 //! runs through three plain tools (submit, status, cancel), as servers
@@ -17,6 +20,8 @@
 //! # Ok(()) }
 //! ```
 
+mod fixtures;
+mod handler;
 mod server;
 pub mod tools;
 pub mod toolset_fixture;

@@ -15,6 +15,8 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
+use crate::handler::DemoServer;
+
 /// How to run the demo server.
 #[derive(Debug, Clone)]
 pub struct DemoServerOptions {
@@ -58,13 +60,15 @@ pub async fn start_runtime(options: &DemoServerOptions) -> anyhow::Result<TaskRu
     Ok(runtime)
 }
 
-fn server(runtime: TaskRuntime) -> DurableTaskServer {
-    DurableTaskServer::new(runtime)
+fn server(runtime: TaskRuntime) -> DemoServer {
+    let durable = DurableTaskServer::new(runtime)
         .with_server_info(Implementation::new("mcptask-demo", env!("CARGO_PKG_VERSION")))
         .with_instructions(
             "Demo server of mcptask: durable MCP tasks. Try slow_compute, confirm_delete or countdown \
-             with the io.modelcontextprotocol/tasks extension declared.",
-        )
+             with the io.modelcontextprotocol/tasks extension declared. The test_* tools, prompts \
+             and test:// resources are the MCP conformance suite's fixtures.",
+        );
+    DemoServer::new(durable)
 }
 
 async fn authenticate(

@@ -1,6 +1,8 @@
 //! The official MCP conformance suite (`@modelcontextprotocol/conformance`,
-//! Node 22) against the demo server: every active task scenario, on SQLite
-//! and on PostgreSQL.
+//! Node 22) against the demo server, on SQLite and on PostgreSQL: the whole
+//! 2026-07-28 server requirement set directly (every scenario it runs, scored
+//! or not: the tasks extension and the pending ones too), and the task
+//! scenarios through the proxy.
 //!
 //! The tooling lives in `<repo>/.tools` (see `scripts/install-conformance`).
 //! Without it the test skips loudly, except under `CI=true`, where it fails.
@@ -12,6 +14,8 @@ use std::time::Duration;
 use mcptask_testkit::{DemoServer, TestDatabase, with_deadline};
 use serde_json::Value;
 
+/// The task scenarios run through the proxy (directly, the requirement set
+/// runs them all).
 const SCENARIOS: [&str; 9] = [
     "tasks-lifecycle",
     "tasks-capability-negotiation",
@@ -26,6 +30,17 @@ const SCENARIOS: [&str; 9] = [
 
 /// One scenario takes a few seconds; this only catches hangs.
 const SCENARIO_LIMIT: Duration = Duration::from_secs(180);
+
+/// The revision whose server requirement set the demo server must pass.
+const REQUIREMENTS: &str = "2026-07-28";
+
+/// The whole set takes under a minute; this only catches hangs.
+const REQUIREMENTS_LIMIT: Duration = Duration::from_secs(600);
+
+/// Check statuses that pass: `SKIPPED` is the suite's own choice (a
+/// scenario it has not rewritten yet), `INFO` a note on an optional feature.
+/// A `WARNING` (a SHOULD missed) fails like a `FAILURE`.
+const PASSING: [&str; 3] = ["SUCCESS", "SKIPPED", "INFO"];
 
 fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
@@ -124,18 +139,24 @@ fn failed_in_summary(output: &str) -> Option<u64> {
     after.split_whitespace().next()?.parse().ok()
 }
 
+/// `PATH` with `bin` (our Node 22) first.
+fn path_with(bin: &Path) -> std::ffi::OsString {
+    std::env::join_paths(
+        std::iter::once(bin.to_path_buf()).chain(std::env::split_paths(
+            &std::env::var_os("PATH").unwrap_or_default(),
+        )),
+    )
+    .expect("PATH")
+}
+
 /// Run one scenario against `url`; returns a description of what failed.
 async fn run_scenario(bin: &Path, url: &str, scenario: &str) -> Result<String, String> {
     let out_dir = tempfile::tempdir().expect("temp dir");
-    let path = std::env::join_paths(std::iter::once(bin.to_path_buf()).chain(
-        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
-    ))
-    .expect("PATH");
     let mut command = tokio::process::Command::new(bin.join("conformance"));
     command
         .args(["server", "--url", url, "--scenario", scenario, "-o"])
         .arg(out_dir.path())
-        .env("PATH", path)
+        .env("PATH", path_with(bin))
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
         .kill_on_drop(true);
@@ -195,13 +216,176 @@ async fn run_scenario(bin: &Path, url: &str, scenario: &str) -> Result<String, S
     }
 }
 
-async fn run_suite(test: &str, db: &TestDatabase) {
+/// The server scenarios `revision`'s requirements file lists: the scored
+/// ones (`server:`) and the unscored ones run on the server leg
+/// (`not_scored:` entries with `leg: server`). The file is frozen YAML of
+/// that simple shape, read line by line.
+fn required_server_scenarios(yaml: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut section = "";
+    let mut pending: Option<String> = None;
+    for line in yaml.lines() {
+        let content = line.split('#').next().unwrap_or("").trim_end();
+        if content.trim().is_empty() {
+            continue;
+        }
+        if !content.starts_with(' ') {
+            section = content.trim_end_matches(':');
+            pending = None;
+            continue;
+        }
+        let item = content.trim_start();
+        match section {
+            "server" => {
+                if let Some(name) = item.strip_prefix("- ") {
+                    out.push(name.trim().to_string());
+                }
+            }
+            "not_scored" => {
+                if let Some(name) = item.strip_prefix("- scenario:") {
+                    pending = Some(name.trim().to_string());
+                } else if item.strip_prefix("leg:").map(str::trim) == Some("server") {
+                    out.extend(pending.take());
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The `M` of the requirement-set summary line `Total: N passed, M failed`.
+fn failed_in_total(output: &str) -> Option<u64> {
+    let output = strip_ansi(output);
+    let line = output
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with("Total:"))?;
+    let (_, after) = line.split_once(',')?;
+    after.split_whitespace().next()?.parse().ok()
+}
+
+/// The scenario whose results `dir` holds (`server-<scenario>-<timestamp>`),
+/// among `scenarios`.
+fn scenario_of<'a>(dir: &Path, scenarios: &'a [String]) -> Option<&'a str> {
+    let name = dir.file_name()?.to_str()?.strip_prefix("server-")?;
+    scenarios
+        .iter()
+        .find(|s| {
+            name.strip_prefix(s.as_str())
+                .and_then(|rest| rest.strip_prefix('-'))
+                .is_some_and(|stamp| stamp.starts_with(|c: char| c.is_ascii_digit()))
+        })
+        .map(String::as_str)
+}
+
+/// Run the server requirement set of [`REQUIREMENTS`] against `url`; returns
+/// a description of every check that did not pass.
+async fn run_requirements(bin: &Path, url: &str) -> Result<String, String> {
+    let requirements = bin
+        .parent()
+        .expect("node_modules/.bin has a parent")
+        .join(format!(
+            "@modelcontextprotocol/conformance/requirements/{REQUIREMENTS}.yaml"
+        ));
+    let yaml = std::fs::read_to_string(&requirements)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", requirements.display()));
+    let expected = required_server_scenarios(&yaml);
+    assert!(
+        expected.len() > 20,
+        "{} lists only {expected:?}: the requirements file was not understood",
+        requirements.display()
+    );
+    let out_dir = tempfile::tempdir().expect("temp dir");
+    let mut command = tokio::process::Command::new(bin.join("conformance"));
+    command
+        .args(["server", "--url", url, "--requirements", REQUIREMENTS, "-o"])
+        .arg(out_dir.path())
+        .env("PATH", path_with(bin))
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    let output = match tokio::time::timeout(REQUIREMENTS_LIMIT, command.output()).await {
+        Ok(Ok(output)) => output,
+        Ok(Err(e)) => return Err(format!("cannot run conformance: {e}")),
+        Err(_) => return Err(format!("did not finish within {REQUIREMENTS_LIMIT:?}")),
+    };
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut problems = Vec::new();
+    // The exit status covers the scored scenarios only; the checks below cover all.
+    if !output.status.success() {
+        problems.push(format!("exit status {}", output.status));
+    }
+    match failed_in_total(&text) {
+        Some(0) => {}
+        Some(n) => problems.push(format!("the summary counts {n} failed")),
+        None => problems.push("no \"Total: N passed, M failed\" summary line".into()),
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut total = 0;
+    for file in checks_files(out_dir.path()) {
+        let dir = file.parent().expect("checks.json is in a directory");
+        let Some(scenario) = scenario_of(dir, &expected) else {
+            problems.push(format!(
+                "results of an unexpected scenario: {}",
+                dir.display()
+            ));
+            continue;
+        };
+        seen.insert(scenario);
+        let checks: Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap_or_default())
+                .unwrap_or_else(|e| panic!("{}: not JSON: {e}", file.display()));
+        let checks = checks.as_array().cloned().unwrap_or_default();
+        if checks.is_empty() {
+            problems.push(format!("{scenario}: no checks"));
+        }
+        for check in checks {
+            total += 1;
+            let status = check["status"].as_str().unwrap_or("(no status)");
+            if !PASSING.contains(&status) {
+                problems.push(format!(
+                    "{scenario}: check {} {status}: {}",
+                    check["id"].as_str().unwrap_or("?"),
+                    check["errorMessage"].as_str().unwrap_or("")
+                ));
+            }
+        }
+    }
+    for scenario in &expected {
+        if !seen.contains(scenario.as_str()) {
+            problems.push(format!("{scenario}: did not run (no checks.json)"));
+        }
+    }
+    if problems.is_empty() {
+        Ok(format!(
+            "{REQUIREMENTS} requirements: {} scenarios, {total} checks passed",
+            expected.len()
+        ))
+    } else {
+        Err(format!(
+            "{REQUIREMENTS} requirements: {} problem(s):\n  {}\n--- conformance output ---\n{text}",
+            problems.len(),
+            problems.join("\n  ")
+        ))
+    }
+}
+
+/// The whole requirement set against `demo-server` on `db`.
+async fn run_requirements_on(test: &str, db: &TestDatabase) {
     let Some(bin) = tooling_or_skip(test) else {
         return;
     };
     let server =
         DemoServer::start_named(&format!("demo-server on {}", db.backend), &db.url, &[]).await;
-    run_scenarios(&bin, &server.url, db).await;
+    match run_requirements(&bin, &server.url).await {
+        Ok(summary) => eprintln!("[{}] {summary}", db.backend),
+        Err(failure) => panic!("[{}] {failure}", db.backend),
+    }
 }
 
 /// The same scenarios through the proxy: conformance → `mcptask serve`'s
@@ -241,28 +425,32 @@ async fn run_scenarios(bin: &Path, url: &str, db: &TestDatabase) {
     );
 }
 
+// The whole requirement set runs every task scenario of SCENARIOS (and
+// tasks-status-notifications) directly, so it replaces the per-scenario runs
+// against demo-server.
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conformance_task_scenarios_on_sqlite() {
+async fn conformance_requirements_on_sqlite() {
     let db = TestDatabase::sqlite();
     with_deadline(
         Duration::from_secs(900),
-        run_suite("conformance_task_scenarios_on_sqlite", &db),
+        run_requirements_on("conformance_requirements_on_sqlite", &db),
     )
     .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conformance_task_scenarios_on_postgres() {
-    if tooling_or_skip("conformance_task_scenarios_on_postgres").is_none() {
+async fn conformance_requirements_on_postgres() {
+    if tooling_or_skip("conformance_requirements_on_postgres").is_none() {
         return;
     }
     let Some(db) = TestDatabase::postgres().await else {
-        eprintln!("conformance_task_scenarios_on_postgres: SKIPPED (no PostgreSQL, see above)");
+        eprintln!("conformance_requirements_on_postgres: SKIPPED (no PostgreSQL, see above)");
         return;
     };
     with_deadline(
         Duration::from_secs(900),
-        run_suite("conformance_task_scenarios_on_postgres", &db),
+        run_requirements_on("conformance_requirements_on_postgres", &db),
     )
     .await;
 }
@@ -287,10 +475,8 @@ async fn conformance_task_scenarios_through_the_proxy_on_postgres() {
     if tooling_or_skip(test).is_none() {
         return;
     }
-    let (Some(db), Some(front_db)) = (
-        TestDatabase::postgres().await,
-        TestDatabase::postgres().await,
-    ) else {
+    let (Some(db), Some(front_db)) = (TestDatabase::postgres().await, TestDatabase::postgres().await)
+    else {
         eprintln!("{test}: SKIPPED (no PostgreSQL, see above)");
         return;
     };
@@ -315,5 +501,48 @@ fn summary_line_is_parsed() {
     assert_eq!(
         failed_in_summary("\u{1b}[32mPassed: 3/3, 0 failed\u{1b}[0m"),
         Some(0)
+    );
+}
+
+#[test]
+fn total_line_is_parsed() {
+    let output = "=== SUMMARY ===\n✓ tools-list: 4 passed, 0 failed\n\nTotal: 196 passed, 0 failed\n\nNot scored for 2026-07-28: 13 scenario(s) run, 0 failing.";
+    assert_eq!(failed_in_total(output), Some(0));
+    assert_eq!(failed_in_total("Total: 128 passed, 40 failed"), Some(40));
+    assert_eq!(failed_in_total("Passed: 3/3, 0 failed"), None);
+}
+
+#[test]
+fn requirement_scenarios_are_read_from_the_yaml() {
+    let yaml = "# comment\nserver:\n  - server-stateless\n  - caching # scored\n\nclient:\n  - tools_call\n\nnot_scored:\n  - scenario: auth/dpop\n    leg: client\n    reason: extension\n  - scenario: tasks-lifecycle\n    leg: server\n    reason: extension\n    note: >-\n      pending, run for visibility\n";
+    assert_eq!(
+        required_server_scenarios(yaml),
+        ["server-stateless", "caching", "tasks-lifecycle"]
+    );
+}
+
+#[test]
+fn result_directories_name_their_scenario() {
+    let scenarios = [
+        "input-required-result-multi-round".to_string(),
+        "input-required-result-multiple-input-requests".to_string(),
+        "tasks-mrtr-input".to_string(),
+    ];
+    let of = |d: &str| scenario_of(Path::new(d), &scenarios);
+    assert_eq!(
+        of("/o/server-input-required-result-multi-round-2026-12-01T15-22-30-100Z"),
+        Some("input-required-result-multi-round")
+    );
+    assert_eq!(
+        of("/o/server-input-required-result-multiple-input-requests-2026-12-01T15-22-30-1Z"),
+        Some("input-required-result-multiple-input-requests")
+    );
+    assert_eq!(
+        of("/o/server-tasks-mrtr-input-2026-12-01T00-00-00-000Z"),
+        Some("tasks-mrtr-input")
+    );
+    assert_eq!(
+        of("/o/server-tasks-mrtr-composition-2026-12-01T00-00-00-000Z"),
+        None
     );
 }
