@@ -98,7 +98,7 @@ async fn authenticate(
 /// cancelled.
 pub async fn serve_stdio(runtime: TaskRuntime, stop: CancellationToken) -> anyhow::Result<()> {
     let running = server(runtime)
-        .serve(rmcp::transport::stdio())
+        .serve(mcptask_server::mcp::stdio_with_listen())
         .await
         .context("starting the stdio transport")?;
     tokio::select! {
