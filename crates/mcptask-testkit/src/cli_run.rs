@@ -3,7 +3,7 @@
 
 use std::process::{Command, Output, Stdio};
 
-use crate::{DemoServer, Gateway, GatewaySpec, TestDatabase, bin};
+use crate::{DemoServer, GatewayProcess, GatewaySpec, TestDatabase, bin};
 
 /// `mcptask ARGS…` against `gateway` with `token` as its credential, with
 /// what a Rust user's shell commonly exports (`RUST_BACKTRACE=1`) and no
@@ -30,7 +30,7 @@ pub async fn run_cli(gateway: &str, token: &str, args: &[&str]) -> Output {
 /// each on a SQLite file of its own.
 pub struct DemoStack {
     pub server: DemoServer,
-    pub gateway: Gateway,
+    pub gateway: GatewayProcess,
     _databases: (TestDatabase, TestDatabase),
 }
 
@@ -38,7 +38,7 @@ impl DemoStack {
     pub async fn start() -> DemoStack {
         let (server_db, gateway_db) = (TestDatabase::sqlite(), TestDatabase::sqlite());
         let server = DemoServer::start(&server_db.url, &[]).await;
-        let gateway = Gateway::start(
+        let gateway = GatewayProcess::start(
             "gateway",
             &GatewaySpec::with_tokens(&gateway_db.url, &[("demo", &server.url)]),
         )

@@ -164,27 +164,27 @@ impl GatewaySpec {
 
 /// A running `mcptask serve` process with its own config directory. Killed
 /// (SIGKILL) on drop; on a failing test its log is printed.
-pub struct Gateway {
+pub struct GatewayProcess {
     process: LoggedChild,
     /// `http://127.0.0.1:PORT` (no trailing slash)
     pub base: String,
     _dir: tempfile::TempDir,
 }
 
-impl Gateway {
+impl GatewayProcess {
     /// Write `spec` to `mcptask.toml` in a fresh directory, start `mcptask
     /// serve --config` there and wait until it listens.
-    pub async fn start(name: &str, spec: &GatewaySpec) -> Gateway {
+    pub async fn start(name: &str, spec: &GatewaySpec) -> GatewayProcess {
         Self::start_with_env(name, spec, &[]).await
     }
 
-    /// [`Gateway::start`] with extra environment variables for `serve`.
-    pub async fn start_with_env(name: &str, spec: &GatewaySpec, env: &[(&str, &str)]) -> Gateway {
+    /// [`GatewayProcess::start`] with extra environment variables for `serve`.
+    pub async fn start_with_env(name: &str, spec: &GatewaySpec, env: &[(&str, &str)]) -> GatewayProcess {
         Self::start_toml(name, &spec.toml(), env).await
     }
 
-    /// [`Gateway::start_with_env`] with the configuration's whole text.
-    pub async fn start_toml(name: &str, toml: &str, env: &[(&str, &str)]) -> Gateway {
+    /// [`GatewayProcess::start_with_env`] with the configuration's whole text.
+    pub async fn start_toml(name: &str, toml: &str, env: &[(&str, &str)]) -> GatewayProcess {
         let dir = tempfile::tempdir().expect("temp dir");
         let config = dir.path().join("mcptask.toml");
         std::fs::write(&config, toml).expect("write mcptask.toml");
@@ -199,7 +199,7 @@ impl Gateway {
             base.starts_with("http://127.0.0.1:"),
             "unexpected listen line: {base:?}"
         );
-        Gateway {
+        GatewayProcess {
             process,
             base,
             _dir: dir,
@@ -209,6 +209,11 @@ impl Gateway {
     /// The process's stderr so far.
     pub fn log(&self) -> String {
         self.process.log()
+    }
+
+    /// SIGKILL the gateway (no drain, no claim released) and reap it.
+    pub async fn kill(&mut self) {
+        self.process.kill().await;
     }
 
     /// A client sending `Authorization: Bearer TOKEN` (or nothing).

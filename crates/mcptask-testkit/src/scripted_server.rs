@@ -33,6 +33,9 @@ pub enum Scripted {
 pub struct Rule {
     pub method: String,
     pub task_id: Option<String>,
+    /// Only requests whose params hold this value at this JSON pointer
+    /// (`Value::Null` matches an absent one).
+    pub when: Option<(String, Value)>,
     pub times: usize,
     pub answer: Scripted,
 }
@@ -42,9 +45,17 @@ impl Rule {
         Rule {
             method: method.into(),
             task_id: None,
+            when: None,
             times,
             answer,
         }
+    }
+
+    /// Only requests whose params hold `value` at `pointer` (e.g.
+    /// `"/cursor"`; `Value::Null` for an absent field).
+    pub fn when(mut self, pointer: &str, value: Value) -> Rule {
+        self.when = Some((pointer.into(), value));
+        self
     }
 
     pub fn for_task(mut self, task_id: &str) -> Rule {
@@ -158,6 +169,9 @@ async fn handle(State(proxy): State<Proxy>, request: Request) -> Response {
                 && r.task_id
                     .as_ref()
                     .is_none_or(|t| Some(t) == task_id.as_ref())
+                && r.when.as_ref().is_none_or(|(pointer, value)| {
+                    parsed["params"].pointer(pointer).unwrap_or(&Value::Null) == value
+                })
         });
         let answer = rule.map(|r| {
             r.times = r.times.saturating_sub(1);

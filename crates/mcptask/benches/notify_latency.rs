@@ -32,7 +32,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use mcptask_testkit::machine;
 use mcptask_testkit::mcp::{Lifecycle, TestClient};
-use mcptask_testkit::{DemoServer, Gateway, GatewaySpec, OPERATOR, TestDatabase};
+use mcptask_testkit::{DemoServer, GatewayProcess, GatewaySpec, OPERATOR, TestDatabase};
 use serde_json::{Value, json};
 
 fn now_ms() -> i64 {
@@ -210,7 +210,7 @@ async fn measure_mode(
     let db = TestDatabase::sqlite();
     let toml = gateway_toml(&db.url, &demo.url, &hook, mode);
     let mode = mode.name();
-    let gateway = Gateway::start_toml(&format!("gateway, {mode}"), &toml, &[]).await;
+    let gateway = GatewayProcess::start_toml(&format!("gateway, {mode}"), &toml, &[]).await;
     let api = gateway.client(Some(OPERATOR));
 
     // Completions, spread over the poll cycle.

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use mcptask_testkit::machine;
 use mcptask_testkit::mcp::{Lifecycle, TestClient};
-use mcptask_testkit::{DemoServer, Gateway, GatewaySpec, TestDatabase};
+use mcptask_testkit::{DemoServer, GatewayProcess, GatewaySpec, TestDatabase};
 use rmcp::model::CallToolResponse;
 use serde_json::json;
 
@@ -201,7 +201,7 @@ async fn run(settings: Settings, quick: bool) {
         .toml()
         .replace("name = \"demo\"\n", "name = \"demo\"\nprefix = \"\"\n")
         + "\n[proxy]\nenabled = true\n";
-    let gateway = Gateway::start_toml("proxy", &toml, &[]).await;
+    let gateway = GatewayProcess::start_toml("proxy", &toml, &[]).await;
     let front_url = format!("{}/mcp", gateway.base);
 
     let direct = Side::connect("direct", &demo.url).await;

@@ -42,7 +42,7 @@ async fn a_wrong_answer_is_refused_naming_the_field_and_nothing_is_stored() {
     with_deadline(Duration::from_secs(240), async {
         let (server_db, gateway_db) = (TestDatabase::sqlite(), TestDatabase::sqlite());
         let server = DemoServer::start(&server_db.url, &[]).await;
-        let gateway = Gateway::start(
+        let gateway = GatewayProcess::start(
             "gateway",
             &GatewaySpec::with_tokens(&gateway_db.url, &[("demo", &server.url)]),
         )

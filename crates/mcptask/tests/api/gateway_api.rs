@@ -27,7 +27,7 @@ const TEST_LIMIT: Duration = Duration::from_secs(420);
 
 /// A demo server and a gateway in front of it (separate SQLite files).
 struct Stack {
-    gateway: Gateway,
+    gateway: GatewayProcess,
     server: DemoServer,
     _dbs: (TestDatabase, TestDatabase),
 }
@@ -44,7 +44,7 @@ async fn stack_with_env(
     let gateway_db = TestDatabase::sqlite();
     let server = DemoServer::start(&server_db.url, &[]).await;
     let spec = spec(&gateway_db.url, &server.url);
-    let gateway = Gateway::start_with_env("gateway", &spec, env).await;
+    let gateway = GatewayProcess::start_with_env("gateway", &spec, env).await;
     Stack {
         gateway,
         server,
@@ -127,10 +127,11 @@ async fn every_route_answers_json_with_stable_codes() {
         anon.get("/no/such/route")
             .await
             .assert_error(404, "not_found");
-        // Front tasks exist only where the proxy runs; the 404 says so.
-        let off = op.get("/api/v1/front-tasks").await;
-        off.assert_error(404, "not_found");
-        assert!(off.text.contains("proxy is not enabled"), "{off:?}");
+        // One list of calls: the front's calls are rows of /api/v1/tasks,
+        // and there is no second list of them.
+        op.get("/api/v1/front-tasks")
+            .await
+            .assert_error(404, "not_found");
 
         // The OpenAPI document parses and describes every route of the router.
         let doc = anon.get("/openapi.json").await;
@@ -248,10 +249,15 @@ async fn every_route_answers_json_with_stable_codes() {
                 &json!({"server": "demo", "tool": "no_such_tool"}),
             )
             .await;
-        unknown_tool.assert_error(502, "remote_error");
+        // The gateway knows the server's tools: an unknown one is refused
+        // without a call (and reads as a tool a policy hides).
+        unknown_tool.assert_error(404, "unknown_tool");
         assert!(
-            unknown_tool.json["error"]["details"]["code"].is_i64(),
-            "the remote JSON-RPC error is passed on: {unknown_tool:#?}"
+            unknown_tool.json["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("no_such_tool"),
+            "{unknown_tool:#?}"
         );
         for bad in [
             json!({"server": "demo", "tool": "greet", "arguments": "not an object"}),

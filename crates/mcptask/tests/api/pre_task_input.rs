@@ -120,7 +120,7 @@ async fn the_servers_request_state_is_echoed_back() {
         let (server_db, gateway_db) = (TestDatabase::sqlite(), TestDatabase::sqlite());
         let server = DemoServer::start(&server_db.url, &[]).await;
         let proxy = ScriptedServer::start(&server.url).await;
-        let gateway = Gateway::start(
+        let gateway = GatewayProcess::start(
             "gateway",
             &GatewaySpec::with_tokens(&gateway_db.url, &[("demo", &proxy.url())]),
         )

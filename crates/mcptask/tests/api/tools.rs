@@ -66,7 +66,7 @@ async fn the_api_lists_a_servers_tools_with_their_schemas_for_any_token() {
         let (server_db, gateway_db) = (TestDatabase::sqlite(), TestDatabase::sqlite());
         let server = DemoServer::start(&server_db.url, &[]).await;
         let dead = dead_url();
-        let gateway = Gateway::start(
+        let gateway = GatewayProcess::start(
             "gateway",
             &GatewaySpec::with_tokens(&gateway_db.url, &[("demo", &server.url), ("down", &dead)]),
         )
@@ -176,9 +176,17 @@ async fn every_page_of_tools_is_listed_and_endless_cursors_are_refused() {
             }
             Scripted::Result(page)
         };
-        scripted.script(Rule::new("tools/list", 1, page("first", Some("page-2"))));
-        scripted.script(Rule::new("tools/list", 1, page("second", None)));
-        let gateway = Gateway::start(
+        // Every listing sees the same two pages (the gateway also lists its
+        // servers' tools at start, for its catalog).
+        scripted.script(
+            Rule::new("tools/list", usize::MAX, page("first", Some("page-2")))
+                .when("/cursor", Value::Null),
+        );
+        scripted.script(
+            Rule::new("tools/list", usize::MAX, page("second", None))
+                .when("/cursor", json!("page-2")),
+        );
+        let gateway = GatewayProcess::start(
             "gateway",
             &GatewaySpec::with_tokens(&gateway_db.url, &[("paged", &scripted.url())]),
         )
@@ -187,8 +195,10 @@ async fn every_page_of_tools_is_listed_and_endless_cursors_are_refused() {
         let answer = api.get("/api/v1/servers/paged/tools").await;
         assert_eq!(tool_names(answer.assert_status(200)), ["first", "second"]);
         let lists = scripted.seen_method("tools/list");
-        assert_eq!(lists.len(), 2, "{lists:#?}");
-        assert_eq!(lists[1].params["cursor"], "page-2", "{lists:#?}");
+        assert!(
+            lists.iter().any(|l| l.params["cursor"] == "page-2"),
+            "the second page was asked for: {lists:#?}"
+        );
 
         scripted.clear();
         scripted.script(Rule::new("tools/list", usize::MAX, page("again", Some("same"))));
@@ -210,7 +220,7 @@ async fn the_cli_lists_tools_of_every_server_or_one_and_names_an_unknown_one() {
         );
         let server = DemoServer::start(&server_db.url, &[]).await;
         let other = DemoServer::start_named("other", &other_db.url, &[]).await;
-        let gateway = Gateway::start(
+        let gateway = GatewayProcess::start(
             "gateway",
             &GatewaySpec::with_tokens(
                 &gateway_db.url,
@@ -285,7 +295,7 @@ async fn serve_probes_each_server_at_start() {
         let (server_db, gateway_db) = (TestDatabase::sqlite(), TestDatabase::sqlite());
         let server = DemoServer::start(&server_db.url, &[]).await;
         let dead = dead_url();
-        let gateway = Gateway::start(
+        let gateway = GatewayProcess::start(
             "gateway",
             &GatewaySpec::with_tokens(&gateway_db.url, &[("demo", &server.url), ("down", &dead)]),
         )
@@ -359,7 +369,7 @@ async fn config_check_probes_servers_and_lists_the_live_tasks_an_edit_would_fail
         // Live tasks on two names of one server, then the gateway stops.
         let original = [("demo", server.url.as_str()), ("old", server.url.as_str())];
         let gateway =
-            Gateway::start("gateway", &GatewaySpec::open(&gateway_db.url, &original)).await;
+            GatewayProcess::start("gateway", &GatewaySpec::open(&gateway_db.url, &original)).await;
         let api = gateway.client(None);
         let mut on_demo = Vec::new();
         for _ in 0..2 {

@@ -123,7 +123,7 @@ async fn the_dashboard_shows_tasks_live_answers_and_cancels_them() {
         let server = DemoServer::start(&server_db.url, &[]).await;
         let toml = GatewaySpec::with_tokens(&gateway_db.url, &[("demo", &server.url)]).toml()
             + "\n[proxy]\nenabled = true\n";
-        let gateway = Gateway::start_toml("gateway", &toml, &[]).await;
+        let gateway = GatewayProcess::start_toml("gateway", &toml, &[]).await;
         let api = gateway.client(Some(OPERATOR));
         // A front task held by an MCP client declaring tasks: the proxy
         // follows the demo server's SEP-2663 task for it.

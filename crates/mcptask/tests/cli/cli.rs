@@ -76,7 +76,7 @@ async fn exit_codes_tell_a_failed_task_from_a_cancelled_one_and_inspecting_exits
         let (server_db, gateway_db) = (TestDatabase::sqlite(), TestDatabase::sqlite());
         let server = DemoServer::start(&server_db.url, &[]).await;
         // (sqlx's query lines: something is sure to be logged at start.)
-        let gateway = Gateway::start_with_env(
+        let gateway = GatewayProcess::start_with_env(
             "gateway",
             &GatewaySpec::with_tokens(&gateway_db.url, &[("demo", &server.url)]),
             &[("MCPTASK_LOG", "warn,sqlx::query=debug")],
@@ -297,7 +297,7 @@ async fn serve_logs_when_a_server_degrades_and_recovers() {
             l.local_addr().unwrap().to_string()
         };
         let url = format!("http://{addr}/mcp");
-        let gateway = Gateway::start_with_env(
+        let gateway = GatewayProcess::start_with_env(
             "gateway",
             &GatewaySpec::open(&gateway_db.url, &[("demo", &url)]),
             &[("MCPTASK_LOG", "warn")],

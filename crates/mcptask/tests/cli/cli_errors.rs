@@ -324,7 +324,7 @@ async fn a_server_lost_under_a_live_task_is_reported_plainly() {
     with_deadline(Duration::from_secs(240), async {
         let (server_db, gateway_db) = (TestDatabase::sqlite(), TestDatabase::sqlite());
         let mut server = DemoServer::start(&server_db.url, &[]).await;
-        let gateway = Gateway::start(
+        let gateway = GatewayProcess::start(
             "gateway",
             &GatewaySpec::open(&gateway_db.url, &[("demo", &server.url)]),
         )
@@ -593,7 +593,7 @@ async fn client_and_config_errors_name_the_cause() {
 
         let gateway_db = TestDatabase::sqlite();
         let gateway =
-            Gateway::start("gateway", &GatewaySpec::with_tokens(&gateway_db.url, &[])).await;
+            GatewayProcess::start("gateway", &GatewaySpec::with_tokens(&gateway_db.url, &[])).await;
         let env = vec![
             ("MCPTASK_GATEWAY".to_string(), gateway.base.clone()),
             (

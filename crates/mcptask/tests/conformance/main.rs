@@ -403,7 +403,7 @@ async fn run_suite_through_proxy(test: &str, db: &TestDatabase, front_db: &TestD
         .replace("name = \"demo\"\n", "name = \"demo\"\nprefix = \"\"\n")
         + "\n[proxy]\nenabled = true\n";
     let gateway =
-        mcptask_testkit::Gateway::start_toml(&format!("proxy on {}", db.backend), &toml, &[]).await;
+        mcptask_testkit::GatewayProcess::start_toml(&format!("proxy on {}", db.backend), &toml, &[]).await;
     run_scenarios(&bin, &format!("{}/mcp", gateway.base), db).await;
 }
 

@@ -366,7 +366,7 @@ fn rpc_error_code(body: &str) -> Option<i64> {
 struct Witnesses {
     /// Server task ids: completed, input_required, working.
     server: Vec<String>,
-    /// Gateway task ids (tracking the server tasks above).
+    /// GatewayProcess task ids (tracking the server tasks above).
     gateway: Vec<String>,
 }
 
@@ -395,13 +395,13 @@ async fn gateway_state(api: &Api, ids: &[String]) -> Vec<Value> {
     out
 }
 
-async fn setup() -> (TestDatabase, DemoServer, Gateway, Witnesses) {
+async fn setup() -> (TestDatabase, DemoServer, GatewayProcess, Witnesses) {
     let db = match TestDatabase::postgres().await {
         Some(db) => db,
         None => TestDatabase::sqlite(),
     };
     let server = DemoServer::start(&db.url, &[]).await;
-    let gateway = Gateway::start(
+    let gateway = GatewayProcess::start(
         "gateway",
         &GatewaySpec::open(&db.url, &[("demo", &server.url)]),
     )

@@ -533,7 +533,7 @@ async fn sqlite_busy() {
     let file = dir.path().join("gateway.db");
     // A short busy timeout, so that "longer than the busy timeout" is short.
     let url = format!("sqlite:{}?busy_timeout_ms=1000", file.display());
-    let gateway = Gateway::start(
+    let gateway = GatewayProcess::start(
         "gateway",
         &GatewaySpec::open(&url, &[("demo", &server.url)]),
     )

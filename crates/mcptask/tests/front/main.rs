@@ -5,6 +5,7 @@
 //! replicas on one PostgreSQL ([`proxy_replicas`]) and a submit/status/cancel
 //! toolset behind it ([`toolset`]).
 
+mod one_call;
 mod proxy_agent_tools;
 mod proxy_everything;
 mod proxy_push;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use mcptask_testkit::mcp::{Lifecycle, TestClient};
 use mcptask_testkit::{
-    ALICE, BOB, DemoServer, Gateway, GatewaySpec, OPERATOR, TestDatabase, with_deadline,
+    ALICE, BOB, DemoServer, GatewayProcess, GatewaySpec, OPERATOR, TestDatabase, with_deadline,
 };
 use rmcp::model::{CallToolResponse, CallToolResult};
 use serde_json::{Value, json};
@@ -86,14 +86,14 @@ async fn poll(client: &TestClient, id: &str, done: impl Fn(&Value) -> bool) -> C
     }
 }
 
-async fn start_stack(db: &TestDatabase, front_db: &TestDatabase) -> (DemoServer, Gateway) {
+async fn start_stack(db: &TestDatabase, front_db: &TestDatabase) -> (DemoServer, GatewayProcess) {
     let server = DemoServer::start(&db.url, &[]).await;
     let spec = GatewaySpec::with_tokens(&front_db.url, &[("demo", &server.url)]);
     let toml = spec.toml().replace(
         "name = \"demo\"\n",
         "name = \"demo\"\nbackground = [\"confirm_delete\", \"slow_compute\"]\n",
     ) + "\n[proxy]\nenabled = true\n";
-    let gateway = Gateway::start_toml("proxy with background tools", &toml, &[]).await;
+    let gateway = GatewayProcess::start_toml("proxy with background tools", &toml, &[]).await;
     (server, gateway)
 }
 
@@ -168,61 +168,39 @@ async fn a_non_declaring_client_runs_background_tasks_with_the_agent_tools() {
         let unknown = call(&alice, "mcptask_get_task", json!({"taskId": "no-such-task"})).await;
         assert_eq!(unknown.is_error, Some(true));
 
-        // The API shows the same front tasks, scoped the same way, with the
-        // driver behind each and the tracked task it follows.
+        // The API lists the same calls, one row each under the id the
+        // agent tools gave, scoped the same way, with face and driver.
         let alice_api = gateway.client(Some(ALICE));
-        let listed = alice_api.get("/api/v1/front-tasks").await;
-        let listed = listed.assert_status(200);
-        assert_eq!(listed["principal"], "alice", "{listed:#}");
-        let front = |rows: &Value, id: &str| {
-            rows["tasks"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|t| t["taskId"] == id)
-                .cloned()
-        };
-        let row = front(listed, &id).unwrap_or_else(|| panic!("{id} not listed: {listed:#}"));
+        let listed = alice_api.list_all("").await;
+        let row = |rows: &[Value], id: &str| rows.iter().find(|t| t["id"] == id).cloned();
+        let asked = row(&listed, &id).unwrap_or_else(|| panic!("{id} not listed: {listed:#?}"));
         assert_eq!(
-            (&row["tool"], &row["driver"], &row["status"]),
-            (&json!("demo__confirm_delete"), &json!("sep2663"), &json!("completed")),
-            "{row:#}"
+            (&asked["tool"], &asked["driver"], &asked["face"], &asked["status"]),
+            (&json!("confirm_delete"), &json!("sep2663"), &json!("mcp"), &json!("completed")),
+            "{asked:#}"
         );
-        let tracked = row["trackedTask"].as_str().expect("trackedTask").to_string();
-        let tracked = alice_api.task(&tracked).await;
-        assert_eq!((&tracked["driver"], &tracked["tool"]), (&json!("sep2663"), &json!("confirm_delete")));
-        assert!(row.get("upstreamTaskId").is_none(), "operators only: {row:#}");
-        let one = alice_api.get(&format!("/api/v1/front-tasks/{slow}")).await;
-        assert_eq!(one.assert_status(200)["status"], "cancelled");
+        assert!(asked.get("remoteTaskId").is_none(), "operators only: {asked:#}");
+        assert_eq!(listed.iter().filter(|t| t["id"] == id).count(), 1, "one row per call");
+        assert_eq!(alice_api.task(&slow).await["status"], "cancelled");
         let bob_api = gateway.client(Some(BOB));
-        let bobs = bob_api.get("/api/v1/front-tasks").await;
-        assert_eq!(bobs.assert_status(200)["tasks"], json!([]));
+        assert!(row(&bob_api.list_all("").await, &id).is_none(), "bob sees none of alice's calls");
         bob_api
-            .get(&format!("/api/v1/front-tasks/{id}"))
+            .get(&format!("/api/v1/tasks/{id}"))
             .await
             .assert_error(404, "not_found");
         bob_api
-            .post(&format!("/api/v1/front-tasks/{id}/cancel"), &json!({}))
+            .post(&format!("/api/v1/tasks/{id}/cancel"), &json!({}))
             .await
             .assert_error(404, "not_found");
         bob_api
-            .get("/api/v1/front-tasks?principal=alice")
+            .get("/api/v1/tasks?principal=alice")
             .await
             .assert_error(403, "forbidden");
         let op = gateway.client(Some(OPERATOR));
-        let anonymous = op.get("/api/v1/front-tasks").await;
-        assert!(front(anonymous.assert_status(200), &id).is_none(), "operators see the anonymous callers' by default");
-        let for_alice = op.get("/api/v1/front-tasks?principal=alice&limit=1").await;
-        let for_alice = for_alice.assert_status(200);
-        assert_eq!(for_alice["tasks"].as_array().unwrap().len(), 1);
-        let cursor = for_alice["nextCursor"].as_str().expect("a second page");
-        let second = op
-            .get(&format!("/api/v1/front-tasks?principal=alice&limit=1&cursor={}", mcptask_testkit::encode(cursor)))
-            .await;
-        let both = [&for_alice["tasks"][0]["taskId"], &second.assert_status(200)["tasks"][0]["taskId"]];
-        assert!(both.contains(&&json!(id)) && both.contains(&&json!(slow)), "{both:?}");
-        op.get("/api/v1/front-tasks?cursor=garbage").await.assert_error(400, "bad_request");
-        op.get("/api/v1/front-tasks?limit=0").await.assert_error(400, "bad_request");
+        let for_alice = op.list_all("principal=alice").await;
+        assert!(row(&for_alice, &id).is_some() && row(&for_alice, &slow).is_some());
+        let seen_by_operator = op.task(&id).await;
+        assert!(seen_by_operator["remoteTaskId"].is_string(), "{seen_by_operator:#}");
 
         // A client that declares tasks does not see the agent tools.
         let declaring = TestClient::http(&url, Some(ALICE), Lifecycle::Modern { tasks: true })

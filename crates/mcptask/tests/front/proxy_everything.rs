@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use mcptask_testkit::mcp::{Lifecycle, TestClient};
 use mcptask_testkit::{
-    Gateway, in_ci, input_keys, poll_task, repo_root, result_text, status, wait_terminal,
+    GatewayProcess, in_ci, input_keys, poll_task, repo_root, result_text, status, wait_terminal,
 };
 use rmcp::model::CallToolResponse;
 use serde_json::{Value, json};
@@ -210,7 +210,7 @@ async fn a_long_synchronous_call_survives_sigkill_of_the_proxy_per_its_interrupt
     let dir = tempfile::tempdir().expect("temp dir");
     let db = format!("sqlite:{}", dir.path().join("front.db").display());
     let toml = config(&db, &node, &entry, &[("again", "rerun"), ("once", "fail")]);
-    let gateway = Gateway::start_toml("proxy (first)", &toml, &[]).await;
+    let gateway = GatewayProcess::start_toml("proxy (first)", &toml, &[]).await;
     let url = format!("{}/mcp", gateway.base);
     let client = TestClient::http(&url, None, Lifecycle::Modern { tasks: true })
         .await
@@ -239,7 +239,7 @@ async fn a_long_synchronous_call_survives_sigkill_of_the_proxy_per_its_interrupt
     drop(client);
     drop(gateway); // SIGKILL, with the calls in flight upstream
 
-    let gateway = Gateway::start_toml("proxy (restarted)", &toml, &[]).await;
+    let gateway = GatewayProcess::start_toml("proxy (restarted)", &toml, &[]).await;
     let url = format!("{}/mcp", gateway.base);
     let client = TestClient::http(&url, None, Lifecycle::Modern { tasks: true })
         .await

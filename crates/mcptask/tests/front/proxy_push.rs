@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use mcptask_testkit::mcp::{Lifecycle, TaskListen, TestClient, listen_body};
-use mcptask_testkit::{DemoServer, Gateway, GatewaySpec, TestDatabase, with_deadline};
+use mcptask_testkit::{DemoServer, GatewayProcess, GatewaySpec, TestDatabase, with_deadline};
 use rmcp::model::CallToolResponse;
 use serde_json::json;
 
@@ -16,7 +16,7 @@ async fn a_caller_is_told_when_its_front_task_settles() {
         let demo = DemoServer::start(&db.url, &[]).await;
         let toml = GatewaySpec::open(&front_db.url, &[("demo", &demo.url)]).toml()
             + "\n[proxy]\nenabled = true\n";
-        let gateway = Gateway::start_toml("proxy", &toml, &[]).await;
+        let gateway = GatewayProcess::start_toml("proxy", &toml, &[]).await;
         let url = format!("{}/mcp", gateway.base);
         let client = TestClient::http(&url, None, Lifecycle::Modern { tasks: true })
             .await

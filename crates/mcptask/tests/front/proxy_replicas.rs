@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use mcptask_testkit::mcp::{Lifecycle, TestClient};
 use mcptask_testkit::{
-    DemoServer, Gateway, GatewaySpec, TestDatabase, input_keys, result_text, status, wait_status,
+    DemoServer, GatewayProcess, GatewaySpec, TestDatabase, input_keys, result_text, status, wait_status,
     wait_terminal, with_deadline,
 };
 use rmcp::model::CallToolResponse;
@@ -18,7 +18,7 @@ fn proxy_toml(front_db: &str, upstream: &str) -> String {
         + "\n[proxy]\nenabled = true\nowner_lease_ms = 2000\n"
 }
 
-async fn client(gateway: &Gateway) -> TestClient {
+async fn client(gateway: &GatewayProcess) -> TestClient {
     TestClient::http(
         &format!("{}/mcp", gateway.base),
         None,
@@ -47,8 +47,8 @@ async fn two_proxy_replicas_on_postgres_serve_each_others_front_tasks() {
         let upstream_db = TestDatabase::sqlite();
         let demo = DemoServer::start(&upstream_db.url, &[]).await;
         let toml = proxy_toml(&front_db.url, &demo.url);
-        let a = Gateway::start_toml("proxy A", &toml, &[]).await;
-        let b = Gateway::start_toml("proxy B", &toml, &[]).await;
+        let a = GatewayProcess::start_toml("proxy A", &toml, &[]).await;
+        let b = GatewayProcess::start_toml("proxy B", &toml, &[]).await;
         let (on_a, on_b) = (client(&a).await, client(&b).await);
 
         // Created on A; its question read and answered on B.

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use mcptask_testkit::mcp::{Lifecycle, TestClient};
-use mcptask_testkit::{Gateway, TestDatabase, status, wait_terminal};
+use mcptask_testkit::{GatewayProcess, TestDatabase, status, wait_terminal};
 use rmcp::model::CallToolResponse;
 use serde_json::json;
 
@@ -37,7 +37,7 @@ async fn a_toolsets_submit_tool_is_a_front_task_followed_through_its_status_tool
     let db = TestDatabase::sqlite();
     let dir = tempfile::tempdir().expect("temp dir");
     let toml = proxy_toml(&db, &dir, true);
-    let gateway = Gateway::start_toml("proxy over a toolset", &toml, &[]).await;
+    let gateway = GatewayProcess::start_toml("proxy over a toolset", &toml, &[]).await;
     let client = TestClient::http(
         &format!("{}/mcp", gateway.base),
         None,
@@ -103,7 +103,7 @@ async fn a_tool_added_upstream_is_listed_and_announced_by_the_front() {
     let db = TestDatabase::sqlite();
     let dir = tempfile::tempdir().expect("temp dir");
     let toml = proxy_toml(&db, &dir, false);
-    let gateway = Gateway::start_toml("proxy over a changing server", &toml, &[]).await;
+    let gateway = GatewayProcess::start_toml("proxy over a changing server", &toml, &[]).await;
     let url = format!("{}/mcp", gateway.base);
     let _ = rustls::crypto::ring::default_provider().install_default();
     let (tx, mut heard) = tokio::sync::mpsc::unbounded_channel();
