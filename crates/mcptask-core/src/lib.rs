@@ -24,6 +24,7 @@ pub mod error;
 pub mod front;
 pub mod ids;
 pub mod lease;
+pub mod oauth;
 pub mod payload;
 pub mod policy;
 pub mod server;

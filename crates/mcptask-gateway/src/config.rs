@@ -499,6 +499,7 @@ impl Config {
                 call_timeout: s.call_timeout_ms.map(Duration::from_millis),
                 connect_timeout: s.connect_timeout_ms.map(Duration::from_millis),
                 toolsets: s.toolsets.clone(),
+                oauth: None,
             })
             .collect()
     }

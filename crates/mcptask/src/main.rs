@@ -111,6 +111,13 @@ enum Command {
         #[arg(long, default_value = "complete")]
         mode: String,
     },
+    /// Test fixture: the client side of the official MCP conformance suite
+    /// (`conformance client --command "mcptask conformance-client"`).
+    #[command(hide = true)]
+    ConformanceClient {
+        /// The server URL the suite passes.
+        url: String,
+    },
     /// Run the gateway: tracker workers, HTTP API, dashboard and metrics.
     Serve {
         /// Configuration file (see README, Configuration).
@@ -380,6 +387,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::FixtureToolset { state, mode } => {
             mcptask_demo::toolset_fixture::run(state, mode).await
         }
+        Command::ConformanceClient { url } => cli::conformance_client::run(url).await,
         Command::Serve {
             config,
             listen,

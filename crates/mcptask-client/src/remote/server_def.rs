@@ -62,6 +62,11 @@ pub struct ServerDef {
     /// (see [`Toolset`]). Not part of the endpoint identity.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub toolsets: Vec<Toolset>,
+    /// OAuth 2.1 to this server (HTTP only; see [`crate::oauth`]). Not part
+    /// of the endpoint identity: a token or a client can change without the
+    /// server's live tasks losing it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<crate::oauth::OAuthSettings>,
 }
 
 /// Three plain tools of a server that together run long work: calling
@@ -136,6 +141,7 @@ impl ServerDef {
             call_timeout: None,
             connect_timeout: None,
             toolsets: Vec::new(),
+            oauth: None,
         }
     }
 
@@ -152,6 +158,7 @@ impl ServerDef {
             call_timeout: None,
             connect_timeout: None,
             toolsets: Vec::new(),
+            oauth: None,
         }
     }
 
@@ -206,6 +213,12 @@ impl ServerDef {
         if let Transport::Http { headers, .. } = &mut self.transport {
             headers.insert(name.into(), value.into());
         }
+        self
+    }
+
+    /// Authorize with OAuth (HTTP servers).
+    pub fn with_oauth(mut self, settings: crate::oauth::OAuthSettings) -> Self {
+        self.oauth = Some(settings);
         self
     }
 

@@ -2,6 +2,7 @@
 
 pub mod client;
 pub mod commands;
+pub mod conformance_client;
 pub mod dead_letters;
 pub mod exit;
 pub mod inputs;
