@@ -200,6 +200,30 @@ async fn describe(
         .as_ref()
         .is_some_and(|i| i.capabilities.supports_tasks());
     let Some(tap) = tap else {
+        // rmcp's HTTP transport mirrors `x-mcp-header` tool parameters into
+        // `Mcp-Param-*` headers (SEP-2243) only for tools it has seen listed
+        // on that session: list them once per lane.
+        let lists_tools = peer_info
+            .as_ref()
+            .is_some_and(|i| i.capabilities.tools.is_some());
+        if lists_tools {
+            let list = service.peer().list_all_tools();
+            match tokio::time::timeout(pool.opts.call_timeout, list).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => {
+                    return Err(RemoteError::Transient(format!(
+                        "{:?}: tools/list failed: {e}",
+                        pool.def.name
+                    )));
+                }
+                Err(_) => {
+                    return Err(RemoteError::Transient(format!(
+                        "{:?}: tools/list timed out",
+                        pool.def.name
+                    )));
+                }
+            }
+        }
         return Ok(classify(None, negotiated, declares, Vec::new()));
     };
     let init = tap.initialize();
