@@ -188,11 +188,10 @@ impl ServerAuth {
         let holder = &self.runtime.inner.holder;
         let started = std::time::Instant::now();
         let sealed = loop {
-            let (row, sealed) = self
-                .vault
-                .load()
-                .await?
-                .ok_or_else(|| format!("server {:?} has no OAuth token to refresh", self.name))?;
+            let (row, sealed) =
+                self.vault.load().await?.ok_or_else(|| {
+                    format!("server {:?} has no OAuth token to refresh", self.name)
+                })?;
             let now = self.now();
             if freshness(row.expires_at_ms, row.updated_at_ms, now) == TokenFreshness::Fresh
                 && let Some(token) = sealed.access_token()
@@ -223,9 +222,7 @@ impl ServerAuth {
             }
             Err(e) => {
                 let e = format!("refreshing the OAuth token of {:?} failed: {e}", self.name);
-                let _ = store
-                    .fail_refresh(&self.name, holder, &e, self.now())
-                    .await;
+                let _ = store.fail_refresh(&self.name, holder, &e, self.now()).await;
                 self.record_failure(&e);
                 Err(e)
             }
@@ -303,10 +300,7 @@ impl ServerAuth {
             None => self.discover(&manager, None).await?,
         };
         manager.set_metadata(metadata);
-        let credentials = sealed
-            .credentials
-            .as_ref()
-            .ok_or("no stored credentials")?;
+        let credentials = sealed.credentials.as_ref().ok_or("no stored credentials")?;
         let secret = match (&self.settings.client_id, &sealed.registered) {
             (Some(id), _) if *id == credentials.client_id => self
                 .settings
@@ -368,7 +362,8 @@ impl ServerAuth {
         if let Some((row, sealed)) = self.vault.load().await?
             && let Some(current) = sealed.access_token()
             && Some(current.as_str()) != sent
-            && freshness(row.expires_at_ms, row.updated_at_ms, self.now()) != TokenFreshness::Expired
+            && freshness(row.expires_at_ms, row.updated_at_ms, self.now())
+                != TokenFreshness::Expired
         {
             return Ok(());
         }
@@ -458,7 +453,8 @@ impl ServerAuth {
         } else {
             Vec::new()
         };
-        self.vault.set_extra(Some(metadata.clone()), registered.clone());
+        self.vault
+            .set_extra(Some(metadata.clone()), registered.clone());
         match self.settings.grant {
             Grant::ClientCredentials => {
                 let scopes = if scopes.is_empty() {
@@ -628,11 +624,16 @@ impl ServerAuth {
         let mut basic = None;
         match method {
             TokenEndpointAuth::ClientSecretBasic => {
-                let enc = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+                let enc = |s: &str| {
+                    url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>()
+                };
                 basic = Some(format!(
                     "Basic {}",
-                    base64::engine::general_purpose::STANDARD
-                        .encode(format!("{}:{}", enc(&client_id), enc(&secret()?)))
+                    base64::engine::general_purpose::STANDARD.encode(format!(
+                        "{}:{}",
+                        enc(&client_id),
+                        enc(&secret()?)
+                    ))
                 ));
             }
             TokenEndpointAuth::ClientSecretPost => {
@@ -668,7 +669,10 @@ impl ServerAuth {
         let mut request = http
             .stop_client()
             .post(token_endpoint.clone())
-            .header(http::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(
+                http::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded",
+            )
             .header(http::header::ACCEPT, "application/json")
             .body(
                 url::form_urlencoded::Serializer::new(String::new())

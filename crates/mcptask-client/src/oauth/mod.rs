@@ -159,7 +159,11 @@ impl Eq for RuntimeSlot {}
 
 impl std::fmt::Debug for RuntimeSlot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() { "RuntimeSlot(set)" } else { "RuntimeSlot(unset)" })
+        f.write_str(if self.0.is_some() {
+            "RuntimeSlot(set)"
+        } else {
+            "RuntimeSlot(unset)"
+        })
     }
 }
 

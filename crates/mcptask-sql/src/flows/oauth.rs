@@ -82,8 +82,12 @@ impl<B: Backend> OAuthTokenStore for SqlStore<B> {
         until: i64,
     ) -> Result<bool, StoreError> {
         let mut conn = self.writer.acquire().await.map_err(db_err)?;
-        let changed =
-            B::execute(&mut conn, B::SQL.lease_token, args![server, holder, now, until]).await?;
+        let changed = B::execute(
+            &mut conn,
+            B::SQL.lease_token,
+            args![server, holder, now, until],
+        )
+        .await?;
         Ok(changed == 1)
     }
 

@@ -152,6 +152,35 @@ pub async fn run(url: String) -> anyhow::Result<()> {
         let result = call(&registry, timeouts, &name, arguments, None, None).await?;
         tracing::info!(tool = %name, ?result, "called");
     }
+    // What else the server offers, read once each (every request carries
+    // its standard headers, SEP-2243).
+    let capabilities = connection.peer.peer_info().map(|i| i.capabilities.clone());
+    if capabilities.as_ref().is_some_and(|c| c.resources.is_some()) {
+        let resources = connection
+            .peer
+            .list_all_resources()
+            .await
+            .map_err(|e| anyhow!("resources/list: {e}"))?;
+        for resource in resources {
+            let read = rmcp::model::ReadResourceRequestParams::new(resource.uri.clone());
+            if let Err(e) = connection.peer.read_resource(read).await {
+                tracing::info!(uri = %resource.uri, error = %e, "resources/read refused");
+            }
+        }
+    }
+    if capabilities.as_ref().is_some_and(|c| c.prompts.is_some()) {
+        let prompts = connection
+            .peer
+            .list_all_prompts()
+            .await
+            .map_err(|e| anyhow!("prompts/list: {e}"))?;
+        for prompt in prompts {
+            let get = rmcp::model::GetPromptRequestParams::new(prompt.name.clone());
+            if let Err(e) = connection.peer.get_prompt(get).await {
+                tracing::info!(prompt = %prompt.name, error = %e, "prompts/get refused");
+            }
+        }
+    }
     drop(connection);
     Ok(())
 }
@@ -192,9 +221,13 @@ async fn call(
     .map_err(|e| anyhow!("tools/call {name}: {e}"))?;
     while let Some(event) = call.next().await {
         match event {
-            SyncEvent::Done(result) => return result.map_err(|e| anyhow!("tools/call {name}: {e}")),
+            SyncEvent::Done(result) => {
+                return result.map_err(|e| anyhow!("tools/call {name}: {e}"));
+            }
             SyncEvent::Ask(ask) => {
-                ask.respond(Ok(json!({"action": "accept", "content": {"confirmed": true}})));
+                ask.respond(Ok(
+                    json!({"action": "accept", "content": {"confirmed": true}}),
+                ));
             }
             SyncEvent::Progress { .. } => {}
         }
@@ -210,7 +243,9 @@ fn answers(round: &rmcp::model::InputRequiredResult) -> rmcp::model::InputRespon
     if let Some(map) = requests.as_object() {
         for (key, request) in map {
             let answer = match request["method"].as_str() {
-                Some("elicitation/create") => json!({"action": "accept", "content": {"confirmed": true}}),
+                Some("elicitation/create") => {
+                    json!({"action": "accept", "content": {"confirmed": true}})
+                }
                 Some("roots/list") => json!({"roots": []}),
                 _ => json!({"action": "decline"}),
             };
@@ -224,10 +259,26 @@ fn answers(round: &rmcp::model::InputRequiredResult) -> rmcp::model::InputRespon
 /// `requestState` untouched (and no state where the server sent none); a
 /// call unrelated to a pending round carries nothing of it.
 async fn request_state_rounds(registry: &ServerRegistry, timeouts: Timeouts) -> anyhow::Result<()> {
-    let first = call(registry, timeouts, "test_mrtr_echo_state", json!({}), None, None).await?;
+    let first = call(
+        registry,
+        timeouts,
+        "test_mrtr_echo_state",
+        json!({}),
+        None,
+        None,
+    )
+    .await?;
     if let CallToolResponse::InputRequired(round) = first {
         let responses = answers(&round);
-        call(registry, timeouts, "test_mrtr_unrelated", json!({}), None, None).await?;
+        call(
+            registry,
+            timeouts,
+            "test_mrtr_unrelated",
+            json!({}),
+            None,
+            None,
+        )
+        .await?;
         call(
             registry,
             timeouts,
@@ -238,7 +289,15 @@ async fn request_state_rounds(registry: &ServerRegistry, timeouts: Timeouts) -> 
         )
         .await?;
     }
-    let second = call(registry, timeouts, "test_mrtr_no_state", json!({}), None, None).await?;
+    let second = call(
+        registry,
+        timeouts,
+        "test_mrtr_no_state",
+        json!({}),
+        None,
+        None,
+    )
+    .await?;
     if let CallToolResponse::InputRequired(round) = second {
         let responses = answers(&round);
         call(
@@ -252,6 +311,14 @@ async fn request_state_rounds(registry: &ServerRegistry, timeouts: Timeouts) -> 
         .await?;
     }
     // A result without resultType is complete: nothing to retry.
-    call(registry, timeouts, "test_mrtr_no_result_type", json!({}), None, None).await?;
+    call(
+        registry,
+        timeouts,
+        "test_mrtr_no_result_type",
+        json!({}),
+        None,
+        None,
+    )
+    .await?;
     Ok(())
 }
