@@ -769,6 +769,10 @@ impl Config {
         base: &Path,
         get: &impl Fn(&str) -> Option<String>,
     ) -> Result<(), ConfigError> {
+        if let Some(file) = &mut self.oauth.secret_key_file {
+            let full = base.join(file.get_ref());
+            *file.get_mut() = full.display().to_string();
+        }
         for s in &mut self.servers {
             let name = s.name.get_ref().clone();
             let Some(oauth) = &mut s.oauth else { continue };
