@@ -83,13 +83,25 @@ impl Vault {
             // Obtained for another endpoint: never sent here.
             return Ok(None);
         }
-        let plain = self
+        // Credentials that do not open (another key) or do not parse are as
+        // good as none: the server's next challenge gets new ones, which
+        // replace them.
+        let opened = self
             .runtime
             .key
             .open(&self.server, &row.sealed)
-            .map_err(|e| e.to_string())?;
-        let sealed: Sealed = serde_json::from_slice(&plain)
-            .map_err(|e| format!("stored OAuth credentials are unreadable: {e}"))?;
+            .map_err(|e| e.to_string())
+            .and_then(|plain| {
+                serde_json::from_slice::<Sealed>(&plain)
+                    .map_err(|e| format!("stored OAuth credentials are unreadable: {e}"))
+            });
+        let sealed = match opened {
+            Ok(sealed) => sealed,
+            Err(e) => {
+                tracing::warn!(server = %self.server, "{e}");
+                return Ok(None);
+            }
+        };
         {
             let mut extra = self.extra.lock().expect("vault lock");
             extra.registered = sealed.registered.clone();
