@@ -144,8 +144,6 @@ impl ServerAuth {
         f.last = None;
     }
 
-    /// Whether the last failure is recent (then a refresh is not retried).
-
     /// The failure calls should report instead of trying again, if any.
     fn standing_failure(&self, within_ms: i64) -> Option<String> {
         let f = self.failure.lock().expect("failure lock");
