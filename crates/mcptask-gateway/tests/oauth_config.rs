@@ -18,7 +18,16 @@ fn with_server(oauth: &str) -> String {
 }
 
 fn load(text: &str, env: &[(&str, &str)], files: &[(&str, &str)]) -> Result<Config, String> {
-    let dir = tempfile::tempdir().unwrap();
+    load_in(&tempfile::tempdir().unwrap(), text, env, files)
+}
+
+/// [`load`] in `dir` (kept by the caller: files there are read later).
+fn load_in(
+    dir: &tempfile::TempDir,
+    text: &str,
+    env: &[(&str, &str)],
+    files: &[(&str, &str)],
+) -> Result<Config, String> {
     for (name, body) in files {
         std::fs::write(dir.path().join(name), body).unwrap();
     }
@@ -93,7 +102,8 @@ fn the_sealing_key_comes_from_the_environment_or_a_file() {
         with_server("grant = \"authorization_code\"\n")
     );
     let key = mcptask_client::oauth::SecretKey::generate().unwrap();
-    let config = load(&text, &[], &[("k.key", &key.to_base64())]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = load_in(&dir, &text, &[], &[("k.key", &key.to_base64())]).unwrap();
     assert!(config.secret_key(|_| None).unwrap().is_some());
     let other = mcptask_client::oauth::SecretKey::generate()
         .unwrap()
