@@ -170,6 +170,7 @@ async fn login_stores_sealed_tokens_that_the_gateway_uses() {
     );
 
     // The browser: follow the URL to the callback.
+    mcptask_client::tls::install_crypto_provider();
     let browser = reqwest::Client::new();
     let mut answered = None;
     for _ in 0..50 {
