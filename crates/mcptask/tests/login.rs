@@ -68,6 +68,24 @@ async fn authorize(
 
 async fn token(State(s): State<Shared>, body: String) -> Response {
     let form: std::collections::HashMap<String, String> = url_decode(&body).into_iter().collect();
+    if form.get("grant_type").map(String::as_str) == Some("refresh_token") {
+        let ok = form.get("refresh_token").map(String::as_str) == Some("login-refresh-token")
+            && form.get("client_id").map(String::as_str) == Some("cli")
+            && form.get("resource") == s.resource.lock().unwrap().as_ref();
+        if !ok {
+            return (
+                axum::http::StatusCode::BAD_REQUEST,
+                axum::Json(json!({"error": "invalid_grant"})),
+            )
+                .into_response();
+        }
+        return axum::Json(json!({
+            "access_token": "refreshed-access-token",
+            "token_type": "Bearer",
+            "expires_in": 3600,
+        }))
+        .into_response();
+    }
     let verifier = form.get("code_verifier").cloned().unwrap_or_default();
     let computed = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .encode(sha2::Sha256::digest(verifier.as_bytes()));
@@ -236,5 +254,32 @@ async fn login_stores_sealed_tokens_that_the_gateway_uses() {
         auth.bearer().await.unwrap().as_deref(),
         Some("login-access-token"),
         "the gateway sends the token login stored"
+    );
+
+    // Two hours later, another process refreshes it with the refresh token,
+    // from what login stored alone (no discovery, no user).
+    use mcptask_client::Clock as _;
+    let later = mcptask_core::ManualClock::new(mcptask_client::SystemClock.now_ms() + 7_200_000);
+    let key = mcptask_client::oauth::SecretKey::parse(
+        &std::fs::read_to_string(dir.path().join("k.key")).unwrap(),
+    )
+    .unwrap();
+    let runtime =
+        mcptask_client::oauth::OAuthRuntime::new(store.oauth_tokens(), key, Arc::new(later));
+    let auth = runtime.server("remote", &format!("{base}/mcp"), &def.hash(), &settings);
+    assert_eq!(
+        auth.bearer().await.unwrap().as_deref(),
+        Some("refreshed-access-token"),
+        "an expired token is refreshed before use"
+    );
+    let row = store
+        .oauth_tokens()
+        .load_token("remote")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        row.refreshable,
+        "the refresh token is kept when none comes back"
     );
 }

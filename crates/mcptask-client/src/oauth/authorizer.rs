@@ -182,6 +182,17 @@ impl ServerAuth {
             return Err(reason);
         }
         let mut flow = self.flow.lock().await;
+        self.renew_under_lease(&mut flow, None).await
+    }
+
+    /// Renew the token while holding the row's refresh lease, so that one
+    /// replica refreshes and the others use what it saved. A token the
+    /// server `refused` is not taken as fresh.
+    async fn renew_under_lease(
+        &self,
+        flow: &mut Option<AuthorizationManager>,
+        refused: Option<&str>,
+    ) -> Result<String, String> {
         let store = &self.runtime.inner.store;
         let holder = &self.runtime.inner.holder;
         let started = std::time::Instant::now();
@@ -193,6 +204,7 @@ impl ServerAuth {
             let now = self.now();
             if freshness(row.expires_at_ms, row.updated_at_ms, now) == TokenFreshness::Fresh
                 && let Some(token) = sealed.access_token()
+                && Some(token.as_str()) != refused
             {
                 return Ok(token);
             }
@@ -211,8 +223,7 @@ impl ServerAuth {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
-        let result = self.renew(&mut flow, &sealed).await;
-        match result {
+        match self.renew(flow, &sealed).await {
             Ok(token) => {
                 self.succeeded();
                 tracing::info!(server = %self.name, "OAuth token refreshed");
@@ -384,6 +395,19 @@ impl ServerAuth {
             }
             f.consecutive += 1;
             f.last_attempt_ms = now;
+        }
+        // A refused token with a refresh token behind it: a refresh may do
+        // (a revoked or rotated access token) without asking a user again.
+        if !insufficient_scope && sent.is_some() && self.settings.grant == Grant::AuthorizationCode
+        {
+            let refreshable = self
+                .vault
+                .load()
+                .await?
+                .is_some_and(|(row, _)| row.refreshable);
+            if refreshable && self.renew_under_lease(&mut flow, sent).await.is_ok() {
+                return Ok(());
+            }
         }
         let result = self
             .authorize(&mut flow, Some(challenge), insufficient_scope)
