@@ -1,7 +1,7 @@
 //! The official MCP conformance suite's CLIENT side against mcptask's
 //! upstream client: every scenario the 2026-07-28 revision requires of a
-//! client (the `auth/*` ones included) and the client-credentials
-//! extension scenarios, run by `conformance client --requirements
+//! client (the `auth/*` ones included), the client-credentials extension
+//! scenarios and the schema preservation scenario added after the release, run by `conformance client --requirements
 //! 2026-07-28` with `mcptask conformance-client` as the client.
 //!
 //! The tooling lives in `<repo>/.tools` (see `scripts/install-conformance`).
@@ -51,11 +51,13 @@ const REQUIRED: [&str; 32] = [
     "json-schema-ref-no-deref",
 ];
 
-/// The client-credentials extension (SEP-1046), run in the same pass but
-/// not scored by the suite: held to the same bar here.
-const EXTENSIONS: [&str; 2] = [
+/// Run in the same pass but not scored by the suite, held to the same bar
+/// here: the client-credentials extension (SEP-1046), and the schema
+/// preservation scenario added after the release.
+const EXTENSIONS: [&str; 3] = [
     "auth/client-credentials-basic",
     "auth/client-credentials-jwt",
+    "json-schema-2020-12-preservation",
 ];
 
 /// The whole pass takes well under a minute; this only catches hangs.
@@ -229,7 +231,7 @@ async fn conformance_client_requirements_and_client_credentials() {
         failures.join("\n")
     );
     eprintln!(
-        "conformance client: all {passed} scenarios pass ({} required by 2026-07-28, {} client-credentials extension)",
+        "conformance client: all {passed} scenarios pass ({} required by 2026-07-28, {} more: client credentials, schema preservation)",
         REQUIRED.len(),
         EXTENSIONS.len()
     );

@@ -134,6 +134,15 @@ pub async fn run(url: String) -> anyhow::Result<()> {
             "sep-2322-client-request-state" => {
                 return request_state_rounds(&registry, timeouts).await;
             }
+            // Echo the focal tool's input schema exactly as listed.
+            "json-schema-2020-12-preservation" => {
+                let focal = tools
+                    .iter()
+                    .find(|t| t.name == "json_schema_2020_12_tool")
+                    .ok_or_else(|| anyhow!("json_schema_2020_12_tool is not listed"))?;
+                let schema = Value::Object((*focal.input_schema).clone());
+                vec![("json_schema_echo".to_string(), json!({"schema": schema}))]
+            }
             _ => tools
                 .first()
                 .map(|t| {
