@@ -282,4 +282,31 @@ async fn login_stores_sealed_tokens_that_the_gateway_uses() {
         row.refreshable,
         "the refresh token is kept when none comes back"
     );
+
+    // The gateway on this configuration says where the token stands, and
+    // never shows it.
+    let config = mcptask_gateway::config::Config::load(&config).unwrap();
+    let gateway = mcptask_gateway::Gateway::start(config).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let api = format!("http://{}", listener.local_addr().unwrap());
+    let router = gateway.router(None);
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    let servers = browser
+        .get(format!("{api}/api/v1/servers"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let view: serde_json::Value = serde_json::from_str(&servers).unwrap();
+    let oauth = view["servers"][0]["oauth"].as_str().unwrap_or_default();
+    assert!(oauth.starts_with("oauth: token valid until"), "{view:#}");
+    for secret in ["access-token", "refresh-token"] {
+        assert!(!servers.contains(secret), "{servers}");
+    }
+    gateway.stop();
+    gateway.shutdown().await;
 }
