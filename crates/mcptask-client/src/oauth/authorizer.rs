@@ -49,6 +49,16 @@ pub struct ServerAuth {
     /// rmcp manager of the last authorization for its refreshes.
     flow: tokio::sync::Mutex<Option<AuthorizationManager>>,
     failure: std::sync::Mutex<Failure>,
+    /// The last token read from the store while it is fresh, so a request
+    /// costs no store read until the token is due (or refused).
+    cached: std::sync::Mutex<Option<Cached>>,
+}
+
+#[derive(Clone)]
+struct Cached {
+    token: String,
+    expires_at_ms: Option<i64>,
+    obtained_at_ms: i64,
 }
 
 impl std::fmt::Debug for ServerAuth {
@@ -112,6 +122,7 @@ impl ServerAuth {
             http: OAuthHttp::new().map(Arc::new),
             flow: tokio::sync::Mutex::new(None),
             failure: Default::default(),
+            cached: Default::default(),
         }
     }
 
@@ -144,6 +155,10 @@ impl ServerAuth {
         f.last = None;
     }
 
+    fn forget_cached(&self) {
+        *self.cached.lock().expect("cache lock") = None;
+    }
+
     /// The failure calls should report instead of trying again, if any.
     fn standing_failure(&self, within_ms: i64) -> Option<String> {
         let f = self.failure.lock().expect("failure lock");
@@ -156,6 +171,12 @@ impl ServerAuth {
     /// is refreshed first, once across replicas; an expired token whose
     /// refresh fails fails the call with the reason.
     pub async fn bearer(&self) -> Result<Option<String>, String> {
+        if let Some(c) = self.cached.lock().expect("cache lock").clone()
+            && freshness(c.expires_at_ms, c.obtained_at_ms, self.now()) == TokenFreshness::Fresh
+        {
+            return Ok(Some(c.token));
+        }
+        self.forget_cached();
         let Some((row, sealed)) = self.vault.load().await? else {
             return Ok(None);
         };
@@ -163,7 +184,14 @@ impl ServerAuth {
             return Ok(None);
         };
         match freshness(row.expires_at_ms, row.updated_at_ms, self.now()) {
-            TokenFreshness::Fresh => Ok(Some(token)),
+            TokenFreshness::Fresh => {
+                *self.cached.lock().expect("cache lock") = Some(Cached {
+                    token: token.clone(),
+                    expires_at_ms: row.expires_at_ms,
+                    obtained_at_ms: row.updated_at_ms,
+                });
+                Ok(Some(token))
+            }
             TokenFreshness::RefreshDue => match self.refresh().await {
                 Ok(fresh) => Ok(Some(fresh)),
                 Err(e) => {
@@ -366,6 +394,7 @@ impl ServerAuth {
         challenge: &str,
         insufficient_scope: bool,
     ) -> Result<(), String> {
+        self.forget_cached();
         let mut flow = self.flow.lock().await;
         // Another task may have authorized while this one waited.
         if let Some((row, sealed)) = self.vault.load().await?
@@ -750,6 +779,7 @@ impl ServerAuth {
     /// Forget the stored credentials of this server.
     pub async fn logout(&self) -> Result<(), String> {
         let _flow = self.flow.lock().await;
+        self.forget_cached();
         self.vault.clear().await
     }
 }
