@@ -190,7 +190,14 @@ pub async fn check(path: &Path, probe: bool, json: bool) -> anyhow::Result<i32> 
             ),
         }
     ));
-    let defs = config.server_defs();
+    // OAuth servers are probed with the tokens `serve` would use (those
+    // `mcptask login` stored), when the database and the key are at hand.
+    let oauth = if probe && config.uses_oauth() {
+        check_oauth_runtime(&config).await
+    } else {
+        None
+    };
+    let defs = config.server_defs_with(oauth.as_ref());
     let probes = if probe {
         probe_servers(&config, &defs).await
     } else {
@@ -273,6 +280,25 @@ pub async fn check(path: &Path, probe: bool, json: bool) -> anyhow::Result<i32> 
     }
     eprintln!("config check: {}", problems.join("; "));
     Ok(super::exit::ERROR)
+}
+
+/// The OAuth runtime `serve` would have: the configured database (not
+/// migrated, not created) and key; `None` (tokens in memory) when either
+/// is missing.
+async fn check_oauth_runtime(config: &Config) -> Option<mcptask_client::oauth::OAuthRuntime> {
+    let url = &config.database.url;
+    if sqlite_file(url).is_some_and(|f| !f.exists()) {
+        return None;
+    }
+    let key = config.secret_key(|k| std::env::var(k).ok()).ok()??;
+    let store = mcptask_sql::open_without_migrating(url).await.ok()?;
+    // A database not migrated yet has no token table: probe without it.
+    store.oauth_tokens().load_token("").await.ok()?;
+    Some(mcptask_client::oauth::OAuthRuntime::new(
+        store.oauth_tokens(),
+        key,
+        std::sync::Arc::new(mcptask_client::SystemClock),
+    ))
 }
 
 /// Contact each server (connect and `tools/list`) at once, each bounded by
