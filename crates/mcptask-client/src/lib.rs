@@ -55,6 +55,7 @@
 mod config;
 mod local;
 pub mod notify;
+pub mod oauth;
 mod push;
 pub mod remote;
 mod resolver;

@@ -26,6 +26,7 @@ pub mod front;
 pub mod ids;
 pub mod lease;
 pub mod limits;
+pub mod oauth;
 pub mod payload;
 pub mod policy;
 pub mod server;

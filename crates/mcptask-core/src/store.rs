@@ -403,3 +403,49 @@ pub trait RemoteTaskStore: Send + Sync + 'static {
     /// first. Returns how many tasks were deleted.
     async fn purge_remote(&self, settled_before: i64, limit: i64) -> Result<u64, StoreError>;
 }
+
+/// Durable storage for the OAuth tokens of upstream servers, one row per
+/// server, shared by every replica on the store. The credentials are sealed
+/// (encrypted) before they reach the store; the store never sees a token.
+///
+/// Refreshing is coordinated by a short lease on the row: the replica that
+/// wins [`try_lease_refresh`](Self::try_lease_refresh) refreshes and saves
+/// (which releases the lease); the others wait and read the fresh token.
+#[async_trait]
+pub trait OAuthTokenStore: Send + Sync + 'static {
+    /// The token row of `server`, if any.
+    async fn load_token(
+        &self,
+        server: &str,
+    ) -> Result<Option<crate::oauth::StoredToken>, StoreError>;
+
+    /// Insert or replace the row of `token.server`: bumps its version, clears
+    /// the refresh lease and the last error. Returns the new version.
+    async fn save_token(&self, token: &crate::oauth::NewToken, now: i64)
+    -> Result<i64, StoreError>;
+
+    /// Delete the row of `server`; whether there was one.
+    async fn delete_token(&self, server: &str) -> Result<bool, StoreError>;
+
+    /// Take the refresh lease of `server`'s row for `holder` until
+    /// `until`, if it is free at `now` (see
+    /// [`lease_available`](crate::oauth::lease_available)). `false` when
+    /// another replica holds it or there is no row.
+    async fn try_lease_refresh(
+        &self,
+        server: &str,
+        holder: &str,
+        now: i64,
+        until: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// Record why a refresh failed and release `holder`'s lease (the row
+    /// keeps its token).
+    async fn fail_refresh(
+        &self,
+        server: &str,
+        holder: &str,
+        error: &str,
+        now: i64,
+    ) -> Result<(), StoreError>;
+}

@@ -35,6 +35,9 @@ pub struct Config {
     /// `[limits]`: fair limits per principal.
     #[serde(default)]
     pub limits: LimitsSection,
+    /// `[oauth]`: how stored OAuth tokens of upstream servers are sealed.
+    #[serde(default)]
+    pub oauth: OAuthGlobalSection,
 }
 
 /// `[limits]`: what one principal (anonymous callers together count as
@@ -74,6 +77,64 @@ pub struct PolicySection {
     /// `"server/tool"` globs these callers may not call.
     #[serde(default)]
     pub deny: Vec<String>,
+}
+
+/// `[oauth]`: the key that seals the OAuth tokens of `[servers.oauth]`
+/// servers in the database. `MCPTASK_SECRET_KEY` (32 random bytes, base64)
+/// wins over the file.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthGlobalSection {
+    /// A file holding the key (base64 or hex), e.g. written by `mcptask config init`.
+    #[serde(default)]
+    pub secret_key_file: Option<Spanned<String>>,
+}
+
+/// `[servers.oauth]`: OAuth 2.1 to an HTTP server (see docs/AUTHORIZATION.md).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthSection {
+    /// `client_credentials` (default) or `authorization_code`.
+    #[serde(default)]
+    pub grant: mcptask_client::oauth::Grant,
+    #[serde(default)]
+    pub client_id: Option<String>,
+    /// The client secret, inline (prefer `client_secret_env`).
+    #[serde(default)]
+    pub client_secret: Option<String>,
+    /// The environment variable holding the client secret.
+    #[serde(default)]
+    pub client_secret_env: Option<String>,
+    /// `client_secret_basic`, `client_secret_post`, `private_key_jwt` or `none`.
+    #[serde(default)]
+    pub token_endpoint_auth: Option<mcptask_client::oauth::TokenEndpointAuth>,
+    /// A PEM private key file (PKCS#8) for `private_key_jwt`.
+    #[serde(default)]
+    pub private_key_file: Option<String>,
+    /// Its algorithm (default ES256).
+    #[serde(default)]
+    pub signing_algorithm: Option<String>,
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// The authorization server's issuer URL, instead of the one the
+    /// server's metadata names.
+    #[serde(default)]
+    pub authorization_server: Option<String>,
+    /// An https URL of this client's metadata document (used as client id
+    /// where the authorization server supports it).
+    #[serde(default)]
+    pub client_metadata_url: Option<String>,
+    #[serde(default)]
+    pub client_name: Option<String>,
+    /// Where `mcptask login` receives the authorization (default
+    /// http://127.0.0.1:8976/callback).
+    #[serde(default)]
+    pub redirect_uri: Option<String>,
+    /// The secret and key read at load time.
+    #[serde(skip)]
+    pub resolved_secret: Option<String>,
+    #[serde(skip)]
+    pub resolved_private_key: Option<String>,
 }
 
 /// `[proxy]`: serve the configured servers' tools as one MCP server (`/mcp`
@@ -159,7 +220,7 @@ pub struct ApiSection {
     /// `[[api.oauth]]`: authorization servers whose access tokens (JWTs)
     /// this gateway accepts, beside the static tokens.
     #[serde(default)]
-    pub oauth: Vec<OAuthSection>,
+    pub oauth: Vec<IssuerSection>,
 }
 
 impl Default for ApiSection {
@@ -179,7 +240,7 @@ impl Default for ApiSection {
 /// (MCP authorization: this gateway is an OAuth 2.1 resource server).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct OAuthSection {
+pub struct IssuerSection {
     /// The issuer (`iss`), e.g. `https://login.example.com/realms/main`;
     /// named in the protected resource metadata.
     pub issuer: Spanned<String>,
@@ -284,6 +345,9 @@ pub struct ServerSection {
     /// per phase and process; one slow server then never takes every slot.
     #[serde(default)]
     pub max_in_flight: Option<usize>,
+    /// `[servers.oauth]`: authorize with OAuth 2.1 (HTTP servers).
+    #[serde(default)]
+    pub oauth: Option<Spanned<OAuthSection>>,
 }
 
 /// A webhook receiving every task event (JSON POST, HMAC-SHA256 signed).
@@ -366,8 +430,10 @@ impl Config {
         })?;
         let path = path.display().to_string();
         let mut config = Config::parse_unvalidated(&path, &text)?;
-        config.apply_env(get)?;
+        config.apply_env(&get)?;
         config.validate(&path, &text)?;
+        let base = Path::new(&path).parent().unwrap_or(Path::new("."));
+        config.resolve_oauth(&path, &text, base, &get)?;
         Ok(config)
     }
 
@@ -476,6 +542,11 @@ impl Config {
                         ));
                     }
                 }
+            }
+        }
+        for s in &self.servers {
+            if let Some(oauth) = &s.oauth {
+                validate_oauth(path, text, s, oauth)?;
             }
         }
         for s in &self.servers {
@@ -691,6 +762,46 @@ impl Config {
 
     /// Server definitions for the tracker.
     pub fn server_defs(&self) -> Vec<ServerDef> {
+        self.server_defs_with(None)
+    }
+
+    /// Whether any server authorizes with OAuth.
+    pub fn uses_oauth(&self) -> bool {
+        self.servers.iter().any(|s| s.oauth.is_some())
+    }
+
+    /// The key sealing stored OAuth tokens: `MCPTASK_SECRET_KEY`, else
+    /// `[oauth] secret_key_file`; `None` when neither is set.
+    pub fn secret_key(
+        &self,
+        get: impl Fn(&str) -> Option<String>,
+    ) -> Result<Option<mcptask_client::oauth::SecretKey>, ConfigError> {
+        use mcptask_client::oauth::SecretKey;
+        if let Some(text) = get("MCPTASK_SECRET_KEY") {
+            return SecretKey::parse(&text)
+                .map(Some)
+                .map_err(|e| ConfigError(format!("MCPTASK_SECRET_KEY: {e}")));
+        }
+        let Some(file) = &self.oauth.secret_key_file else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(file.get_ref()).map_err(|e| {
+            ConfigError(format!(
+                "[oauth] secret_key_file {:?}: cannot read it: {e}\n  fix: point it at the key file (`mcptask config init` writes one) or set MCPTASK_SECRET_KEY",
+                file.get_ref()
+            ))
+        })?;
+        SecretKey::parse(&text)
+            .map(Some)
+            .map_err(|e| ConfigError(format!("[oauth] secret_key_file {:?}: {e}", file.get_ref())))
+    }
+
+    /// Server definitions whose OAuth settings use `runtime` (the store and
+    /// key of this process).
+    pub fn server_defs_with(
+        &self,
+        runtime: Option<&mcptask_client::oauth::OAuthRuntime>,
+    ) -> Vec<ServerDef> {
         self.servers
             .iter()
             .map(|s| ServerDef {
@@ -711,8 +822,208 @@ impl Config {
                 connect_timeout: s.connect_timeout_ms.map(Duration::from_millis),
                 toolsets: s.toolsets.clone(),
                 max_in_flight: s.max_in_flight,
+                oauth: s.oauth.as_ref().map(|o| {
+                    let settings = o.get_ref().settings();
+                    match runtime {
+                        Some(r) => settings.with_runtime(r.clone()),
+                        None => settings,
+                    }
+                }),
             })
             .collect()
+    }
+}
+
+impl OAuthSection {
+    /// The client's settings (secrets as resolved at load time).
+    pub fn settings(&self) -> mcptask_client::oauth::OAuthSettings {
+        use mcptask_client::oauth::{OAuthSettings, Secret};
+        OAuthSettings {
+            grant: self.grant,
+            client_id: self.client_id.clone(),
+            client_secret: self
+                .resolved_secret
+                .clone()
+                .or_else(|| self.client_secret.clone())
+                .map(Secret),
+            token_endpoint_auth: self.token_endpoint_auth,
+            private_key_pem: self.resolved_private_key.clone().map(Secret),
+            signing_algorithm: self.signing_algorithm.clone(),
+            scopes: self.scopes.clone(),
+            authorization_server: self.authorization_server.clone(),
+            client_metadata_url: self.client_metadata_url.clone(),
+            client_name: self.client_name.clone(),
+            redirect_uri: self.redirect_uri.clone(),
+            ..OAuthSettings::default()
+        }
+    }
+}
+
+fn validate_oauth(
+    path: &str,
+    text: &str,
+    server: &ServerSection,
+    oauth: &Spanned<OAuthSection>,
+) -> Result<(), ConfigError> {
+    use mcptask_client::oauth::{Grant, TokenEndpointAuth};
+    let name = server.name.get_ref();
+    let span = oauth.span();
+    let o = oauth.get_ref();
+    let fail = |problem: String, fix: &str| Err(at(path, text, span.clone(), &problem, fix));
+    if server.url.is_none() {
+        return fail(
+            format!("server {name:?} has [servers.oauth] but is not an HTTP server"),
+            "OAuth applies to url (Streamable HTTP) servers only; remove [servers.oauth]",
+        );
+    }
+    if server
+        .headers
+        .keys()
+        .any(|k| k.eq_ignore_ascii_case("authorization"))
+    {
+        return fail(
+            format!("server {name:?} sets both an Authorization header and [servers.oauth]"),
+            "remove the Authorization header: OAuth sends the bearer token",
+        );
+    }
+    if o.client_secret.is_some() && o.client_secret_env.is_some() {
+        return fail(
+            format!(
+                "server {name:?}: [servers.oauth] sets both client_secret and client_secret_env"
+            ),
+            "keep one; client_secret_env = \"VAR\" keeps the secret out of the file",
+        );
+    }
+    let has_secret = o.client_secret.is_some() || o.client_secret_env.is_some();
+    if o.grant == Grant::ClientCredentials && o.client_id.is_none() {
+        return fail(
+            format!("server {name:?}: the client_credentials grant needs client_id"),
+            "add client_id = \"…\" (the client registered at the authorization server), or use grant = \"authorization_code\"",
+        );
+    }
+    if has_secret && o.client_id.is_none() {
+        return fail(
+            format!("server {name:?}: [servers.oauth] has a client secret but no client_id"),
+            "add the client_id the secret belongs to",
+        );
+    }
+    match o.token_endpoint_auth {
+        Some(TokenEndpointAuth::PrivateKeyJwt) if o.private_key_file.is_none() => {
+            return fail(
+                format!(
+                    "server {name:?}: token_endpoint_auth = \"private_key_jwt\" needs private_key_file"
+                ),
+                "add private_key_file = \"client-key.pem\" (a PKCS#8 PEM private key)",
+            );
+        }
+        Some(TokenEndpointAuth::ClientSecretBasic | TokenEndpointAuth::ClientSecretPost)
+            if !has_secret =>
+        {
+            return fail(
+                format!("server {name:?}: this token_endpoint_auth needs a client secret"),
+                "add client_secret_env = \"VAR\" (or client_secret = \"…\")",
+            );
+        }
+        _ => {}
+    }
+    if o.grant == Grant::ClientCredentials
+        && !has_secret
+        && o.private_key_file.is_none()
+        && o.token_endpoint_auth != Some(TokenEndpointAuth::None)
+    {
+        return fail(
+            format!("server {name:?}: the client_credentials grant needs a credential"),
+            "add client_secret_env = \"VAR\" (or client_secret), or private_key_file for private_key_jwt",
+        );
+    }
+    if let Some(alg) = &o.signing_algorithm
+        && !matches!(
+            alg.as_str(),
+            "ES256" | "ES384" | "RS256" | "RS384" | "RS512" | "PS256" | "PS384" | "PS512" | "EdDSA"
+        )
+    {
+        return fail(
+            format!("server {name:?}: signing_algorithm {alg:?} is not supported"),
+            "use ES256 (default), ES384, RS256, RS384, RS512, PS256, PS384, PS512 or EdDSA",
+        );
+    }
+    for (key, value) in [
+        ("authorization_server", &o.authorization_server),
+        ("redirect_uri", &o.redirect_uri),
+    ] {
+        if let Some(v) = value
+            && !(v.starts_with("http://") || v.starts_with("https://"))
+        {
+            return fail(
+                format!("server {name:?}: {key} {v:?} is not an http(s) URL"),
+                "use a full URL, e.g. \"https://auth.example.com\"",
+            );
+        }
+    }
+    if let Some(v) = &o.client_metadata_url
+        && !v.starts_with("https://")
+    {
+        return fail(
+            format!("server {name:?}: client_metadata_url {v:?} is not https"),
+            "a client ID metadata document is an https URL with a path, e.g. \"https://app.example.com/client.json\"",
+        );
+    }
+    Ok(())
+}
+
+impl Config {
+    /// Read what `[servers.oauth]` points at: the secret's environment
+    /// variable, the private key file (relative to the configuration's folder).
+    fn resolve_oauth(
+        &mut self,
+        path: &str,
+        text: &str,
+        base: &Path,
+        get: &impl Fn(&str) -> Option<String>,
+    ) -> Result<(), ConfigError> {
+        if let Some(file) = &mut self.oauth.secret_key_file {
+            let full = base.join(file.get_ref());
+            *file.get_mut() = full.display().to_string();
+        }
+        for s in &mut self.servers {
+            let name = s.name.get_ref().clone();
+            let Some(oauth) = &mut s.oauth else { continue };
+            let span = oauth.span();
+            let o = oauth.get_mut();
+            if let Some(var) = &o.client_secret_env {
+                match get(var) {
+                    Some(secret) if !secret.is_empty() => o.resolved_secret = Some(secret),
+                    _ => {
+                        return Err(at(
+                            path,
+                            text,
+                            span,
+                            &format!("server {name:?}: client_secret_env {var:?} is not set"),
+                            &format!("export {var}=… before starting mcptask"),
+                        ));
+                    }
+                }
+            }
+            if let Some(file) = &o.private_key_file {
+                let full = base.join(file);
+                match std::fs::read_to_string(&full) {
+                    Ok(pem) => o.resolved_private_key = Some(pem),
+                    Err(e) => {
+                        return Err(at(
+                            path,
+                            text,
+                            span,
+                            &format!(
+                                "server {name:?}: cannot read private_key_file {}: {e}",
+                                full.display()
+                            ),
+                            "point private_key_file at a PEM private key (relative paths start at the configuration's folder)",
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 }
 

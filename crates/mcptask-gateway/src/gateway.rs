@@ -30,7 +30,32 @@ pub struct Gateway {
     pub store: mcptask_sql::Store,
     /// The calls: upstream catalog and call runtime.
     pub calls: Calls,
+    /// The OAuth tokens of `[servers.oauth]` servers (when any server has one).
+    pub oauth: Option<mcptask_client::oauth::OAuthRuntime>,
     stop: CancellationToken,
+}
+
+/// The OAuth runtime of `config`'s servers: their tokens in `store`, sealed
+/// with the configured key. `None` when no server uses OAuth.
+pub fn oauth_runtime(
+    config: &Config,
+    store: &mcptask_sql::Store,
+) -> anyhow::Result<Option<mcptask_client::oauth::OAuthRuntime>> {
+    if !config.uses_oauth() {
+        return Ok(None);
+    }
+    let key = config
+        .secret_key(|k| std::env::var(k).ok())?
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "servers with [servers.oauth] keep their tokens sealed in the database, and no key is set\n  fix: set MCPTASK_SECRET_KEY (32 random bytes, base64: `openssl rand -base64 32`) or [oauth] secret_key_file (`mcptask config init` writes one)"
+            )
+        })?;
+    Ok(Some(mcptask_client::oauth::OAuthRuntime::new(
+        store.oauth_tokens(),
+        key,
+        Arc::new(mcptask_client::SystemClock),
+    )))
 }
 
 impl Gateway {
@@ -65,7 +90,8 @@ impl Gateway {
         store: mcptask_sql::Store,
     ) -> anyhow::Result<Gateway> {
         let mut builder = Tracker::builder(store.remote_tasks()).config(config.tracker.clone());
-        for def in config.server_defs() {
+        let oauth = oauth_runtime(&config, &store)?;
+        for def in config.server_defs_with(oauth.as_ref()) {
             builder = builder.server(def);
         }
         for hook in &config.webhooks {
@@ -86,6 +112,7 @@ impl Gateway {
             config,
             store,
             calls,
+            oauth,
             stop,
         })
     }

@@ -80,6 +80,14 @@ impl Store {
         }
     }
 
+    /// The sealed OAuth tokens of upstream servers.
+    pub fn oauth_tokens(&self) -> Arc<dyn mcptask_core::store::OAuthTokenStore> {
+        match self {
+            Store::Sqlite(s) => Arc::new(s.clone()),
+            Store::Postgres(s) => Arc::new(s.clone()),
+        }
+    }
+
     /// Close the pools (waits for in-flight statements).
     pub async fn close(&self) {
         match self {

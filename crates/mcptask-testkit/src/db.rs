@@ -105,6 +105,12 @@ impl Fixture for std::sync::Arc<dyn mcptask_core::store::RemoteTaskStore> {
     }
 }
 
+impl Fixture for std::sync::Arc<dyn mcptask_core::store::OAuthTokenStore> {
+    async fn open(db: &TestDatabase) -> Self {
+        db.open().await.oauth_tokens()
+    }
+}
+
 /// Run tests on SQLite and on PostgreSQL. Each
 /// `async fn name(fixture: F) { … }` (F a [`Fixture`]: a [`TestDatabase`] or
 /// one of its stores) becomes module `name` with two tests, `name::sqlite`

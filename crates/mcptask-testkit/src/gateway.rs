@@ -179,7 +179,11 @@ impl GatewayProcess {
     }
 
     /// [`GatewayProcess::start`] with extra environment variables for `serve`.
-    pub async fn start_with_env(name: &str, spec: &GatewaySpec, env: &[(&str, &str)]) -> GatewayProcess {
+    pub async fn start_with_env(
+        name: &str,
+        spec: &GatewaySpec,
+        env: &[(&str, &str)],
+    ) -> GatewayProcess {
         Self::start_toml(name, &spec.toml(), env).await
     }
 

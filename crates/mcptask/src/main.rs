@@ -111,6 +111,34 @@ enum Command {
         #[arg(long, default_value = "complete")]
         mode: String,
     },
+    /// Authorize mcptask with an upstream server that needs a user
+    /// (`[servers.oauth] grant = "authorization_code"`): prints the
+    /// authorization URL, takes the redirect on a loopback callback, and
+    /// keeps the tokens (sealed) in the database `serve` uses.
+    Login {
+        /// Server name from mcptask.toml.
+        server: String,
+        /// Configuration file (the same one `serve` uses).
+        #[arg(long, short, env = "MCPTASK_CONFIG", default_value = "mcptask.toml")]
+        config: std::path::PathBuf,
+        /// Port of the loopback callback (default: the port of the
+        /// server's redirect_uri, 8976 unless configured).
+        #[arg(long, value_name = "PORT")]
+        callback_port: Option<u16>,
+        /// Also open the URL in the default browser.
+        #[arg(long)]
+        open: bool,
+        /// sqlite:PATH or postgres://USER@HOST/DB; overrides MCPTASK_DATABASE_URL and [database] url.
+        #[arg(long, value_name = "URL")]
+        database_url: Option<String>,
+    },
+    /// Test fixture: the client side of the official MCP conformance suite
+    /// (`conformance client --command "mcptask conformance-client"`).
+    #[command(hide = true)]
+    ConformanceClient {
+        /// The server URL the suite passes.
+        url: String,
+    },
     /// Run the gateway: tracker workers, HTTP API, dashboard and metrics.
     Serve {
         /// Configuration file (see README, Configuration).
@@ -380,6 +408,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::FixtureToolset { state, mode } => {
             mcptask_demo::toolset_fixture::run(state, mode).await
         }
+        Command::ConformanceClient { url } => cli::conformance_client::run(url).await,
+        Command::Login {
+            server,
+            config,
+            callback_port,
+            open,
+            database_url,
+        } => cli::login::run(&config, &server, callback_port, open, database_url).await,
         Command::Serve {
             config,
             listen,

@@ -189,7 +189,7 @@ fn http_transport(
     def: &ServerDef,
 ) -> Result<
     (
-        rmcp::transport::StreamableHttpClientTransport<reqwest::Client>,
+        rmcp::transport::StreamableHttpClientTransport<crate::oauth::AuthorizingClient>,
         Fail<'_>,
     ),
     RemoteError,
@@ -229,8 +229,16 @@ fn http_transport(
             .redirect(same_origin_redirect_policy())
     })
     .map_err(|e| fail(format!("cannot build the HTTP client: {e}")))?;
+    let auth = def.oauth.as_ref().map(|settings| {
+        let runtime = settings
+            .runtime
+            .get()
+            .unwrap_or_else(crate::oauth::OAuthRuntime::fallback);
+        runtime.server(name, url, &def.hash(), settings)
+    });
+    let client = crate::oauth::AuthorizingClient::new(http, auth);
     Ok((
-        StreamableHttpClientTransport::with_client(http, config),
+        StreamableHttpClientTransport::with_client(client, config),
         fail,
     ))
 }

@@ -52,6 +52,9 @@ pub(crate) struct LaneSession {
     pub(crate) handler: UpstreamHandler,
     pub(crate) tap: Option<Arc<Tap>>,
     pub(crate) info: UpstreamInfo,
+    /// Whether this session has listed the server's tools (see
+    /// [`Lane::ensure_listed`]).
+    pub(crate) listed: bool,
 }
 
 struct PoolInner {
@@ -170,11 +173,13 @@ impl LanePool {
         let connect = async {
             let (service, tap) = open_upstream(def, handler.clone()).await?;
             let info = describe(&self.inner, &service, tap.as_deref()).await?;
+            let listed = tap.is_some();
             Ok::<_, RemoteError>(LaneSession {
                 service,
                 handler,
                 tap,
                 info,
+                listed,
             })
         };
         match tokio::time::timeout(timeout, connect).await {
@@ -266,7 +271,37 @@ impl Lane {
             .as_mut()
             .expect("lane session present until drop");
         session.info = describe(&pool, &session.service, session.tap.as_deref()).await?;
+        session.listed |= session.tap.is_some();
         Ok(&session.info)
+    }
+
+    /// Make sure this session has seen the server's tools listed: rmcp's
+    /// HTTP transport mirrors `x-mcp-header` tool parameters into
+    /// `Mcp-Param-*` headers (SEP-2243) only for tools it has seen listed on
+    /// that session. Lists once per session, before its first call; a
+    /// failed listing only costs the headers, never the call.
+    pub(crate) async fn ensure_listed(&mut self) {
+        let timeout = self.call_timeout();
+        let Some(session) = self.session.as_mut() else {
+            return;
+        };
+        if session.listed {
+            return;
+        }
+        session.listed = true;
+        let lists_tools = session
+            .service
+            .peer_info()
+            .is_some_and(|i| i.capabilities.tools.is_some());
+        if !lists_tools {
+            return;
+        }
+        let list = session.service.peer().list_all_tools();
+        match tokio::time::timeout(timeout, list).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::debug!(error = %e, "tools/list before a call failed"),
+            Err(_) => tracing::debug!("tools/list before a call timed out"),
+        }
     }
 
     /// Bound on short calls on this lane.

@@ -31,6 +31,20 @@ pub(crate) async fn discover(def: &ServerDef) -> Result<(Value, Vec<Value>), Rem
             .map_err(|_| fail(format!("bad value for {k:?}")))?;
         base.insert(name, value);
     }
+    // An OAuth server: the token its sessions use (by the time a probe runs,
+    // a session has authorized).
+    if let Some(settings) = &def.oauth {
+        let runtime = settings
+            .runtime
+            .get()
+            .unwrap_or_else(crate::oauth::OAuthRuntime::fallback);
+        let auth = runtime.server(&def.name, url, &def.hash(), settings);
+        if let Some(token) = auth.bearer().await.map_err(fail)? {
+            let value = HeaderValue::from_str(&format!("Bearer {token}"))
+                .map_err(|_| fail("the OAuth token is not a header value".into()))?;
+            base.insert(reqwest::header::AUTHORIZATION, value);
+        }
+    }
     base.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     base.insert(
         ACCEPT,

@@ -68,6 +68,11 @@ pub struct ServerDef {
     /// `max_in_flight`. Not part of the endpoint identity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_in_flight: Option<usize>,
+    /// OAuth 2.1 to this server (HTTP only; see [`crate::oauth`]). Not part
+    /// of the endpoint identity: a token or a client can change without the
+    /// server's live tasks losing it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<crate::oauth::OAuthSettings>,
 }
 
 /// Three plain tools of a server that together run long work: calling
@@ -143,6 +148,7 @@ impl ServerDef {
             connect_timeout: None,
             toolsets: Vec::new(),
             max_in_flight: None,
+            oauth: None,
         }
     }
 
@@ -160,6 +166,7 @@ impl ServerDef {
             connect_timeout: None,
             toolsets: Vec::new(),
             max_in_flight: None,
+            oauth: None,
         }
     }
 
@@ -214,6 +221,12 @@ impl ServerDef {
         if let Transport::Http { headers, .. } = &mut self.transport {
             headers.insert(name.into(), value.into());
         }
+        self
+    }
+
+    /// Authorize with OAuth (HTTP servers).
+    pub fn with_oauth(mut self, settings: crate::oauth::OAuthSettings) -> Self {
+        self.oauth = Some(settings);
         self
     }
 

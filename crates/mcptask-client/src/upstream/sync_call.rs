@@ -92,7 +92,7 @@ pub struct SyncCall {
 /// # Ok(()) }
 /// ```
 pub async fn sync_call(
-    lane: Lane,
+    mut lane: Lane,
     name: &str,
     arguments: Value,
     options: SyncOptions,
@@ -106,6 +106,7 @@ pub async fn sync_call(
             ))));
         }
     };
+    lane.ensure_listed().await;
     let mut params = CallToolRequestParams::new(name.to_string());
     if let Some(args) = arguments {
         params = params.with_arguments(args);

@@ -11,11 +11,15 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// How long a task whose server is at its cap waits before it is due again.
 pub(crate) const DEFER_MS: i64 = 100;
 
+/// A server's slots in one phase: the cap they were made for, and the
+/// semaphore.
+type Slots = HashMap<(String, &'static str), (usize, Arc<Semaphore>)>;
+
 /// The slots of every capped server, per phase (a cap is per phase and
 /// process), made when first needed.
 #[derive(Default)]
 pub struct ServerSlots {
-    slots: Mutex<HashMap<(String, &'static str), (usize, Arc<Semaphore>)>>,
+    slots: Mutex<Slots>,
 }
 
 impl ServerSlots {

@@ -301,25 +301,36 @@ pub async fn call_tool(
 }
 
 pub async fn list_servers(State(state): State<AppState>) -> Json<Value> {
-    let servers: Vec<Value> = state
-        .tracker
-        .servers()
-        .names()
-        .into_iter()
-        .filter_map(|name| {
-            let (def, hash) = state.tracker.servers().get(&name)?;
-            let health = state.tracker.servers().health(&name);
-            Some(json!({
-                "name": name,
-                "transport": match def.transport {
-                    mcptask_client::Transport::Http { url, .. } => json!({"type": "http", "url": url}),
-                    mcptask_client::Transport::Stdio { command, .. } => json!({"type": "stdio", "command": command}),
-                },
-                "definitionHash": hash,
-                "health": health,
-            }))
-        })
-        .collect();
+    let mut servers: Vec<Value> = Vec::new();
+    for name in state.tracker.servers().names() {
+        let Some((def, hash)) = state.tracker.servers().get(&name) else {
+            continue;
+        };
+        let health = state.tracker.servers().health(&name);
+        let mut entry = json!({
+            "name": name,
+            "transport": match &def.transport {
+                mcptask_client::Transport::Http { url, .. } => json!({"type": "http", "url": url}),
+                mcptask_client::Transport::Stdio { command, .. } => json!({"type": "stdio", "command": command}),
+            },
+            "definitionHash": hash,
+            "health": health,
+        });
+        // Where the token stands, never the token.
+        if let Some(oauth) = &def.oauth {
+            let runtime = oauth
+                .runtime
+                .get()
+                .unwrap_or_else(mcptask_client::oauth::OAuthRuntime::fallback);
+            entry["oauth"] = json!(
+                runtime
+                    .describe(&name)
+                    .await
+                    .unwrap_or_else(|e| format!("oauth: token state unknown ({e})"))
+            );
+        }
+        servers.push(entry);
+    }
     Json(json!({"servers": servers}))
 }
 

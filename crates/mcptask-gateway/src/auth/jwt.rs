@@ -16,11 +16,11 @@ use serde_json::Value;
 
 use super::keys::KeySet;
 use super::{Caller, Refusal};
-use crate::config::OAuthSection;
+use crate::config::IssuerSection;
 
 /// One authorization server whose tokens this gateway accepts.
 pub struct Issuer {
-    config: OAuthSection,
+    config: IssuerSection,
     keys: KeySet,
 }
 
@@ -46,7 +46,7 @@ fn scopes_of(claims: &Value) -> HashSet<String> {
 }
 
 impl Issuer {
-    pub fn new(config: OAuthSection, http: reqwest::Client) -> Self {
+    pub fn new(config: IssuerSection, http: reqwest::Client) -> Self {
         let keys = KeySet::new(config.issuer.get_ref(), config.jwks_url.clone(), http);
         Self { config, keys }
     }

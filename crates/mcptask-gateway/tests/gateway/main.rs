@@ -3,4 +3,5 @@
 
 mod authorization;
 mod limits;
+mod oauth_config;
 mod readiness;

@@ -10,6 +10,7 @@
 pub mod backend;
 pub(crate) mod changes;
 mod delivery;
+mod oauth;
 mod remote;
 mod server;
 pub mod sql;

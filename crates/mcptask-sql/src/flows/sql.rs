@@ -192,6 +192,20 @@ pub struct Statements {
     /// Delete settled tasks (with their events, inputs and deliveries) that
     /// settled before a time, oldest first.
     pub purge_remote: &'static str,
+
+    // --- OAuth tokens of upstream servers ---------------------------------
+    /// A server's token row.
+    pub load_token: &'static str,
+    /// Insert or replace a server's token: bump the version, clear the lease
+    /// and the last error; returns the version.
+    pub save_token: &'static str,
+    /// Delete a server's token row.
+    pub delete_token: &'static str,
+    /// Take the refresh lease when it is free, run out, or already ours
+    /// (`mcptask_core::oauth::lease_available`).
+    pub lease_token: &'static str,
+    /// Record a refresh failure and release our lease.
+    pub fail_token_refresh: &'static str,
 }
 
 /// Parameters of one row of [`insert_tasks`], in bind order: id, principal,
@@ -861,6 +875,29 @@ macro_rules! statements {
                        AND status NOT IN ('working', 'input_required')
                      ORDER BY completed_at LIMIT $2", $skip_locked, ")"
             ),
+            load_token: "SELECT * FROM oauth_tokens WHERE server = $1",
+            save_token: "INSERT INTO oauth_tokens (server, endpoint, sealed, expires_at, refreshable,
+                    issuer, scopes, updated_at, version)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1)
+                 ON CONFLICT (server) DO UPDATE SET
+                    endpoint = excluded.endpoint, sealed = excluded.sealed,
+                    expires_at = excluded.expires_at, refreshable = excluded.refreshable,
+                    issuer = excluded.issuer, scopes = excluded.scopes,
+                    updated_at = excluded.updated_at, version = oauth_tokens.version + 1,
+                    lease_owner = NULL, lease_until = NULL,
+                    last_error = NULL, last_error_at = NULL
+                 RETURNING version",
+            delete_token: "DELETE FROM oauth_tokens WHERE server = $1",
+            // $2 holder, $3 now, $4 lease end.
+            lease_token: "UPDATE oauth_tokens SET lease_owner = $2, lease_until = $4
+                 WHERE server = $1
+                   AND (lease_owner IS NULL OR lease_owner = $2
+                        OR lease_until IS NULL OR lease_until <= $3)",
+            // $2 holder, $3 error, $4 now.
+            fail_token_refresh: "UPDATE oauth_tokens SET last_error = $3, last_error_at = $4,
+                    lease_owner = CASE WHEN lease_owner = $2 THEN NULL ELSE lease_owner END,
+                    lease_until = CASE WHEN lease_owner = $2 THEN NULL ELSE lease_until END
+                 WHERE server = $1",
         }
     };
 }

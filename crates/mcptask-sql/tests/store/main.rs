@@ -1,8 +1,9 @@
 //! The stores' tests, one binary: the server-task and remote-task store
-//! contracts (every case on SQLite and on a real PostgreSQL) and SQLite's
+//! contracts and the OAuth token store (every case on SQLite and on a real PostgreSQL) and SQLite's
 //! background WAL checkpoint. Run one part with e.g.
 //! `cargo test -p mcptask-sql --test store remote::`.
 
+mod oauth_tokens;
 mod remote;
 mod server;
 mod sqlite_checkpoint;

@@ -16,7 +16,13 @@ use mcptask_gateway::config::{AuthMode, Config};
 /// A commented `mcptask.toml` that `serve` accepts as it is: SQLite next to
 /// the working directory, token auth with a fresh operator token, the bundled demo server
 /// as a stdio server to try things with.
-pub fn template(operator_token: &str) -> String {
+pub fn template(operator_token: &str, key_file: Option<&str>) -> String {
+    let oauth = match key_file {
+        Some(file) => format!(
+            "# The OAuth tokens of [servers.oauth] servers are kept sealed in the database\n# with this key (MCPTASK_SECRET_KEY wins over it). Keep it secret, and back it up:\n[oauth]\nsecret_key_file = \"{file}\"\n"
+        ),
+        None => "# The OAuth tokens of [servers.oauth] servers are kept sealed in the database\n# with MCPTASK_SECRET_KEY (`openssl rand -base64 32`), or a key file:\n#   [oauth]\n#   secret_key_file = \"mcptask-secret.key\"\n".to_string(),
+    };
     format!(
         r#"# mcptask gateway configuration. Every key: README.md, "Configuration".
 
@@ -42,6 +48,11 @@ token = "{operator_token}"
 #   name = "reports"
 #   url = "https://reports.example.com/mcp"
 #   headers = {{ Authorization = "Bearer …" }}
+# or with OAuth 2.1 (docs/AUTHORIZATION.md):
+#   [servers.oauth]
+#   grant = "client_credentials"          # or "authorization_code", then `mcptask login reports`
+#   client_id = "mcptask"
+#   client_secret_env = "REPORTS_CLIENT_SECRET"
 # or stdio (a child process per gateway); the bundled demo server, keeping
 # its own tasks in a file of its own:
 [[servers]]
@@ -53,7 +64,8 @@ args = ["demo-server", "--stdio", "--database-url", "sqlite:mcptask-demo-server.
 #   [[webhooks]]
 #   url = "https://example.com/hooks/mcptask"
 #   secret = "…"
-"#
+
+{oauth}"#
     )
 }
 
@@ -69,11 +81,16 @@ fn fresh_token() -> String {
 /// Write the template to `output` (never over an existing file unless
 /// `force`), or print it when there is no `output`.
 pub fn init(output: Option<&Path>, force: bool) -> anyhow::Result<()> {
-    let text = template(&fresh_token());
     let Some(path) = output else {
+        let text = template(&fresh_token(), None);
         super::output::write(format_args!("{text}"));
         return Ok(());
     };
+    // The key that seals stored OAuth tokens, next to the configuration
+    // (an existing key is kept: tokens sealed with it stay readable).
+    const KEY_FILE: &str = "mcptask-secret.key";
+    let key_path = path.parent().unwrap_or(Path::new(".")).join(KEY_FILE);
+    let text = template(&fresh_token(), Some(KEY_FILE));
     let mut options = std::fs::OpenOptions::new();
     options.write(true);
     if force {
@@ -90,6 +107,23 @@ pub fn init(output: Option<&Path>, force: bool) -> anyhow::Result<()> {
     };
     file.write_all(text.as_bytes())
         .with_context(|| format!("cannot write {}", path.display()))?;
+    if !key_path.exists() {
+        let key = mcptask_client::oauth::SecretKey::generate().map_err(anyhow::Error::msg)?;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut key_file = options
+            .open(&key_path)
+            .with_context(|| format!("cannot create {}", key_path.display()))?;
+        key_file
+            .write_all(format!("{}\n", key.to_base64()).as_bytes())
+            .with_context(|| format!("cannot write {}", key_path.display()))?;
+        eprintln!(
+            "wrote {}: the key that seals OAuth tokens in the database (keep it secret)",
+            key_path.display()
+        );
+    }
     eprintln!(
         "wrote {}: an operator token was generated for you (see [[api.tokens]]); start with `mcptask serve --config {}`",
         path.display(),
@@ -156,7 +190,14 @@ pub async fn check(path: &Path, probe: bool, json: bool) -> anyhow::Result<i32> 
             ),
         }
     ));
-    let defs = config.server_defs();
+    // OAuth servers are probed with the tokens `serve` would use (those
+    // `mcptask login` stored), when the database and the key are at hand.
+    let oauth = if probe && config.uses_oauth() {
+        check_oauth_runtime(&config).await
+    } else {
+        None
+    };
+    let defs = config.server_defs_with(oauth.as_ref());
     let probes = if probe {
         probe_servers(&config, &defs).await
     } else {
@@ -239,6 +280,25 @@ pub async fn check(path: &Path, probe: bool, json: bool) -> anyhow::Result<i32> 
     }
     eprintln!("config check: {}", problems.join("; "));
     Ok(super::exit::ERROR)
+}
+
+/// The OAuth runtime `serve` would have: the configured database (not
+/// migrated, not created) and key; `None` (tokens in memory) when either
+/// is missing.
+async fn check_oauth_runtime(config: &Config) -> Option<mcptask_client::oauth::OAuthRuntime> {
+    let url = &config.database.url;
+    if sqlite_file(url).is_some_and(|f| !f.exists()) {
+        return None;
+    }
+    let key = config.secret_key(|k| std::env::var(k).ok()).ok()??;
+    let store = mcptask_sql::open_without_migrating(url).await.ok()?;
+    // A database not migrated yet has no token table: probe without it.
+    store.oauth_tokens().load_token("").await.ok()?;
+    Some(mcptask_client::oauth::OAuthRuntime::new(
+        store.oauth_tokens(),
+        key,
+        std::sync::Arc::new(mcptask_client::SystemClock),
+    ))
 }
 
 /// Contact each server (connect and `tools/list`) at once, each bounded by
@@ -423,7 +483,11 @@ mod tests {
     fn the_template_is_a_valid_configuration() {
         let token = fresh_token();
         assert_eq!(token.len(), 48);
-        let config = Config::parse("mcptask.toml", &template(&token)).unwrap();
+        let config = Config::parse(
+            "mcptask.toml",
+            &template(&token, Some("mcptask-secret.key")),
+        )
+        .unwrap();
         assert_eq!(config.api.auth, AuthMode::Token);
         assert_eq!(config.api.tokens.len(), 1);
         assert_eq!(config.api.tokens[0].token.get_ref(), &token);

@@ -1,8 +1,9 @@
 //! The binary as a user runs it, one binary: the command line ([`cli`]), its
-//! errors ([`cli_errors`]), `mcptask migrate` ([`migrate`]) and the demo
+//! errors ([`cli_errors`]), `mcptask login` ([`login`]), `mcptask migrate` ([`migrate`]) and the demo
 //! server over stdio ([`stdio`]).
 
 mod cli;
 mod cli_errors;
+mod login;
 mod migrate;
 mod stdio;

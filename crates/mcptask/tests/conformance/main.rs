@@ -2,7 +2,8 @@
 //! Node 22) against the demo server, on SQLite and on PostgreSQL: the whole
 //! 2026-07-28 server requirement set directly (every scenario it runs, scored
 //! or not: the tasks extension and the pending ones too), and the task
-//! scenarios through the proxy.
+//! scenarios through the proxy; and its client side against mcptask's
+//! upstream client ([`client`]).
 //!
 //! The tooling lives in `<repo>/.tools` (see `scripts/install-conformance`).
 //! Without it the test skips loudly, except under `CI=true`, where it fails.
@@ -10,6 +11,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
+
+mod client;
 
 use mcptask_testkit::{DemoServer, TestDatabase, with_deadline};
 use serde_json::Value;
@@ -402,8 +405,12 @@ async fn run_suite_through_proxy(test: &str, db: &TestDatabase, front_db: &TestD
         .toml()
         .replace("name = \"demo\"\n", "name = \"demo\"\nprefix = \"\"\n")
         + "\n[proxy]\nenabled = true\n";
-    let gateway =
-        mcptask_testkit::GatewayProcess::start_toml(&format!("proxy on {}", db.backend), &toml, &[]).await;
+    let gateway = mcptask_testkit::GatewayProcess::start_toml(
+        &format!("proxy on {}", db.backend),
+        &toml,
+        &[],
+    )
+    .await;
     run_scenarios(&bin, &format!("{}/mcp", gateway.base), db).await;
 }
 
@@ -475,8 +482,10 @@ async fn conformance_task_scenarios_through_the_proxy_on_postgres() {
     if tooling_or_skip(test).is_none() {
         return;
     }
-    let (Some(db), Some(front_db)) = (TestDatabase::postgres().await, TestDatabase::postgres().await)
-    else {
+    let (Some(db), Some(front_db)) = (
+        TestDatabase::postgres().await,
+        TestDatabase::postgres().await,
+    ) else {
         eprintln!("{test}: SKIPPED (no PostgreSQL, see above)");
         return;
     };

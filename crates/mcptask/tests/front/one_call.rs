@@ -123,7 +123,8 @@ async fn a_2025_11_25_task_is_one_call_answered_through_the_api_the_cli_and_the_
     let db = TestDatabase::sqlite();
     let hook = WebhookReceiver::start("s3cret").await;
     let gateway =
-        GatewayProcess::start_toml("gateway", &config(&db.url, &node, &entry, &hook.url), &[]).await;
+        GatewayProcess::start_toml("gateway", &config(&db.url, &node, &entry, &hook.url), &[])
+            .await;
     let api = gateway.client(Some(OPERATOR));
     with_deadline(Duration::from_secs(240), async {
         // REST: a durable call, its question answered through the API.
@@ -234,24 +235,35 @@ async fn a_background_tool_is_a_kept_call_with_progress_and_sync_when_asked() {
     let db = TestDatabase::sqlite();
     let hook = WebhookReceiver::start("s3cret").await;
     let gateway =
-        GatewayProcess::start_toml("gateway", &config(&db.url, &node, &entry, &hook.url), &[]).await;
+        GatewayProcess::start_toml("gateway", &config(&db.url, &node, &entry, &hook.url), &[])
+            .await;
     let api = gateway.client(Some(OPERATOR));
     with_deadline(Duration::from_secs(240), async {
         // Listed in `background`: a kept call whose progress is its status.
         let call = api
-            .start_task_with(json!({"server": "ev", "tool": "trigger-long-running-operation",
-                "arguments": {"duration": 4, "steps": 4}}))
+            .start_task_with(
+                json!({"server": "ev", "tool": "trigger-long-running-operation",
+                "arguments": {"duration": 4, "steps": 4}}),
+            )
             .await;
-        assert_eq!((&call["driver"], &call["face"]), (&json!("sync"), &json!("api")));
+        assert_eq!(
+            (&call["driver"], &call["face"]),
+            (&json!("sync"), &json!("api"))
+        );
         let id = call["id"].as_str().unwrap().to_string();
         let progressing = api
             .wait_task(&id, "showing progress", |t| {
-                t["statusMessage"].as_str().is_some_and(|m| m.contains("/4"))
+                t["statusMessage"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("/4"))
             })
             .await;
         assert_eq!(progressing["status"], "working", "{progressing:#}");
         let done = api.wait_status(&id, "completed").await;
-        assert!(text(&done).contains("Long running operation completed"), "{done:#}");
+        assert!(
+            text(&done).contains("Long running operation completed"),
+            "{done:#}"
+        );
 
         // The old synchronous answer, for a caller that asks for it.
         let sync = api
@@ -268,7 +280,15 @@ async fn a_background_tool_is_a_kept_call_with_progress_and_sync_when_asked() {
         let called = run_cli(
             &gateway.base,
             OPERATOR,
-            &["call", "ev", "echo", "--args", r#"{"message": "hi"}"#, "--background", "--wait"],
+            &[
+                "call",
+                "ev",
+                "echo",
+                "--args",
+                r#"{"message": "hi"}"#,
+                "--background",
+                "--wait",
+            ],
         )
         .await;
         assert!(called.status.success(), "{called:?}");
@@ -280,7 +300,11 @@ async fn a_background_tool_is_a_kept_call_with_progress_and_sync_when_asked() {
             .collect();
         assert_eq!(cli_rows.len(), 1, "{cli_rows:#?}");
         assert_eq!(
-            (&cli_rows[0]["driver"], &cli_rows[0]["face"], &cli_rows[0]["status"]),
+            (
+                &cli_rows[0]["driver"],
+                &cli_rows[0]["face"],
+                &cli_rows[0]["status"]
+            ),
             (&json!("sync"), &json!("cli"), &json!("completed"))
         );
 
@@ -293,14 +317,20 @@ async fn a_background_tool_is_a_kept_call_with_progress_and_sync_when_asked() {
         .await
         .expect("connect to the front");
         let front_id = task_id(
-            mcp.call("ev__trigger-long-running-operation", json!({"duration": 1, "steps": 1}))
-                .await
-                .expect("tools/call"),
+            mcp.call(
+                "ev__trigger-long-running-operation",
+                json!({"duration": 1, "steps": 1}),
+            )
+            .await
+            .expect("tools/call"),
         );
         let done = wait_terminal(&mcp, &front_id, WAIT).await;
         assert_eq!(status(&done), "completed", "{done:#}");
         let row = api.wait_status(&front_id, "completed").await;
-        assert_eq!((&row["face"], &row["driver"]), (&json!("mcp"), &json!("sync")));
+        assert_eq!(
+            (&row["face"], &row["driver"]),
+            (&json!("mcp"), &json!("sync"))
+        );
 
         // The kept calls' events reached the webhook like a tracked task's.
         for id in [&id, &front_id] {
@@ -325,9 +355,11 @@ async fn a_background_call_survives_a_gateway_sigkill_as_its_interrupt_says() {
         let start = |server: &'static str, seconds: u64| {
             let api = api.clone();
             async move {
-                api.start_task_with(json!({"server": server, "tool": "trigger-long-running-operation",
-                    "arguments": {"duration": seconds, "steps": seconds}}))
-                    .await["id"]
+                api.start_task_with(
+                    json!({"server": server, "tool": "trigger-long-running-operation",
+                    "arguments": {"duration": seconds, "steps": seconds}}),
+                )
+                .await["id"]
                     .as_str()
                     .unwrap()
                     .to_string()
@@ -352,7 +384,10 @@ async fn a_background_call_survives_a_gateway_sigkill_as_its_interrupt_says() {
         let why = failed["statusMessage"].as_str().unwrap_or_default();
         assert!(why.starts_with("Interrupted"), "{failed:#}");
         let again = api.wait_status(&rerun, "completed").await;
-        assert!(text(&again).contains("Long running operation completed"), "{again:#}");
+        assert!(
+            text(&again).contains("Long running operation completed"),
+            "{again:#}"
+        );
         // Each call is still one row.
         let rows = api.list_all("server=").await;
         assert_eq!(rows.len(), 0, "no server is named the empty string");

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use mcptask_testkit::mcp::{Lifecycle, TestClient};
 use mcptask_testkit::{
-    DemoServer, GatewayProcess, GatewaySpec, TestDatabase, input_keys, result_text, status, wait_status,
-    wait_terminal, with_deadline,
+    DemoServer, GatewayProcess, GatewaySpec, TestDatabase, input_keys, result_text, status,
+    wait_status, wait_terminal, with_deadline,
 };
 use rmcp::model::CallToolResponse;
 use serde_json::json;
