@@ -60,6 +60,7 @@ mod push;
 pub mod remote;
 mod resolver;
 mod shared;
+mod slots;
 pub mod tls;
 mod tracker;
 pub mod upstream;

@@ -59,7 +59,7 @@ pub(crate) struct Inner {
     /// The call runtime of this process, once the application gave it.
     pub local: std::sync::OnceLock<Arc<dyn LocalWork>>,
     /// Calls in flight to each server, for its `max_in_flight`.
-    pub server_slots: crate::workers::ServerSlots,
+    pub server_slots: crate::slots::ServerSlots,
 }
 
 impl Inner {

@@ -728,22 +728,6 @@ impl Config {
         Ok(())
     }
 
-    /// The limits of `[limits]`.
-    pub fn limits(&self) -> crate::calls::Limits {
-        let l = &self.limits;
-        crate::calls::Limits {
-            rate: l
-                .per_principal_rate
-                .map(|per_second| mcptask_core::limits::Rate {
-                    per_second,
-                    burst: l
-                        .per_principal_burst
-                        .unwrap_or(((per_second * 2.0).ceil() as u32).max(1)),
-                }),
-            in_flight: l.per_principal_in_flight,
-        }
-    }
-
     /// The tool policy of `[[policy]]`.
     pub fn policy(&self) -> mcptask_core::access::Policy {
         mcptask_core::access::Policy::new(

@@ -254,7 +254,7 @@ async fn call(inner: Arc<Inner>, phase: Phase, claimed: ClaimedTask) -> Done {
             None => {
                 metrics::counter!("mcptask_deferred_calls_total", "phase" => phase.as_str())
                     .increment(1);
-                let delay_ms = super::slots::DEFER_MS;
+                let delay_ms = crate::slots::DEFER_MS;
                 return (claimed, Observation::Deferred { delay_ms });
             }
         },

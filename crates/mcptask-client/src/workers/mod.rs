@@ -18,7 +18,6 @@ mod loops;
 mod maintenance;
 mod notify;
 mod resolve;
-mod slots;
 
 use std::sync::Arc;
 
@@ -26,7 +25,6 @@ use mcptask_core::StoreError;
 use mcptask_core::client::Phase;
 
 pub(crate) use loops::spawn_all;
-pub use slots::ServerSlots;
 
 use crate::shared::Inner;
 

@@ -25,6 +25,23 @@ pub struct Limits {
     pub in_flight: Option<usize>,
 }
 
+impl Limits {
+    /// The limits of a configuration's `[limits]` (a burst left out is
+    /// twice the rate, at least one call).
+    pub fn from_config(config: &crate::config::Config) -> Limits {
+        let l = &config.limits;
+        Limits {
+            rate: l.per_principal_rate.map(|per_second| Rate {
+                per_second,
+                burst: l
+                    .per_principal_burst
+                    .unwrap_or(((per_second * 2.0).ceil() as u32).max(1)),
+            }),
+            in_flight: l.per_principal_in_flight,
+        }
+    }
+}
+
 /// Why a call was refused, and when to try again.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{why}; retry in {retry_after_ms} ms")]

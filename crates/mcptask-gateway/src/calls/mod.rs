@@ -162,7 +162,7 @@ impl Calls {
             runtime,
             policy: Arc::new(RwLock::new(Arc::new(config.policy()))),
             limiter: Arc::new(Limiter::new(
-                config.limits(),
+                Limits::from_config(config),
                 Arc::new(mcptask_core::SystemClock),
             )),
             store: store.clone(),
