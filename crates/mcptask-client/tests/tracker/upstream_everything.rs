@@ -24,20 +24,8 @@ const TIMEOUTS: Timeouts = Timeouts {
     call: Duration::from_secs(30),
 };
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 fn tooling() -> Result<(PathBuf, PathBuf), String> {
-    let node = repo().join(".tools/node_modules/.bin/node");
-    let server = repo()
-        .join(".tools/interop/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    for p in [&node, &server] {
-        if !p.exists() {
-            return Err(format!("{} is missing", p.display()));
-        }
-    }
-    Ok((node.canonicalize().unwrap(), server.canonicalize().unwrap()))
+    mcptask_testkit::Everything::find().map(|e| (e.node, e.entry))
 }
 
 /// A registry with the everything server as `everything`; its children

@@ -17,8 +17,9 @@
 // complete; open the other task, cancel
 // it and see it cancelled; call a tool from the picker (server, then tool,
 // then the form generated from its input schema) and see it complete; take
-// a screenshot; open the proxy's front tasks, see the one given listed with
-// its driver, follow it to its tracked task, cancel it and see it cancelled.
+// a screenshot; find the call an MCP client made at the front as one row
+// with its face, driver and upstream task, and cancel it; answer a REST call
+// of the everything server's 2025-11-25 task tool through its form.
 // Prints one JSON line `RESULT {...}` at the end; exits
 // non-zero on any failure.
 
@@ -206,31 +207,50 @@ try {
   await page.screenshot({ path: opts.screenshot });
   log("screenshot", opts.screenshot);
 
-  // 7. The proxy's front tasks: the one an MCP client holds is listed with
-  // the driver that follows it upstream, links to its tracked task, and is
-  // cancelled from here (the cancel travels front → tracker → demo server).
+  // 7. A call made at the MCP front is one row of the same list: it names
+  // its face and the driver that follows it upstream, its detail names the
+  // upstream's task, and it is cancelled from here (the cancel travels
+  // through the tracker to the demo server and back to the MCP client).
   const frontId = opts["front-task"];
-  await page.locator('[data-testid="front-tasks"]:not([hidden]) summary').click();
-  const frontRow = page.locator(`[data-testid="front-task"][data-task-id="${frontId}"]`);
+  const frontRow = row(frontId);
   await frontRow.waitFor();
-  if ((await frontRow.getAttribute("data-driver")) !== "sep2663") throw new Error(`front task driver: ${await frontRow.getAttribute("data-driver")}`);
-  const driverText = await frontRow.locator('[data-testid="front-driver"]').textContent();
-  if (driverText !== "SEP-2663 task") throw new Error(`the driver is not named: ${driverText}`);
-  log("the front task is listed with its driver");
-  await frontRow.locator('[data-testid="front-tracked"]').click();
-  const trackedCard = page.locator('[data-testid="detail-card"]', { has: page.locator('[data-testid="detail-driver"][data-driver="sep2663"]') });
-  await trackedCard.waitFor();
-  const trackedId = await trackedCard.getAttribute("data-task-id");
-  log("its tracked task opened", trackedId);
-  await frontRow.locator('[data-testid="front-cancel"]').click();
-  await page.locator(`[data-testid="front-task"][data-task-id="${frontId}"][data-status="cancelled"]`).waitFor();
-  await page.locator(`tr.task[data-task-id="${trackedId}"][data-status="cancelled"]`).waitFor();
-  const frontStatus = await page.locator(`[data-testid="front-task"][data-task-id="${frontId}"]`).getAttribute("data-status");
-  log("the front task and its tracked task are cancelled");
+  const driverOf = await frontRow.locator('[data-testid="driver"]').getAttribute("data-driver");
+  const faceOf = await frontRow.locator('[data-testid="face"]').getAttribute("data-face");
+  if (driverOf !== "sep2663" || faceOf !== "mcp") throw new Error(`the front call's row: driver ${driverOf}, face ${faceOf}`);
+  const sameCall = await page.locator(`tr.task[data-task-id="${frontId}"]`).count();
+  if (sameCall !== 1) throw new Error(`the front call is listed ${sameCall} times`);
+  await frontRow.click();
+  const frontCard = page.locator(`[data-testid="detail-card"][data-task-id="${frontId}"]`);
+  await frontCard.waitFor();
+  await frontCard.locator('[data-testid="detail-driver"][data-driver="sep2663"]').waitFor();
+  const upstreamTask = (await frontCard.locator('[data-testid="upstream-task"]').textContent()).trim();
+  if (!upstreamTask || upstreamTask === frontId) throw new Error(`no upstream task named: ${upstreamTask}`);
+  log("the front call is one row naming its driver and upstream task", upstreamTask);
+  await frontCard.locator('[data-testid="cancel"]').click();
+  await page.locator(`tr.task[data-task-id="${frontId}"][data-status="cancelled"]`).waitFor();
+  log("the front call is cancelled");
+
+  // 8. A REST call of a 2025-11-25 task tool (the everything server's
+  // research query) asks a question; it is answered from the dashboard.
+  const research = await api("/api/v1/calls", {
+    method: "POST",
+    body: JSON.stringify({ server: "ev", tool: "simulate-research-query", arguments: { topic: "rust", ambiguous: true } }),
+  });
+  if (research.outcome !== "task" || research.task.driver !== "sep1686") throw new Error(`expected a 2025-11-25 task: ${JSON.stringify(research)}`);
+  const researchId = research.task.id;
+  await page.locator(`tr.task[data-task-id="${researchId}"][data-status="input_required"]`).waitFor();
+  await row(researchId).click();
+  const clarify = page.locator(`[data-testid^="answer-form-"][data-task-id="${researchId}"]`);
+  await clarify.waitFor();
+  await clarify.locator('select[name="interpretation"]').selectOption("technical");
+  await clarify.locator('[data-testid="answer-submit"]').click();
+  await page.locator(`[data-testid="detail-card"][data-task-id="${researchId}"][data-status="completed"]`).waitFor();
+  await page.locator(`tr.task[data-task-id="${researchId}"][data-status="completed"]`).waitFor();
+  log("the 2025-11-25 task was answered from the dashboard and completed", researchId);
 
   const statuses = await page.locator("tr.task").evaluateAll((rows) => rows.map((r) => [r.dataset.taskId, r.dataset.status]));
   if (problems.length) throw new Error(`the page reported problems:\n${problems.join("\n")}`);
-  console.log("RESULT " + JSON.stringify({ askId, slowId, pickedId, reportId, statuses: Object.fromEntries(statuses), frontStatus, trackedId }));
+  console.log("RESULT " + JSON.stringify({ askId, slowId, pickedId, reportId, researchId, upstreamTask, statuses: Object.fromEntries(statuses) }));
 } catch (e) {
   console.error("FAILED:", e && e.stack ? e.stack : e);
   if (problems.length) console.error(problems.join("\n"));

@@ -3,9 +3,10 @@
 //! task appear live, answers its input request through the generated form,
 //! cancels another task, sees both settle, and calls a tool picked from the
 //! server's tool list with the form generated from its input schema. The
-//! gateway also runs the proxy: a front task an MCP client started at `/mcp`
-//! is listed with the driver that follows it, leads to its tracked task, and
-//! is cancelled from the page. The steps are in
+//! gateway also runs the front: a call an MCP client made at `/mcp` is one
+//! row naming its face, driver and upstream task, and is cancelled from the
+//! page; a REST call of the TypeScript everything server's 2025-11-25 task
+//! tool asks a question that is answered in the page. The steps are in
 //! `tests/browser/dashboard.mjs` (playwright-core driving the system's
 //! Chromium); this test starts the processes, seeds a task, runs the script
 //! and checks the outcome through the API. It leaves a screenshot of the
@@ -117,12 +118,18 @@ async fn the_dashboard_shows_tasks_live_answers_and_cancels_them() {
     let Some(tools) = tooling_or_skip() else {
         return;
     };
+    let Some(everything) =
+        Everything::or_skip("the_dashboard_shows_tasks_live_answers_and_cancels_them")
+    else {
+        return;
+    };
     with_deadline(TEST_LIMIT, async {
         let server_db = TestDatabase::sqlite();
         let gateway_db = TestDatabase::sqlite();
         let server = DemoServer::start(&server_db.url, &[]).await;
         let toml = GatewaySpec::with_tokens(&gateway_db.url, &[("demo", &server.url)]).toml()
-            + "\n[proxy]\nenabled = true\n";
+            + "\n[proxy]\nenabled = true\n"
+            + &everything.server_toml("ev", "connect_timeout_ms = 20000\n");
         let gateway = GatewayProcess::start_toml("gateway", &toml, &[]).await;
         let api = gateway.client(Some(OPERATOR));
         // A front task held by an MCP client declaring tasks: the proxy
@@ -259,24 +266,47 @@ async fn the_dashboard_shows_tasks_live_answers_and_cancels_them() {
         assert_eq!(cancelled["status"], "cancelled", "{cancelled:#}");
         assert!(cancelled["cancelRequestedAt"].is_string(), "{cancelled:#}");
 
-        // The front task: listed with its driver, cancelled from the page,
-        // and the cancel reached the tracked task and the demo server.
-        assert_eq!(result["frontStatus"], "cancelled", "{result:#}");
-        let tracked_id = result["trackedId"].as_str().expect("trackedId");
-        let front = api.get(&format!("/api/v1/front-tasks/{front_id}")).await;
-        let front = front.assert_status(200);
+        // The front call: one row (its id is the front's), cancelled from the
+        // page; the cancel reached the demo server and the MCP client.
+        let front = api.task(&front_id).await;
         assert_eq!(
-            (&front["driver"], &front["trackedTask"], &front["status"]),
-            (&json!("sep2663"), &json!(tracked_id), &json!("cancelled")),
+            (&front["face"], &front["driver"], &front["status"]),
+            (&json!("mcp"), &json!("sep2663"), &json!("cancelled")),
             "{front:#}"
         );
+        assert_eq!(front["remoteTaskId"], result["upstreamTask"], "{front:#}");
         let seen = wait_status(&mcp, &front_id, "cancelled", Duration::from_secs(30)).await;
         assert_eq!(status(&seen), "cancelled", "the MCP client sees it cancelled: {seen:#}");
-        let tracked = api.task(tracked_id).await;
+        let rows = api.list_all("server=demo").await;
         assert_eq!(
-            (&tracked["driver"], &tracked["tool"], &tracked["status"]),
-            (&json!("sep2663"), &json!("slow_compute"), &json!("cancelled")),
-            "{tracked:#}"
+            rows.iter().filter(|t| t["id"] == front_id.as_str()).count(),
+            1,
+            "{rows:#?}"
+        );
+        assert!(
+            !rows.iter().any(|t| t["id"] == result["upstreamTask"]),
+            "the upstream task is a detail of its call, not a row: {rows:#?}"
+        );
+
+        // The 2025-11-25 call answered in the page: the everything server
+        // took the interpretation picked in the form.
+        let research_id = result["researchId"].as_str().expect("researchId");
+        let research = api.task(research_id).await;
+        assert_eq!(
+            (&research["face"], &research["driver"], &research["status"]),
+            (&json!("api"), &json!("sep1686"), &json!("completed")),
+            "{research:#}"
+        );
+        assert_eq!(
+            research["inputs"][0]["response"]["content"],
+            json!({"interpretation": "technical"}),
+            "{research:#}"
+        );
+        assert!(
+            research["result"]["content"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("technical")),
+            "{research:#}"
         );
 
         assert!(

@@ -14,37 +14,10 @@ use mcptask_testkit::*;
 use rmcp::model::CallToolResponse;
 use serde_json::{Value, json};
 
-/// `(node, the everything server's entry point)`, or `None` after a loud
-/// SKIPPED line (outside CI; under `CI=true` a missing server fails).
-fn everything(test: &str) -> Option<(PathBuf, PathBuf)> {
-    let root = repo_root();
-    let node = root.join(".tools/node_modules/.bin/node");
-    let entry = root
-        .join(".tools/interop/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    let missing = [&node, &entry]
-        .into_iter()
-        .find(|p| !p.exists())
-        .map(|p| p.to_path_buf());
-    match missing {
-        None => Some((node, entry)),
-        Some(missing) if in_ci() => panic!(
-            "the everything server is required under CI: {} is missing; run scripts/install-test-tools",
-            missing.display()
-        ),
-        Some(missing) => {
-            eprintln!(
-                "SKIPPED ({test}): {} is missing; run scripts/install-test-tools",
-                missing.display()
-            );
-            None
-        }
-    }
-}
-
 /// A gateway with the everything server twice: `ev` (`interrupt = "fail"`)
 /// and `evr` (`interrupt = "rerun"`), both running their long tool in the
 /// background; a webhook; the front on; a short owner lease.
-fn config(db: &str, node: &Path, entry: &Path, webhook: &str) -> String {
+fn config(db: &str, ev: &Everything, webhook: &str) -> String {
     let q = |s: &str| serde_json::to_string(s).expect("a TOML string");
     let mut text = format!(
         "[database]\nurl = {}\n\n[api]\nlisten = \"127.0.0.1:0\"\n[[api.tokens]]\ntoken = {}\n\n\
@@ -56,13 +29,13 @@ fn config(db: &str, node: &Path, entry: &Path, webhook: &str) -> String {
         q(webhook)
     );
     for (name, interrupt) in [("ev", "fail"), ("evr", "rerun")] {
-        text.push_str(&format!(
-            "\n[[servers]]\nname = {}\ncommand = {}\nargs = [{}, \"stdio\"]\ninterrupt = {}\n\
-             background = [\"trigger-long-running-operation\"]\nconnect_timeout_ms = 20000\ncall_timeout_ms = 60000\n",
-            q(name),
-            q(&node.display().to_string()),
-            q(&entry.display().to_string()),
-            q(interrupt)
+        text.push_str(&ev.server_toml(
+            name,
+            &format!(
+                "interrupt = {}\nbackground = [\"trigger-long-running-operation\"]\n\
+                 connect_timeout_ms = 20000\ncall_timeout_ms = 60000\n",
+                q(interrupt)
+            ),
         ));
     }
     text
@@ -117,14 +90,13 @@ fn task_id(response: CallToolResponse) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2025_11_25_task_is_one_call_answered_through_the_api_the_cli_and_the_front() {
     let test = "a_2025_11_25_task_is_one_call_answered_through_the_api_the_cli_and_the_front";
-    let Some((node, entry)) = everything(test) else {
+    let Some(ev) = Everything::or_skip(test) else {
         return;
     };
     let db = TestDatabase::sqlite();
     let hook = WebhookReceiver::start("s3cret").await;
     let gateway =
-        GatewayProcess::start_toml("gateway", &config(&db.url, &node, &entry, &hook.url), &[])
-            .await;
+        GatewayProcess::start_toml("gateway", &config(&db.url, &ev, &hook.url), &[]).await;
     let api = gateway.client(Some(OPERATOR));
     with_deadline(Duration::from_secs(240), async {
         // REST: a durable call, its question answered through the API.
@@ -229,14 +201,13 @@ async fn a_2025_11_25_task_is_one_call_answered_through_the_api_the_cli_and_the_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_tool_is_a_kept_call_with_progress_and_sync_when_asked() {
     let test = "a_background_tool_is_a_kept_call_with_progress_and_sync_when_asked";
-    let Some((node, entry)) = everything(test) else {
+    let Some(ev) = Everything::or_skip(test) else {
         return;
     };
     let db = TestDatabase::sqlite();
     let hook = WebhookReceiver::start("s3cret").await;
     let gateway =
-        GatewayProcess::start_toml("gateway", &config(&db.url, &node, &entry, &hook.url), &[])
-            .await;
+        GatewayProcess::start_toml("gateway", &config(&db.url, &ev, &hook.url), &[]).await;
     let api = gateway.client(Some(OPERATOR));
     with_deadline(Duration::from_secs(240), async {
         // Listed in `background`: a kept call whose progress is its status.
@@ -343,12 +314,12 @@ async fn a_background_tool_is_a_kept_call_with_progress_and_sync_when_asked() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_call_survives_a_gateway_sigkill_as_its_interrupt_says() {
     let test = "a_background_call_survives_a_gateway_sigkill_as_its_interrupt_says";
-    let Some((node, entry)) = everything(test) else {
+    let Some(ev) = Everything::or_skip(test) else {
         return;
     };
     let db = TestDatabase::sqlite();
     let hook = WebhookReceiver::start("s3cret").await;
-    let toml = config(&db.url, &node, &entry, &hook.url);
+    let toml = config(&db.url, &ev, &hook.url);
     let mut gateway = GatewayProcess::start_toml("gateway", &toml, &[]).await;
     let api = gateway.client(Some(OPERATOR));
     with_deadline(Duration::from_secs(300), async {

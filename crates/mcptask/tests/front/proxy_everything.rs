@@ -12,40 +12,15 @@ use std::time::Duration;
 
 use mcptask_testkit::mcp::{Lifecycle, TestClient};
 use mcptask_testkit::{
-    GatewayProcess, in_ci, input_keys, poll_task, repo_root, result_text, status, wait_terminal,
+    Everything, GatewayProcess, input_keys, poll_task, result_text, status, wait_terminal,
 };
 use rmcp::model::CallToolResponse;
 use serde_json::{Value, json};
 
-/// `(node, the everything server's entry point)`, or why not.
-fn everything() -> Result<(PathBuf, PathBuf), String> {
-    let root = repo_root();
-    let node = root.join(".tools/node_modules/.bin/node");
-    let entry = root
-        .join(".tools/interop/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    for path in [&node, &entry] {
-        if !path.exists() {
-            return Err(format!("{} is missing", path.display()));
-        }
-    }
-    Ok((node, entry))
-}
-
+/// `(node, the everything server's entry point)`, or `None` after a loud
+/// SKIPPED line.
 fn everything_or_skip(test: &str) -> Option<(PathBuf, PathBuf)> {
-    match everything() {
-        Ok(found) => Some(found),
-        Err(why) if in_ci() => {
-            panic!(
-                "the everything server is required under CI: {why}; run scripts/install-test-tools"
-            )
-        }
-        Err(why) => {
-            eprintln!(
-                "SKIPPED ({test}: no everything server): {why} — run scripts/install-test-tools"
-            );
-            None
-        }
-    }
+    Everything::or_skip(test).map(|e| (e.node, e.entry))
 }
 
 /// A proxy configuration: the everything server as `name` once per

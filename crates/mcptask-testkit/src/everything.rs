@@ -1,0 +1,67 @@
+//! The TypeScript "everything" MCP server (pinned by
+//! `scripts/interop/package-lock.json`, installed into `.tools/interop` by
+//! `scripts/install-test-tools`): a real peer no one here wrote, run over
+//! stdio with the Node 22 of `.tools`.
+
+use std::path::PathBuf;
+
+use crate::{in_ci, repo_root};
+
+/// Where the everything server and the Node that runs it are.
+#[derive(Debug, Clone)]
+pub struct Everything {
+    /// Node 22.
+    pub node: PathBuf,
+    /// The server's entry point (`dist/index.js`); run with the argument `stdio`.
+    pub entry: PathBuf,
+}
+
+impl Everything {
+    /// Both paths, canonical, or what is missing.
+    pub fn find() -> Result<Everything, String> {
+        let root = repo_root();
+        let node = root.join(".tools/node_modules/.bin/node");
+        let entry = root.join(
+            ".tools/interop/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+        );
+        for path in [&node, &entry] {
+            if !path.exists() {
+                return Err(format!("{} is missing", path.display()));
+            }
+        }
+        let canonical = |p: PathBuf| p.canonicalize().unwrap_or(p);
+        Ok(Everything {
+            node: canonical(node),
+            entry: canonical(entry),
+        })
+    }
+
+    /// The server, or `None` after a loud SKIPPED line naming `test`; under
+    /// `CI=true` a missing server fails the test instead.
+    pub fn or_skip(test: &str) -> Option<Everything> {
+        match Everything::find() {
+            Ok(found) => Some(found),
+            Err(why) if in_ci() => panic!(
+                "the everything server is required under CI: {why}; run scripts/install-test-tools"
+            ),
+            Err(why) => {
+                eprintln!(
+                    "SKIPPED ({test}: no everything server): {why} — run scripts/install-test-tools"
+                );
+                None
+            }
+        }
+    }
+
+    /// A `[[servers]]` entry running it over stdio as `name`, with `extra`
+    /// TOML lines (each ending in a newline) inside the entry.
+    pub fn server_toml(&self, name: &str, extra: &str) -> String {
+        let q = |s: &str| serde_json::to_string(s).expect("a TOML string");
+        format!(
+            "\n[[servers]]\nname = {}\ncommand = {}\nargs = [{}, \"stdio\"]\n{extra}",
+            q(name),
+            q(&self.node.display().to_string()),
+            q(&self.entry.display().to_string()),
+        )
+    }
+}
