@@ -7,7 +7,7 @@
 //! Needs `scripts/install-test-tools` (Node 22 + `.tools/interop`); skips
 //! loudly without it, fails under `CI=true`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use mcptask_client::remote::Timeouts;

@@ -1,7 +1,8 @@
 //! The gateway's faces over real HTTP, one binary: the REST API
 //! ([`gateway_api`]), answers and pre-task input ([`answers`],
 //! [`pre_task_input`]), tool discovery ([`tools`]), the demo server's
-//! Streamable HTTP edges ([`http_edges`]) and https:// end to end ([`tls`]).
+//! Streamable HTTP edges ([`http_edges`]), https:// end to end ([`tls`]) and
+//! a database of the previous release upgraded in place ([`upgrade`]).
 //! Real `mcptask serve` and `mcptask demo-server` processes (see
 //! `mcptask_testkit`); run one part with e.g.
 //! `cargo test -p mcptask --test api gateway_api::`.
@@ -12,3 +13,4 @@ mod http_edges;
 mod pre_task_input;
 mod tls;
 mod tools;
+mod upgrade;

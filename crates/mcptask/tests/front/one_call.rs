@@ -6,7 +6,6 @@
 //! a gateway SIGKILLed mid-call settles it as the server's `interrupt` says.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use mcptask_testkit::mcp::{Lifecycle, TestClient};
