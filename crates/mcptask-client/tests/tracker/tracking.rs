@@ -881,7 +881,76 @@ async fn remote_calls_in_flight_are_bounded(backend: TestDatabase) {
     tracker.shutdown(Duration::from_secs(2)).await;
 }
 
+/// A hung server capped at one call in flight (`max_in_flight`) holds one
+/// of the tracker's call slots, never all of them: a healthy server's tasks
+/// keep being polled beside it, and the hung server's waiting tasks are
+/// deferred, not counted as errors.
+async fn a_hung_server_holds_only_its_own_cap(backend: TestDatabase) {
+    let hung = RemoteServer::start(Some(600_000)).await;
+    let healthy = RemoteServer::start(Some(600_000)).await;
+    let mut config = fast_config();
+    config.max_in_flight = 4;
+    // Longer than the test: the hung call is never timed out and retried.
+    config.call_timeout = Duration::from_secs(300);
+    let mut capped = ServerDef::http("hung", hung.url());
+    capped.max_in_flight = Some(1);
+    let tracker = Tracker::builder(backend.remote_tasks().await)
+        .server(capped)
+        .server(ServerDef::http("healthy", healthy.url()))
+        .config(config)
+        .start()
+        .await
+        .unwrap();
+    let start = |server: &'static str| {
+        let tracker = tracker.clone();
+        async move {
+            match tracker
+                .call_tool(server, "hold", json!({}), CallOptions::default())
+                .await
+                .unwrap()
+            {
+                CallOutcome::Task(t) => *t,
+                CallOutcome::Completed(r) => panic!("hold completed synchronously: {r:?}"),
+            }
+        }
+    };
+    let mut stuck = Vec::new();
+    for _ in 0..6 {
+        let t = start("hung").await;
+        // Every tasks/get of these hangs far longer than the test.
+        hung.mangle.lock().unwrap().insert(
+            t.remote_task_id.clone(),
+            Mangle::Delay(Duration::from_secs(600)),
+        );
+        stuck.push(t);
+    }
+    let mut fine = Vec::new();
+    for _ in 0..3 {
+        fine.push(start("healthy").await);
+    }
+    for t in &fine {
+        until(&tracker, &t.id, "polled beside the hung server", |r| {
+            r.poll_count >= 3 && r.consecutive_errors == 0
+        })
+        .await;
+    }
+    // The hung server got one tasks/get at a time (the first may still be
+    // in flight), and its other tasks wait without an error counted.
+    let hung_gets = hung
+        .gets_in_flight
+        .0
+        .load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(hung_gets, 1, "one tasks/get at a time on the hung server");
+    for t in &stuck {
+        let r = tracker.get(&t.id).await.unwrap();
+        assert!(!r.is_terminal(), "{r:#?}");
+        assert_eq!(r.consecutive_errors, 0, "deferred, not failed: {r:#?}");
+    }
+    tracker.shutdown(Duration::from_secs(2)).await;
+}
+
 mcptask_testkit::on_both_backends! {
+    a_hung_server_holds_only_its_own_cap => super::a_hung_server_holds_only_its_own_cap;
     remote_calls_in_flight_are_bounded => super::remote_calls_in_flight_are_bounded;
     a_hung_server_times_out_and_is_retried => super::a_hung_server_times_out_and_is_retried;
     an_unusable_handle_is_cancelled_not_left_running => super::an_unusable_handle_is_cancelled_not_left_running;
