@@ -222,10 +222,12 @@ fn http_transport(
     if !custom.is_empty() {
         config = config.custom_headers(custom);
     }
-    // rmcp's own default client would panic where this one reports.
+    // rmcp's own default client would panic where this one reports. Its
+    // connections stay open between the session's requests: a new TCP
+    // connection per request cost the upstream more than the call itself.
     let http = crate::tls::build_http_client(|| {
         reqwest::Client::builder()
-            .pool_max_idle_per_host(0)
+            .pool_idle_timeout(std::time::Duration::from_secs(30))
             .redirect(same_origin_redirect_policy())
     })
     .map_err(|e| fail(format!("cannot build the HTTP client: {e}")))?;

@@ -11,8 +11,14 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use mcptask_client::Tracker;
+use mcptask_client::Transport;
 use mcptask_client::remote::Timeouts;
 use mcptask_client::upstream::{LaneOptions, LanePool};
+
+/// Sessions held at once per HTTP upstream for relayed calls.
+const HTTP_LANES: usize = 64;
+/// Sessions (child processes) held at once per stdio upstream.
+const STDIO_LANES: usize = 4;
 use rmcp::model::Tool;
 use tokio::sync::watch;
 
@@ -105,12 +111,21 @@ impl Upstreams {
             return Ok(pool.clone());
         }
         let timeouts = self.timeouts();
+        // A lane is a session held for one call: over HTTP it costs a few
+        // requests, so enough of them that concurrent callers are not
+        // queued behind four; over stdio each is a child process.
+        let http = self
+            .tracker
+            .servers()
+            .get(server)
+            .is_some_and(|(def, _)| matches!(def.transport, Transport::Http { .. }));
         let pool = self
             .tracker
             .servers()
             .lanes(
                 server,
                 LaneOptions {
+                    max_lanes: if http { HTTP_LANES } else { STDIO_LANES },
                     connect_timeout: timeouts.connect.max(Duration::from_secs(10)),
                     call_timeout: timeouts.call,
                     ..Default::default()
