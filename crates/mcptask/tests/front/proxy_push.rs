@@ -55,10 +55,13 @@ async fn a_caller_is_told_when_its_front_task_settles() {
     .await;
 }
 
-/// The next message of `listen` that is not a task notification, waiting at
+/// The next message of `listen`, waiting at
 /// most `wait` (`None`: nothing came).
 async fn next_within(listen: &mut TaskListen, wait: Duration) -> Option<serde_json::Value> {
-    tokio::time::timeout(wait, listen.next()).await.ok().flatten()
+    tokio::time::timeout(wait, listen.next())
+        .await
+        .ok()
+        .flatten()
 }
 
 /// A 2026-07-28 upstream tells of changed lists only on a listen stream of
@@ -100,7 +103,10 @@ async fn a_listener_hears_the_upstreams_list_changes() {
             "{ack}"
         );
         for (trigger, heard) in [
-            ("demo__test_trigger_tool_change", "notifications/tools/list_changed"),
+            (
+                "demo__test_trigger_tool_change",
+                "notifications/tools/list_changed",
+            ),
             (
                 "demo__test_trigger_prompt_change",
                 "notifications/prompts/list_changed",
