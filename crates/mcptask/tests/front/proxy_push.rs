@@ -55,8 +55,7 @@ async fn a_caller_is_told_when_its_front_task_settles() {
     .await;
 }
 
-/// The next message of `listen`, waiting at
-/// most `wait` (`None`: nothing came).
+/// The next message of `listen`, waiting at most `wait` (`None`: nothing came).
 async fn next_within(listen: &mut TaskListen, wait: Duration) -> Option<serde_json::Value> {
     tokio::time::timeout(wait, listen.next())
         .await
