@@ -81,12 +81,35 @@ struct Routes {
     tasks: HashMap<String, mpsc::UnboundedSender<Ask>>,
 }
 
+/// What a server's `notifications/{tools,prompts,resources}/list_changed`
+/// bump, one counter per list (cheap to clone: shared senders).
+#[derive(Clone)]
+pub(crate) struct ListSignals {
+    pub(crate) tools: Arc<watch::Sender<u64>>,
+    pub(crate) prompts: Arc<watch::Sender<u64>>,
+    pub(crate) resources: Arc<watch::Sender<u64>>,
+}
+
+impl ListSignals {
+    pub(crate) fn new() -> Self {
+        Self {
+            tools: Arc::new(watch::channel(0).0),
+            prompts: Arc::new(watch::channel(0).0),
+            resources: Arc::new(watch::channel(0).0),
+        }
+    }
+}
+
+fn bump(signal: &watch::Sender<u64>) {
+    signal.send_modify(|v| *v = v.wrapping_add(1));
+}
+
 /// The `ClientHandler` of upstream sessions (cheap to clone: shared routes).
 #[derive(Clone, Default)]
 pub struct UpstreamHandler {
     routes: Arc<Mutex<Routes>>,
-    /// Bumped on the server's `notifications/tools/list_changed`.
-    tools_changed: Option<Arc<watch::Sender<u64>>>,
+    /// Bumped on the server's list-changed notifications.
+    lists_changed: Option<ListSignals>,
 }
 
 /// Unregisters a route when dropped.
@@ -108,9 +131,9 @@ impl Drop for RouteGuard {
 }
 
 impl UpstreamHandler {
-    /// Bump `signal` whenever the server says its tools changed.
-    pub(crate) fn on_tools_changed(mut self, signal: Arc<watch::Sender<u64>>) -> Self {
-        self.tools_changed = Some(signal);
+    /// Bump `signals` whenever the server says one of its lists changed.
+    pub(crate) fn on_lists_changed(mut self, signals: ListSignals) -> Self {
+        self.lists_changed = Some(signals);
         self
     }
 
@@ -271,8 +294,20 @@ impl ClientHandler for UpstreamHandler {
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        if let Some(signal) = &self.tools_changed {
-            signal.send_modify(|v| *v = v.wrapping_add(1));
+        if let Some(signals) = &self.lists_changed {
+            bump(&signals.tools);
+        }
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        if let Some(signals) = &self.lists_changed {
+            bump(&signals.prompts);
+        }
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        if let Some(signals) = &self.lists_changed {
+            bump(&signals.resources);
         }
     }
 

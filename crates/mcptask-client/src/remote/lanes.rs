@@ -8,18 +8,20 @@
 //! A lane whose call was cancelled is not reused: the upstream may still
 //! work on it and send requests or progress a later call would take for its own.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use rmcp::{Peer, RoleClient};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio_util::sync::CancellationToken;
 
 use super::RemoteError;
 use super::connection::{UpstreamSession, open_upstream};
 use super::detect::UpstreamInfo;
 use super::detect::classify;
-use super::handler::UpstreamHandler;
-use super::server_def::ServerDef;
+use super::handler::{ListSignals, UpstreamHandler};
+use super::server_def::{ServerDef, Transport};
 use super::tap::Tap;
 
 /// Sizing and timing of a [`LanePool`].
@@ -62,8 +64,19 @@ struct PoolInner {
     opts: LaneOptions,
     permits: Arc<Semaphore>,
     idle: Mutex<Vec<(LaneSession, Instant)>>,
-    /// Bumped when a lane's server says its tools changed.
-    tools_changed: Arc<watch::Sender<u64>>,
+    /// Bumped when the server says one of its lists changed (on a lane, or
+    /// on the stream [`LanePool::follow_lists`] holds).
+    lists: ListSignals,
+    /// Whether [`LanePool::follow_lists`] was called.
+    following: AtomicBool,
+    /// Ends the list follower with the pool.
+    stop: CancellationToken,
+}
+
+impl Drop for PoolInner {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
 }
 
 impl PoolInner {
@@ -106,7 +119,9 @@ impl LanePool {
             opts,
             permits: Arc::new(Semaphore::new(opts.max_lanes)),
             idle: Mutex::new(Vec::new()),
-            tools_changed: Arc::new(watch::channel(0).0),
+            lists: ListSignals::new(),
+            following: AtomicBool::new(false),
+            stop: CancellationToken::new(),
         });
         // Closes lanes idle too long even when nobody acquires; ends with the pool.
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
@@ -134,7 +149,40 @@ impl LanePool {
     /// `notifications/tools/list_changed` (its tools are then worth listing
     /// again, e.g. with [`Lane::relist`]).
     pub fn tools_changed(&self) -> watch::Receiver<u64> {
-        self.inner.tools_changed.subscribe()
+        self.inner.lists.tools.subscribe()
+    }
+
+    /// Changes each time the server says its prompts changed.
+    pub fn prompts_changed(&self) -> watch::Receiver<u64> {
+        self.inner.lists.prompts.subscribe()
+    }
+
+    /// Changes each time the server says its resources changed.
+    pub fn resources_changed(&self) -> watch::Receiver<u64> {
+        self.inner.lists.resources.subscribe()
+    }
+
+    /// Hear the server's list changes between calls too, from now until the
+    /// pool is dropped (once per pool; later calls do nothing). A 2026-07-28
+    /// server tells of them only on an open `subscriptions/listen` stream:
+    /// one is held open on a session of its own while the server advertises
+    /// `listChanged`, and opened again when it ends (HTTP servers only; see
+    /// `remote::follow`).
+    pub fn follow_lists(&self) {
+        if self.inner.following.swap(true, Ordering::SeqCst)
+            || !matches!(self.inner.def.transport, Transport::Http { .. })
+        {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        rt.spawn(super::follow::follow(
+            self.inner.def.clone(),
+            self.inner.lists.clone(),
+            self.inner.stop.clone(),
+            self.inner.opts.connect_timeout,
+        ));
     }
 
     /// The pool's options (with the definition's timeouts applied).
@@ -169,7 +217,7 @@ impl LanePool {
     async fn open(&self) -> Result<LaneSession, RemoteError> {
         let def = &self.inner.def;
         let timeout = self.inner.opts.connect_timeout;
-        let handler = UpstreamHandler::default().on_tools_changed(self.inner.tools_changed.clone());
+        let handler = UpstreamHandler::default().on_lists_changed(self.inner.lists.clone());
         let connect = async {
             let (service, tap) = open_upstream(def, handler.clone()).await?;
             let info = describe(&self.inner, &service, tap.as_deref()).await?;

@@ -7,6 +7,7 @@ mod cancel;
 pub mod classify;
 mod connection;
 pub(crate) mod detect;
+mod follow;
 pub(crate) mod handler;
 pub(crate) mod lanes;
 mod probe;

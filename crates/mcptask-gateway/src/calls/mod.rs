@@ -66,7 +66,7 @@ fn follow_list_changes(upstreams: Arc<Upstreams>, server: String, stop: Cancella
                 _ = tokio::time::sleep(SETTLE) => {}
             }
             changed.borrow_and_update();
-            match upstreams.refresh_server(&server).await {
+            match upstreams.refresh_announced(&server).await {
                 Ok(clashes) => {
                     for clash in clashes {
                         tracing::warn!(%clash, "an upstream tool was left out of the catalog");

@@ -16,9 +16,9 @@ use rmcp::model::{
     Implementation, InputRequests, InputRequiredResult, JsonObject, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
-    ServerConfig, Task, Tool, UpdateTaskParams,
+    ServerConfig, SubscriptionFilter, Task, Tool, UpdateTaskParams,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
@@ -84,6 +84,13 @@ impl FrontServer {
         let who = caller.clone();
         let tasks =
             DurableTaskServer::new(calls.runtime.clone()).with_principal(move |c| who(c).principal);
+        // The front's lists are its upstreams': their changes are heard
+        // between calls too, to be passed on (see `list_changes`).
+        for server in calls.upstreams.servers() {
+            if let Ok(pool) = calls.upstreams.lanes(&server.name) {
+                pool.follow_lists();
+            }
+        }
         Self {
             upstreams: calls.upstreams.clone(),
             runtime: calls.runtime.clone(),
@@ -341,7 +348,9 @@ impl ServerHandler for FrontServer {
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_prompts()
+                .enable_prompts_list_changed()
                 .enable_resources()
+                .enable_resources_list_changed()
                 .enable_completions()
                 .enable_tasks()
                 .build(),
@@ -529,30 +538,141 @@ impl ServerHandler for FrontServer {
         self.directory.complete(up, request).await
     }
 
-    /// A session-ful caller (a legacy `initialize`) hears
-    /// `notifications/tools/list_changed` whenever the catalog changes, until
-    /// its session ends.
+    /// A session-ful caller (a legacy `initialize`) hears the list changes
+    /// ([`ListChanges`]) until its session ends.
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        let mut changed = self.upstreams.catalog_changes();
-        changed.borrow_and_update();
+        let mut changes = ListChanges::new(&self.upstreams);
         let peer = context.peer;
         tokio::spawn(async move {
             loop {
-                tokio::select! {
-                    r = changed.changed() => {
-                        if r.is_err() || peer.notify_tool_list_changed().await.is_err() {
-                            return;
-                        }
-                    }
-                    // A session that ended while the catalog stood still
+                let sent = tokio::select! {
+                    change = changes.next() => match change {
+                        Some(ListKind::Tools) => peer.notify_tool_list_changed().await,
+                        Some(ListKind::Prompts) => peer.notify_prompt_list_changed().await,
+                        Some(ListKind::Resources) => peer.notify_resource_list_changed().await,
+                        None => return,
+                    },
+                    // A session that ended while the lists stood still
                     // must not keep this task forever.
                     _ = tokio::time::sleep(SESSION_CHECK) => {
                         if peer.is_transport_closed() {
                             return;
                         }
+                        Ok(())
                     }
+                };
+                if sent.is_err() {
+                    return;
                 }
             }
         });
     }
+
+    /// `subscriptions/listen` (SEP-2575) for list changes; task status
+    /// notifications are the `taskIds` filter, served by the task server
+    /// (see `on_custom_request`).
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(
+            SubscriptionFilter::builder()
+                .tools_list_changed()
+                .prompts_list_changed()
+                .resources_list_changed()
+                .build(),
+        )
+    }
+
+    /// One acknowledged stream hears the list changes ([`ListChanges`]) it
+    /// asked for, until the client goes away.
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
+        // Before anything awaits: the acknowledgment is on its way, and a
+        // change the client causes once it reads it must be heard.
+        let mut changes = ListChanges::new(&self.upstreams);
+        let sink = subscription.sink();
+        loop {
+            let change = tokio::select! {
+                _ = subscription.cancelled() => return Ok(()),
+                change = changes.next() => change,
+            };
+            let sent = match change {
+                Some(ListKind::Tools) => sink.notify_tool_list_changed().await,
+                Some(ListKind::Prompts) => sink.notify_prompt_list_changed().await,
+                Some(ListKind::Resources) => sink.notify_resource_list_changed().await,
+                None => return Ok(()),
+            };
+            match sent {
+                // A kind this stream did not ask for is not sent (the sink filters).
+                Ok(()) | Err(rmcp::service::SubscriptionSendError::NotificationNotAccepted(_)) => {}
+                Err(_) => return Ok(()),
+            }
+        }
+    }
+}
+
+/// A list the front offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ListKind {
+    Tools,
+    Prompts,
+    Resources,
+}
+
+/// The changes of the front's lists, from the moment it is made: the tool
+/// catalog's (rebuilt after an upstream said its tools changed, or found
+/// changed by a periodic listing), and the upstreams' word that their
+/// prompts or resources changed (the front lists those live, so the word
+/// is passed on at once).
+struct ListChanges {
+    tools: tokio::sync::watch::Receiver<u64>,
+    prompts: Vec<tokio::sync::watch::Receiver<u64>>,
+    resources: Vec<tokio::sync::watch::Receiver<u64>>,
+}
+
+impl ListChanges {
+    fn new(upstreams: &Upstreams) -> Self {
+        let pools: Vec<_> = upstreams
+            .servers()
+            .iter()
+            .filter_map(|s| upstreams.lanes(&s.name).ok())
+            .collect();
+        let mut tools = upstreams.catalog_changes();
+        tools.borrow_and_update();
+        let seen = |mut r: tokio::sync::watch::Receiver<u64>| {
+            r.borrow_and_update();
+            r
+        };
+        Self {
+            tools,
+            prompts: pools.iter().map(|p| seen(p.prompts_changed())).collect(),
+            resources: pools.iter().map(|p| seen(p.resources_changed())).collect(),
+        }
+    }
+
+    /// The next change; `None` once nothing can change any more.
+    async fn next(&mut self) -> Option<ListKind> {
+        tokio::select! {
+            r = self.tools.changed() => r.ok().map(|()| ListKind::Tools),
+            () = any_changed(&mut self.prompts) => Some(ListKind::Prompts),
+            () = any_changed(&mut self.resources) => Some(ListKind::Resources),
+        }
+    }
+}
+
+/// Until one of `signals` changes (marking it seen); forever if none can.
+async fn any_changed(signals: &mut [tokio::sync::watch::Receiver<u64>]) {
+    let mut waits: Vec<_> = signals
+        .iter_mut()
+        .map(|s| Box::pin(async move { s.changed().await.is_ok() }))
+        .collect();
+    while !waits.is_empty() {
+        let (changed, _, rest) = futures::future::select_all(waits).await;
+        if changed {
+            return;
+        }
+        // That server's pool is gone: wait on the others.
+        waits = rest;
+    }
+    std::future::pending().await
 }

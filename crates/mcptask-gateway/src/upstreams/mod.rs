@@ -160,6 +160,17 @@ impl Upstreams {
         Ok(self.rebuild())
     }
 
+    /// [`Upstreams::refresh_server`] for a server that said its tools
+    /// changed: [`Upstreams::catalog_changes`] ticks even when the catalog
+    /// reads the same (a front passes the server's word on to its own
+    /// clients, as the server would have told them), and even when the
+    /// listing failed (the last one is kept; the client lists when it will).
+    pub async fn refresh_announced(&self, server: &str) -> Result<Vec<Clash>, String> {
+        let listed = self.relist(server).await;
+        let clashes = self.rebuild_telling(true);
+        listed.map(|()| clashes)
+    }
+
     /// The configured servers.
     pub fn servers(&self) -> &[Upstream] {
         &self.servers
@@ -190,6 +201,12 @@ impl Upstreams {
     /// Build the catalog from the last listings; callers are told when it
     /// changed. Returns the clashes (the clashing newcomers are left out).
     fn rebuild(&self) -> Vec<Clash> {
+        self.rebuild_telling(false)
+    }
+
+    /// [`Upstreams::rebuild`]; `always`: tell callers even if the catalog
+    /// reads the same.
+    fn rebuild_telling(&self, always: bool) -> Vec<Clash> {
         // One rebuild at a time, so that the last listing always wins.
         let _one = self.rebuilding.lock().expect("rebuild lock");
         let listings = {
@@ -216,7 +233,7 @@ impl Upstreams {
         };
         *self.catalog.write().expect("catalog lock") = Arc::new(catalog);
         let first = !self.listed.swap(true, Ordering::SeqCst);
-        if first || !same {
+        if first || !same || always {
             self.version.send_modify(|v| *v += 1);
         }
         clashes
