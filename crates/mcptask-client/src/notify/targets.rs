@@ -43,6 +43,13 @@ impl Targets {
     /// `#3`… in registration order (stable across restarts of the same
     /// configuration, which is what stored lag rows and dead letters need).
     pub fn new(notifiers: Vec<Arc<dyn Notifier>>) -> Self {
+        Self::succeeding(notifiers, None)
+    }
+
+    /// [`Targets::new`] for a replaced set of notifiers: a target whose name
+    /// was already there keeps its delivery state (known to be down, its
+    /// stored lag rows and dead letters are found under the same name).
+    pub fn succeeding(notifiers: Vec<Arc<dyn Notifier>>, previous: Option<&Targets>) -> Self {
         let mut list: Vec<Target> = Vec::with_capacity(notifiers.len());
         for notifier in notifiers {
             let base = notifier.name();
@@ -52,10 +59,13 @@ impl Targets {
                 n += 1;
                 name = format!("{base}#{n}");
             }
+            let down = previous
+                .and_then(|p| p.get(&name))
+                .map_or(0, |t| t.down_until.load(Ordering::Relaxed));
             list.push(Target {
                 name,
                 notifier,
-                down_until: AtomicI64::new(0),
+                down_until: AtomicI64::new(down),
             });
         }
         Self { list }
