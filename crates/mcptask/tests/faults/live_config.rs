@@ -76,19 +76,20 @@ async fn a_server_added_tokens_rotated_a_limit_set_and_a_broken_file_while_tasks
         }
 
         // One reload: a server added, alice's API token and the upstream
-        // token rotated, a limit set.
+        // token rotated, a limit set, a webhook added.
+        let hook = WebhookReceiver::start("hook-secret").await;
         let second = toml(
             &db,
             &scripted.url(),
             ALICE_ROTATED,
             "new-token",
             &format!(
-                "[[servers]]\nname = \"more\"\nurl = {:?}\n\n[limits]\nper_principal_rate = 0.01\nper_principal_burst = 1\n",
-                demo.url
+                "[[servers]]\nname = \"more\"\nurl = {:?}\n\n[limits]\nper_principal_rate = 0.01\nper_principal_burst = 1\n\n[[webhooks]]\nurl = {:?}\nsecret = \"hook-secret\"\n",
+                demo.url, hook.url
             ),
         );
         let said = gateway.reload(&second).await.expect("a valid edit");
-        for change in ["servers added: more", "server demo: settings changed", "api tokens added for: alice", "api tokens removed for: alice", "limits:"] {
+        for change in ["servers added: more", "server demo: settings changed", "api tokens added for: alice", "api tokens removed for: alice", "limits:", "webhooks added:"] {
             assert!(said.contains(change), "{change:?} in {said}");
         }
         alice.get("/api/v1/tasks").await.assert_error(401, "unauthorized");
@@ -114,6 +115,24 @@ async fn a_server_added_tokens_rotated_a_limit_set_and_a_broken_file_while_tasks
             seen.last().unwrap().authorization.as_deref(),
             Some("Bearer new-token")
         );
+        // Their settling reached the webhook the reload added.
+        for id in &running {
+            let version = alice.task(id).await["notifications"]["eventVersion"].as_i64();
+            let deadline = tokio::time::Instant::now() + WAIT;
+            loop {
+                let got = version.and_then(|v| hook.get(&format!("{id}:{v}")));
+                if got.is_some_and(|e| e.status == "completed") {
+                    break;
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "{id}'s last event never reached the new webhook (version {version:?}, {} posts)",
+                    hook.posts()
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+        assert!(hook.bad().is_empty(), "{:?}", hook.bad());
 
         // A broken file: refused, with the position, and nothing changes.
         let live = slow(&alice, 2.0).await;
