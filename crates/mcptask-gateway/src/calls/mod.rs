@@ -224,10 +224,10 @@ impl Calls {
         }
         let mut followers = self.followers.lock().expect("followers lock");
         for name in names {
-            if !followers.contains_key(&name) {
+            if let std::collections::hash_map::Entry::Vacant(slot) = followers.entry(name) {
                 let token = self.stop.child_token();
-                follow_list_changes(self.upstreams.clone(), name.clone(), token.clone());
-                followers.insert(name, token);
+                follow_list_changes(self.upstreams.clone(), slot.key().clone(), token.clone());
+                slot.insert(token);
             }
         }
         (clashes, failures)

@@ -677,7 +677,7 @@ async fn a_reload_changes_the_issuers_and_tokens_accepted() {
         principal: Some("dave".into()),
     });
     let changes = s.gateway.reload(next).await.unwrap();
-    assert_eq!(changes.issuers_removed, [issuer.base.clone()]);
+    assert_eq!(changes.issuers_removed, vec![issuer.base.clone()]);
     assert_eq!(changes.tokens_added, ["dave"]);
     assert_eq!(get(&api, Some(&jwt)).await.status(), 401);
     assert_eq!(get(&api, Some("dave-token-0123456789")).await.status(), 200);
