@@ -203,7 +203,8 @@ impl Gateway {
     }
 
     /// Forget the retired servers (removed by a reload) whose last live
-    /// task ended.
+    /// task ended. Called with the reload lock held, so that no reload
+    /// configures a server again between the check and the removal.
     async fn sweep_retired(&self) {
         for name in self.calls.upstreams.retired() {
             let filter = mcptask_client::ListFilter {
@@ -213,10 +214,7 @@ impl Gateway {
             };
             match self.tracker.list(&filter, None, 1).await {
                 Ok((live, _)) if live.is_empty() => {
-                    // Unless a reload configured it again meanwhile.
-                    if self.calls.upstreams.is_retired(&name)
-                        && !self.calls.upstreams.is_configured(&name)
-                    {
+                    if !self.calls.upstreams.is_configured(&name) {
                         self.tracker.servers().remove(&name);
                         self.calls.upstreams.unretire(&name);
                         tracing::info!(server = %name, "a removed server's last live task ended: the server is forgotten");
@@ -238,6 +236,7 @@ impl Gateway {
                     _ = gateway.stop.cancelled() => return,
                     _ = tokio::time::sleep(RETIRED_CHECK) => {}
                 }
+                let _one = gateway.reloading.lock().await;
                 gateway.sweep_retired().await;
             }
         });

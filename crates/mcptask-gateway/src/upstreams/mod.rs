@@ -170,24 +170,26 @@ impl Upstreams {
     }
 
     /// Replace the configured servers (a configuration reload). What the
-    /// gateway knew of a server that is gone or `redefined` (its listing,
-    /// its lanes) is forgotten; list the new and redefined ones with
-    /// [`Upstreams::refresh_server`] (the catalog is rebuilt here without
-    /// the removed ones).
+    /// gateway knew of a server that is gone (its listing, its lanes) is
+    /// forgotten; a `redefined` server's lanes are made anew from its new
+    /// definition, and its last listing serves until
+    /// [`Upstreams::refresh_server`] lists it again (so its tools never
+    /// vanish from the front while a reload lists it). Returns the clashes
+    /// of the catalog rebuilt without the removed servers.
     pub fn set_servers(&self, servers: Vec<Upstream>, redefined: &[String]) -> Vec<Clash> {
         {
             let mut current = self.servers.write().expect("servers lock");
             let kept: std::collections::HashSet<&str> =
                 servers.iter().map(|s| s.name.as_str()).collect();
-            let forget: Vec<String> = current
-                .iter()
-                .map(|s| s.name.clone())
-                .filter(|n| !kept.contains(n.as_str()) || redefined.contains(n))
-                .collect();
             let mut listings = self.listings.lock().expect("listings lock");
             let mut lanes = self.lanes.lock().expect("lanes lock");
-            for name in &forget {
-                listings.remove(name);
+            for name in current.iter().map(|s| &s.name) {
+                if !kept.contains(name.as_str()) {
+                    listings.remove(name);
+                    lanes.remove(name);
+                }
+            }
+            for name in redefined {
                 lanes.remove(name);
             }
             // A configured server is not retired, whatever it was before.
