@@ -107,6 +107,46 @@ async fn a_denied_tool_is_refused_at_the_stdio_face() {
     .await;
 }
 
+/// `mcptask proxy --stdio` re-reads its file on SIGHUP too: a policy edit
+/// hides the tool from the host's next listing and refuses its calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_reloaded_into_proxy_stdio_hides_the_tool() {
+    let db = TestDatabase::sqlite();
+    with_deadline(Duration::from_secs(180), async {
+        let server = DemoServer::start(&db.url, &[]).await;
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("mcptask.toml");
+        let toml = format!(
+            "[database]\nurl = \"sqlite:{}\"\n[api]\nauth = \"none\"\n[proxy]\nprincipal = \"bob\"\n[[servers]]\nname = \"demo\"\nurl = \"{}\"\n",
+            dir.path().join("front.db").display(),
+            server.url
+        );
+        std::fs::write(&config, &toml).unwrap();
+        let bob = TestClient::stdio(proxy_stdio(&config), Lifecycle::Modern { tasks: true })
+            .await
+            .expect("connect to mcptask proxy --stdio");
+        assert!(names(&bob).await.contains(&"demo__slow_compute".to_string()));
+        // Its command line names this test's (unique) config path.
+        let pids = mcptask_testkit::process::children_with(&config.display().to_string());
+        assert_eq!(pids.len(), 1, "the proxy's pid: {pids:?}");
+
+        std::fs::write(&config, format!("{toml}{DENY_BOB}")).unwrap();
+        mcptask_testkit::process::sighup(pids[0]);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while names(&bob).await.contains(&"demo__slow_compute".to_string()) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the reloaded policy never hid the tool"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_refused_like_a_missing_tool(&bob, "demo__slow_compute").await;
+        assert!(names(&bob).await.contains(&"demo__greet".to_string()));
+        bob.close().await;
+    })
+    .await;
+}
+
 async fn stack(
     db: &TestDatabase,
     front_db: &TestDatabase,
