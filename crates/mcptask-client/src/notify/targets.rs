@@ -79,3 +79,21 @@ impl Targets {
         self.list.iter().find(|t| t.name == name)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::notify::ChannelNotifier;
+
+    #[test]
+    fn a_target_kept_under_its_name_keeps_its_delivery_state() {
+        let old = Targets::new(vec![Arc::new(ChannelNotifier::new(4))]);
+        old.get("subscribe").unwrap().mark_down(5_000);
+        // The same name again (e.g. a webhook whose secret changed): still
+        // known to be down; a target that is new starts up.
+        let kept = Targets::succeeding(vec![Arc::new(ChannelNotifier::new(4))], Some(&old));
+        assert_eq!(kept.get("subscribe").unwrap().down_until(0), Some(5_000));
+        let fresh = Targets::succeeding(vec![Arc::new(ChannelNotifier::new(4))], None);
+        assert_eq!(fresh.get("subscribe").unwrap().down_until(0), None);
+    }
+}
