@@ -144,6 +144,8 @@ pub async fn serve(config_path: &Path, flags: &Overrides) -> anyhow::Result<()> 
     // until the first call, and a server that is down is logged now.
     gateway.tracker.probe_servers();
     let handle = mcptask_gateway::metrics::install()?;
+    // The configuration in force loaded; a refused reload sets it to 0.
+    metrics::gauge!("mcptask_config_last_reload_successful").set(1.0);
     gateway.spawn_metric_gauges(Duration::from_secs(5));
     let served = gateway.serve(listener, Some(handle)).await;
     gateway.shutdown().await;
