@@ -68,7 +68,9 @@ mod workers;
 
 pub use config::{InvalidSetting, TrackerConfig};
 pub use local::LocalWork;
-pub use notify::{ChannelNotifier, FanoutNotifier, Notifier, NotifyError, WebhookNotifier};
+pub use notify::{
+    ChannelNotifier, FanoutNotifier, Notifier, NotifyError, WebhookNotifier, redact_url,
+};
 pub use remote::{Health, ServerDef, ServerRegistry, Toolset, Transport};
 pub use resolver::{InputContext, InputResolver};
 pub use tracker::{

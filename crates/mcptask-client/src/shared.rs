@@ -44,8 +44,9 @@ pub(crate) struct Inner {
     pub clock: SharedClock,
     pub config: TrackerConfig,
     pub owner: String,
-    /// The notify targets, each with its own delivery state.
-    pub targets: Targets,
+    /// The notify targets, each with its own delivery state (replaced whole
+    /// when the application changes its notifiers).
+    pub targets: std::sync::RwLock<Arc<Targets>>,
     pub channel: ChannelNotifier,
     pub resolver: Option<Arc<dyn InputResolver>>,
     /// Local hints that a task changed (ids), for `wait` and live views.
@@ -63,6 +64,11 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
+    /// The notify targets in force now.
+    pub(crate) fn targets(&self) -> Arc<Targets> {
+        self.targets.read().expect("targets lock").clone()
+    }
+
     /// The tracker-wide bounds for servers that set none.
     pub(crate) fn timeouts(&self) -> Timeouts {
         Timeouts {

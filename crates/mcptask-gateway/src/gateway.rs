@@ -12,9 +12,11 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, AppState};
-use crate::calls::Calls;
+use crate::auth::Authenticator;
+use crate::calls::{Calls, Limits};
 use crate::config::Config;
 use crate::front;
+use crate::live::{Changes, Fingerprint, LiveConfig};
 
 /// How long shutdown lets running work drain before leaving it to recovery.
 const DRAIN: Duration = Duration::from_secs(10);
@@ -24,8 +26,13 @@ const DRAIN: Duration = Duration::from_secs(10);
 pub struct Gateway {
     /// The tracker of remote tasks (SEP-2663 and toolsets).
     pub tracker: Tracker,
-    /// The configuration it was started with.
+    /// The configuration it was started with (what is read once at start:
+    /// the database, the listener, `[proxy]`, `[tracker]`).
     pub config: Config,
+    /// The configuration in force (replaced by [`Gateway::reload`]).
+    pub live: LiveConfig,
+    /// How requests are authenticated (reloadable).
+    pub auth: Authenticator,
     /// The store every part shares.
     pub store: mcptask_sql::Store,
     /// The calls: upstream catalog and call runtime.
@@ -33,7 +40,32 @@ pub struct Gateway {
     /// The OAuth tokens of `[servers.oauth]` servers (when any server has one).
     pub oauth: Option<mcptask_client::oauth::OAuthRuntime>,
     stop: CancellationToken,
+    /// One reload at a time; holds the OAuth runtime a reload made (the
+    /// configuration at start had no OAuth server).
+    reloading: Arc<tokio::sync::Mutex<Option<mcptask_client::oauth::OAuthRuntime>>>,
 }
+
+/// The webhooks of `config` as notifiers.
+fn webhooks_of(config: &Config) -> anyhow::Result<Vec<Arc<dyn Notifier>>> {
+    config
+        .webhooks
+        .iter()
+        .map(|hook| {
+            let timeout = Duration::from_millis(hook.timeout_ms.unwrap_or(10_000));
+            WebhookNotifier::new(
+                hook.url.get_ref().clone(),
+                hook.secret.clone().into_bytes(),
+                timeout,
+            )
+            .map(|n| Arc::new(n) as Arc<dyn Notifier>)
+            .map_err(anyhow::Error::msg)
+        })
+        .collect()
+}
+
+/// How often servers removed by a reload are checked for live tasks (the
+/// last one ended: the tracker forgets the server).
+const RETIRED_CHECK: Duration = Duration::from_secs(30);
 
 /// The OAuth runtime of `config`'s servers: their tokens in `store`, sealed
 /// with the configured key. `None` when no server uses OAuth.
@@ -94,33 +126,127 @@ impl Gateway {
         for def in config.server_defs_with(oauth.as_ref()) {
             builder = builder.server(def);
         }
-        for hook in &config.webhooks {
-            let timeout = Duration::from_millis(hook.timeout_ms.unwrap_or(10_000));
-            let notifier = WebhookNotifier::new(
-                hook.url.get_ref().clone(),
-                hook.secret.clone().into_bytes(),
-                timeout,
-            )
-            .map_err(anyhow::Error::msg)?;
-            builder = builder.notifier(Arc::new(notifier) as Arc<dyn Notifier>);
+        for notifier in webhooks_of(&config)? {
+            builder = builder.notifier(notifier);
         }
         let tracker = builder.start().await.context("starting the tracker")?;
         let stop = CancellationToken::new();
         let calls = Calls::start(tracker.clone(), &config, &store, stop.clone()).await?;
-        Ok(Gateway {
+        let http =
+            mcptask_client::tls::build_http_client(reqwest::Client::builder).unwrap_or_default();
+        let gateway = Gateway {
             tracker,
+            live: LiveConfig::new(config.clone()),
+            auth: Authenticator::new(&config, http),
             config,
             store,
             calls,
             oauth,
             stop,
-        })
+            reloading: Arc::default(),
+        };
+        gateway.spawn_retired_sweep();
+        Ok(gateway)
+    }
+
+    /// Put `next` in force without a restart: `[api]` tokens, `auth`,
+    /// `public_url` and `[[api.oauth]]` for the requests authenticated from
+    /// now on; `[[policy]]` and `[limits]` for new calls (calls already made
+    /// run to their end); `[[servers]]` added, edited (headers, credentials,
+    /// timeouts: from the next request; live tasks carry on) and removed
+    /// (no new calls; the tracker follows its live tasks to their end, then
+    /// forgets it); `[[webhooks]]` for the events delivered from now on.
+    /// Settings read only at start are left as they are (the changes say
+    /// which). `next` must have been loaded and checked like a configuration
+    /// at start ([`Config::load`]); what cannot be put in force (OAuth
+    /// servers without a key, a webhook URL the client refuses) is refused
+    /// before anything changes, and the configuration in force stays.
+    pub async fn reload(&self, next: Config) -> anyhow::Result<Changes> {
+        let mut made = self.reloading.lock().await;
+        let current = self.live.get();
+        let changes = Changes::between(&Fingerprint::of(&current), &Fingerprint::of(&next));
+        // Everything that can fail, first.
+        let webhooks = webhooks_of(&next)?;
+        let oauth = match (&self.oauth, &*made) {
+            (Some(runtime), _) | (None, Some(runtime)) => Some(runtime.clone()),
+            (None, None) => oauth_runtime(&next, &self.store)?,
+        };
+        if self.oauth.is_none() && made.is_none() {
+            made.clone_from(&oauth);
+        }
+        // Servers: the registry first (new definitions; removed servers stay
+        // while they have live tasks), then what the calls front.
+        let registry = self.tracker.servers();
+        for def in next.server_defs_with(oauth.as_ref()) {
+            registry.upsert(def);
+        }
+        for name in &changes.servers_removed {
+            self.calls.upstreams.retire(name);
+        }
+        let (clashes, unreachable) = self
+            .calls
+            .set_servers(Calls::upstreams_of(&next), &changes.servers_to_list())
+            .await;
+        for clash in clashes {
+            tracing::warn!(%clash, "an upstream tool was left out of the catalog");
+        }
+        for (server, why) in unreachable {
+            tracing::warn!(%server, error = %why, "cannot list the tools of a reloaded server; its calls fail until it answers");
+        }
+        self.auth.set(&next);
+        self.calls.set_policy(next.policy());
+        self.calls.limiter.set(Limits::from_config(&next));
+        self.tracker.set_notifiers(webhooks);
+        self.live.set(next);
+        self.sweep_retired().await;
+        Ok(changes)
+    }
+
+    /// Forget the retired servers (removed by a reload) whose last live
+    /// task ended. Called with the reload lock held, so that no reload
+    /// configures a server again between the check and the removal.
+    async fn sweep_retired(&self) {
+        for name in self.calls.upstreams.retired() {
+            let filter = mcptask_client::ListFilter {
+                server: Some(name.clone()),
+                active_only: true,
+                ..Default::default()
+            };
+            match self.tracker.list(&filter, None, 1).await {
+                Ok((live, _)) if live.is_empty() => {
+                    if !self.calls.upstreams.is_configured(&name) {
+                        self.tracker.servers().remove(&name);
+                        self.calls.upstreams.unretire(&name);
+                        tracing::info!(server = %name, "a removed server's last live task ended: the server is forgotten");
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(server = %name, error = %e, "cannot read the live tasks of a removed server")
+                }
+            }
+        }
+    }
+
+    fn spawn_retired_sweep(&self) {
+        let gateway = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = gateway.stop.cancelled() => return,
+                    _ = tokio::time::sleep(RETIRED_CHECK) => {}
+                }
+                let _one = gateway.reloading.lock().await;
+                gateway.sweep_retired().await;
+            }
+        });
     }
 
     /// The HTTP surface: REST API, event stream, dashboard, health, metrics
     /// (when `metrics` is given) and, with `[proxy] enabled`, MCP at `/mcp`.
     pub fn router(&self, metrics: Option<PrometheusHandle>) -> axum::Router {
-        let state = AppState::new(self.calls.clone(), &self.config, metrics);
+        let state = AppState::with_auth(self.calls.clone(), self.auth.clone(), metrics)
+            .with_config(self.live.clone());
         let max_body = self.config.api.max_body_bytes;
         let mcp = self
             .config

@@ -42,9 +42,11 @@ pub mod config;
 mod drivers;
 pub mod front;
 mod gateway;
+pub mod live;
 pub mod metrics;
 pub mod upstreams;
 
 pub use calls::Calls;
 pub use config::{Config, ConfigError};
 pub use gateway::Gateway;
+pub use live::{Changes, Fingerprint, LiveConfig};

@@ -14,6 +14,11 @@ pub const OPERATOR: &str = "operator-token-0123456789";
 pub const ALICE: &str = "alice-token-0123456789";
 pub const BOB: &str = "bob-token-0123456789";
 
+/// What `mcptask serve` logs when a reload put the file in force…
+pub const RELOADED: &str = "configuration reloaded";
+/// … and when it refused it (the configuration in force stays).
+pub const RELOAD_REFUSED: &str = "configuration reload refused";
+
 /// The line `mcptask serve` prints once its API listens.
 pub const GATEWAY_LISTENING: &str = "mcptask gateway listening on ";
 
@@ -213,6 +218,54 @@ impl GatewayProcess {
     /// The process's stderr so far.
     pub fn log(&self) -> String {
         self.process.log()
+    }
+
+    /// Its `mcptask.toml`.
+    pub fn config_path(&self) -> std::path::PathBuf {
+        self._dir.path().join("mcptask.toml")
+    }
+
+    /// Its directory (the working directory of `serve`).
+    pub fn dir(&self) -> &std::path::Path {
+        self._dir.path()
+    }
+
+    /// Send SIGHUP (reload the configuration) without waiting.
+    pub fn sighup(&self) {
+        crate::process::sighup(self.process.pid);
+    }
+
+    /// Write `toml` as its configuration, send SIGHUP and wait (at most
+    /// 60 s) until the gateway logs the outcome: `Ok(line)` when it put the
+    /// file in force, `Err(line)` when it refused it.
+    pub async fn reload(&self, toml: &str) -> Result<String, String> {
+        std::fs::write(self.config_path(), toml).expect("write mcptask.toml");
+        let before = self.reload_lines().len();
+        self.sighup();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(line) = self.reload_lines().into_iter().nth(before) {
+                return if line.contains(RELOADED) {
+                    Ok(line)
+                } else {
+                    Err(line)
+                };
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no reload outcome logged within 60 s; log:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn reload_lines(&self) -> Vec<String> {
+        self.log()
+            .lines()
+            .filter(|l| l.contains(RELOADED) || l.contains(RELOAD_REFUSED))
+            .map(str::to_string)
+            .collect()
     }
 
     /// SIGKILL the gateway (no drain, no claim released) and reap it.

@@ -229,3 +229,16 @@ pub fn thaw(pid: u32) {
         std::io::Error::last_os_error()
     );
 }
+
+/// SIGHUP a process (`mcptask serve` and `proxy --stdio` reload their
+/// configuration on it).
+pub fn sighup(pid: u32) {
+    // SAFETY: kill(2) with a pid we own and a valid signal number.
+    let rc = unsafe { libc::kill(pid as libc::pid_t, libc::SIGHUP) };
+    assert_eq!(
+        rc,
+        0,
+        "kill -HUP {pid}: {}",
+        std::io::Error::last_os_error()
+    );
+}

@@ -211,6 +211,12 @@ enum ConfigCommand {
         /// Print the findings as one JSON object (servers, probes, live tasks that would fail, problems).
         #[arg(long)]
         json: bool,
+        /// Compare the file with the configuration in force at this running
+        /// gateway (e.g. http://127.0.0.1:7777): what a reload (SIGHUP) would
+        /// change, and which live tasks the edit touches. Needs an operator
+        /// token: MCPTASK_API_TOKEN, else the file's operator tokens.
+        #[arg(long, value_name = "URL")]
+        gateway: Option<String>,
     },
 }
 
@@ -540,7 +546,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 config,
                 no_probe,
                 json,
-            } => exit_with(cli::setup::check(&config, !no_probe, json).await?),
+                gateway,
+            } => exit_with(cli::setup::check(&config, !no_probe, json, gateway.as_deref()).await?),
         },
         Command::Completions { shell } => {
             let mut script = Vec::new();

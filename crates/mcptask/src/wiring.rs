@@ -61,12 +61,82 @@ fn stop_on_signal(gateway: &Gateway) {
     });
 }
 
-/// `mcptask serve`: run until Ctrl-C / SIGTERM, then drain within a deadline.
+/// Read `path` again (with the same overrides as at start) and put it in
+/// force. An invalid file is refused with the error a start would give,
+/// logged at error level; the configuration in force stays. Either way the
+/// outcome is counted (`mcptask_config_reloads_total{outcome}`) and
+/// `mcptask_config_last_reload_successful` says how the last one went.
+pub async fn reload(gateway: &Gateway, path: &Path, flags: &Overrides, stdio: bool) -> bool {
+    let loaded = Config::load_with_env(path, |k| flags.lookup(k))
+        .map(|mut next| {
+            // `proxy --stdio` serves the front whatever the file says.
+            next.proxy.enabled |= stdio;
+            next
+        })
+        .map_err(anyhow::Error::from);
+    let outcome = match loaded {
+        Ok(next) => gateway.reload(next).await,
+        Err(e) => Err(e),
+    };
+    let ok = outcome.is_ok();
+    match outcome {
+        Ok(changes) if changes.is_empty() => {
+            tracing::info!("configuration reloaded: nothing changed");
+        }
+        Ok(changes) => {
+            tracing::info!("configuration reloaded: {}", changes.lines().join("; "));
+            if !changes.need_restart.is_empty() {
+                tracing::warn!(
+                    settings = %changes.need_restart.join(", "),
+                    "configuration reloaded, but these settings are read at start only: they apply after a restart"
+                );
+            }
+        }
+        Err(e) => {
+            tracing::error!(
+                "configuration reload refused; the configuration in force stays: {e:#}"
+            );
+        }
+    }
+    let outcome = if ok { "ok" } else { "refused" };
+    metrics::counter!("mcptask_config_reloads_total", "outcome" => outcome).increment(1);
+    metrics::gauge!("mcptask_config_last_reload_successful").set(if ok { 1.0 } else { 0.0 });
+    ok
+}
+
+/// Reload the configuration at each SIGHUP, until the gateway stops.
+fn reload_on_sighup(gateway: &Gateway, path: &Path, flags: &Overrides, stdio: bool) {
+    #[cfg(unix)]
+    {
+        let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+            Ok(hup) => hup,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGHUP: the configuration is not reloadable");
+                return;
+            }
+        };
+        let gateway = gateway.clone();
+        let path = path.to_path_buf();
+        let flags = flags.clone();
+        tokio::spawn(async move {
+            while hup.recv().await.is_some() {
+                tracing::info!(config = %path.display(), "SIGHUP: reloading the configuration");
+                reload(&gateway, &path, &flags, stdio).await;
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    let _ = (gateway, path, flags, stdio);
+}
+
+/// `mcptask serve`: run until Ctrl-C / SIGTERM, then drain within a
+/// deadline; SIGHUP reloads the configuration.
 pub async fn serve(config_path: &Path, flags: &Overrides) -> anyhow::Result<()> {
     let config = Config::load_with_env(config_path, |k| flags.lookup(k))?;
     let listen = config.api.listen;
     let gateway = Gateway::start(config).await?;
     stop_on_signal(&gateway);
+    reload_on_sighup(&gateway, config_path, flags, false);
     let listener = bind(listen, "[api] listen (or MCPTASK_LISTEN)").await?;
     let local = listener.local_addr()?;
     eprintln!("mcptask gateway listening on http://{local}/");
@@ -74,6 +144,8 @@ pub async fn serve(config_path: &Path, flags: &Overrides) -> anyhow::Result<()> 
     // until the first call, and a server that is down is logged now.
     gateway.tracker.probe_servers();
     let handle = mcptask_gateway::metrics::install()?;
+    // The configuration in force loaded; a refused reload sets it to 0.
+    metrics::gauge!("mcptask_config_last_reload_successful").set(1.0);
     gateway.spawn_metric_gauges(Duration::from_secs(5));
     let served = gateway.serve(listener, Some(handle)).await;
     gateway.shutdown().await;
@@ -81,13 +153,15 @@ pub async fn serve(config_path: &Path, flags: &Overrides) -> anyhow::Result<()> 
 }
 
 /// `mcptask proxy --stdio`: the front over stdin/stdout, with the tracker
-/// workers of the configuration running alongside.
+/// workers of the configuration running alongside; SIGHUP reloads the
+/// configuration.
 pub async fn proxy_stdio(config_path: &Path, flags: &Overrides) -> anyhow::Result<()> {
     let mut config = Config::load_with_env(config_path, |k| flags.lookup(k))?;
     // The front is what this command serves, whatever `[proxy] enabled` says.
     config.proxy.enabled = true;
     let gateway = Gateway::start(config).await?;
     stop_on_signal(&gateway);
+    reload_on_sighup(&gateway, config_path, flags, true);
     let served = gateway.serve_stdio().await;
     gateway.shutdown().await;
     served

@@ -23,7 +23,9 @@ use mcptask_core::client::TaskEvent;
 pub use channel::ChannelNotifier;
 pub use fanout::FanoutNotifier;
 pub(crate) use targets::Targets;
-pub use webhook::{IDEMPOTENCY_HEADER, SIGNATURE_HEADER, WebhookNotifier, sign, webhook_body};
+pub use webhook::{
+    IDEMPOTENCY_HEADER, SIGNATURE_HEADER, WebhookNotifier, redact_url, sign, webhook_body,
+};
 
 /// Why a delivery failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

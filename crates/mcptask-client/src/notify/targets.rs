@@ -43,6 +43,13 @@ impl Targets {
     /// `#3`… in registration order (stable across restarts of the same
     /// configuration, which is what stored lag rows and dead letters need).
     pub fn new(notifiers: Vec<Arc<dyn Notifier>>) -> Self {
+        Self::succeeding(notifiers, None)
+    }
+
+    /// [`Targets::new`] for a replaced set of notifiers: a target whose name
+    /// was already there keeps its delivery state (known to be down, its
+    /// stored lag rows and dead letters are found under the same name).
+    pub fn succeeding(notifiers: Vec<Arc<dyn Notifier>>, previous: Option<&Targets>) -> Self {
         let mut list: Vec<Target> = Vec::with_capacity(notifiers.len());
         for notifier in notifiers {
             let base = notifier.name();
@@ -52,10 +59,13 @@ impl Targets {
                 n += 1;
                 name = format!("{base}#{n}");
             }
+            let down = previous
+                .and_then(|p| p.get(&name))
+                .map_or(0, |t| t.down_until.load(Ordering::Relaxed));
             list.push(Target {
                 name,
                 notifier,
-                down_until: AtomicI64::new(0),
+                down_until: AtomicI64::new(down),
             });
         }
         Self { list }
@@ -67,5 +77,23 @@ impl Targets {
 
     pub fn get(&self, name: &str) -> Option<&Target> {
         self.list.iter().find(|t| t.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::notify::ChannelNotifier;
+
+    #[test]
+    fn a_target_kept_under_its_name_keeps_its_delivery_state() {
+        let old = Targets::new(vec![Arc::new(ChannelNotifier::new(4))]);
+        old.get("subscribe").unwrap().mark_down(5_000);
+        // The same name again (e.g. a webhook whose secret changed): still
+        // known to be down; a target that is new starts up.
+        let kept = Targets::succeeding(vec![Arc::new(ChannelNotifier::new(4))], Some(&old));
+        assert_eq!(kept.get("subscribe").unwrap().down_until(0), Some(5_000));
+        let fresh = Targets::succeeding(vec![Arc::new(ChannelNotifier::new(4))], None);
+        assert_eq!(fresh.get("subscribe").unwrap().down_until(0), None);
     }
 }

@@ -49,7 +49,7 @@ impl WebhookNotifier {
 
 /// The URL without user info, query or fragment: a target name is shown on
 /// the dashboard and stored, and those parts may carry credentials.
-fn redact_url(url: &str) -> String {
+pub fn redact_url(url: &str) -> String {
     let Ok(mut parsed) = reqwest::Url::parse(url) else {
         return url.split(['?', '#']).next().unwrap_or_default().to_string();
     };

@@ -98,7 +98,7 @@ impl TrackerBuilder {
             clock: self.clock,
             config: self.config,
             owner: self.owner.unwrap_or_else(|| ids::new_owner_id("tracker")),
-            targets: Targets::new(targets),
+            targets: std::sync::RwLock::new(Arc::new(Targets::new(targets))),
             channel,
             resolver: self.resolver,
             changes: broadcast::channel(4096).0,

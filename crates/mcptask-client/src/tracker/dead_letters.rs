@@ -9,7 +9,21 @@ impl Tracker {
     /// The names of this tracker's notify targets (`subscribe` is the
     /// in-process stream; a webhook is `webhook <url>`).
     pub fn notify_targets(&self) -> Vec<String> {
-        self.inner.targets.names()
+        self.inner.targets().names()
+    }
+
+    /// Replace the application's notifiers (the in-process stream of
+    /// `subscribe` stays): events from now on go to `notifiers`. A target
+    /// kept under the same name (a webhook whose URL did not change) keeps
+    /// its delivery state, lag rows and dead letters; a removed one gets no
+    /// more events (its stored lag rows wait, unclaimed, until it is
+    /// configured again); a new one gets events from now on.
+    pub fn set_notifiers(&self, notifiers: Vec<std::sync::Arc<dyn crate::Notifier>>) {
+        let mut targets = self.inner.targets.write().expect("targets lock");
+        let mut all: Vec<std::sync::Arc<dyn crate::Notifier>> =
+            vec![std::sync::Arc::new(self.inner.channel.clone())];
+        all.extend(notifiers);
+        *targets = std::sync::Arc::new(crate::notify::Targets::succeeding(all, Some(&targets)));
     }
 
     /// Dead letters matching `filter`, newest first (at most 1000).

@@ -102,7 +102,8 @@ async fn deliver(inner: &Arc<Inner>, claim: &NotifyClaim) -> NotifyResult {
     let Some(first) = claim.events.first() else {
         return result;
     };
-    let outcomes = join_all(inner.targets.list.iter().map(|target| async move {
+    let targets = inner.targets();
+    let outcomes = join_all(targets.list.iter().map(|target| async move {
         let now = inner.clock.now_ms();
         if claim.lagging.contains(&target.name) {
             // Its lag row covers these versions too: keep the target in order.
@@ -190,7 +191,7 @@ pub(super) async fn redeliver(inner: &Arc<Inner>) -> Result<usize, StoreError> {
             inner.config.lease_ms,
             inner.config.batch_size,
             inner.config.notify_batch_events,
-            &inner.targets.names(),
+            &inner.targets().names(),
         )
         .await?;
     if claims.is_empty() {
@@ -253,7 +254,8 @@ async fn catch_up(inner: &Arc<Inner>, claim: &LagClaim, failed: &mut Option<Stri
         released: false,
         ..released(claim)
     };
-    let Some(target) = inner.targets.get(&claim.target) else {
+    let targets = inner.targets();
+    let Some(target) = targets.get(&claim.target) else {
         return released(claim);
     };
     for event in &claim.events {

@@ -316,6 +316,11 @@ pub async fn list_servers(State(state): State<AppState>) -> Json<Value> {
             "definitionHash": hash,
             "health": health,
         });
+        if state.calls.upstreams.is_retired(&name) {
+            // Removed by a reload: no new calls; its live tasks are
+            // followed to their end.
+            entry["retired"] = json!(true);
+        }
         // Where the token stands, never the token.
         if let Some(oauth) = &def.oauth {
             let runtime = oauth
@@ -332,6 +337,28 @@ pub async fn list_servers(State(state): State<AppState>) -> Json<Value> {
         servers.push(entry);
     }
     Json(json!({"servers": servers}))
+}
+
+/// The configuration in force, as a reload compares it (secrets as short
+/// hashes): `mcptask config check --gateway` diffs a file against it.
+/// Operators only.
+pub async fn config_in_force(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Json<Value>, ApiError> {
+    if !caller.operator {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "the configuration in force is shown to operator tokens only",
+        ));
+    }
+    let Some(live) = &state.config else {
+        return Err(ApiError::not_found("route"));
+    };
+    Ok(Json(json!({
+        "fingerprint": crate::live::Fingerprint::of(&live.get()),
+    })))
 }
 
 pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {

@@ -34,6 +34,8 @@ pub struct AppState {
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
     /// How requests are authenticated.
     pub auth: Authenticator,
+    /// The configuration in force, for `GET /api/v1/config` (none: 404).
+    pub config: Option<crate::live::LiveConfig>,
 }
 
 impl AppState {
@@ -44,12 +46,29 @@ impl AppState {
     ) -> Self {
         let http =
             mcptask_client::tls::build_http_client(reqwest::Client::builder).unwrap_or_default();
+        Self::with_auth(calls, Authenticator::new(config, http), metrics)
+    }
+
+    /// With an authenticator of the caller's (one a reload updates).
+    pub fn with_auth(
+        calls: Calls,
+        auth: Authenticator,
+        metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+    ) -> Self {
         Self {
             tracker: calls.upstreams.tracker.clone(),
             calls,
             metrics,
-            auth: Authenticator::new(config, http),
+            auth,
+            config: None,
         }
+    }
+
+    /// Show `config` (its fingerprint: secrets as short hashes) to
+    /// operators at `GET /api/v1/config`.
+    pub fn with_config(mut self, config: crate::live::LiveConfig) -> Self {
+        self.config = Some(config);
+        self
     }
 }
 
@@ -214,6 +233,7 @@ pub fn router_with_mcp(
         .route("/api/v1/tasks/{id}/answers", post(handlers::answer_task))
         .route("/api/v1/calls", post(handlers::call_tool))
         .route("/api/v1/servers", get(handlers::list_servers))
+        .route("/api/v1/config", get(handlers::config_in_force))
         .route("/api/v1/servers/{name}/tools", get(tools::list_tools))
         .route("/api/v1/dead-letters", get(handlers::list_dead_letters))
         .route(

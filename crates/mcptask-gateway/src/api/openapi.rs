@@ -91,6 +91,8 @@ pub fn spec() -> Value {
                     "inputSchema": {"type": "object", "description": "JSON Schema of the arguments"}, "outputSchema": {"type": ["object", "null"]}, "annotations": {"type": ["object", "null"]}
                 }}}}},
                 "Servers": {"type": "object", "properties": {"servers": {"type": "array", "items": {"type": "object"}}}},
+                "ConfigInForce": {"type": "object", "properties": {"fingerprint": {"type": "object",
+                    "description": "The configuration in force as a reload compares it: servers (endpoint, endpoint_hash, settings_hash), auth, tokens (short hash -> principal), issuers, public_url, policy, limits, webhooks, at_start; secrets appear as short hashes only"}}},
                 "DeadLetters": {"type": "object", "properties": {
                     "count": {"type": "integer"},
                     "targets": {"type": "array", "items": {"type": "string"}},
@@ -149,7 +151,11 @@ pub fn spec() -> Value {
                     "503": error_response("busy: the call runtime takes no more calls now (Retry-After)")
                 }))
             }},
-            "/api/v1/servers": {"get": {"summary": "Configured servers and their health", "responses": with(json!({"200": ok("Servers", "Servers")}))}},
+            "/api/v1/servers": {"get": {"summary": "Configured servers and their health (`retired`: removed by a reload, its live tasks still followed)", "responses": with(json!({"200": ok("Servers", "Servers")}))}},
+            "/api/v1/config": {"get": {
+                "summary": "The configuration in force, as a reload (SIGHUP) compares it (operator token); `mcptask config check --gateway` diffs a file against it",
+                "responses": with(json!({"200": ok("Its fingerprint", "ConfigInForce"), "403": error_response("Not an operator token")}))
+            }},
             "/api/v1/servers/{name}/tools": {"get": {
                 "summary": "The tools a configured server offers (tools/list, every page), with their input schemas",
                 "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}, "description": "Server name from mcptask.toml"}],

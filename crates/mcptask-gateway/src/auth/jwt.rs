@@ -51,6 +51,27 @@ impl Issuer {
         Self { config, keys }
     }
 
+    /// Whether this issuer was made from settings equal to `config` (the
+    /// position in the file aside).
+    pub fn configured_as(&self, config: &IssuerSection) -> bool {
+        let key = |c: &IssuerSection| {
+            format!(
+                "{:?}",
+                (
+                    c.issuer.get_ref(),
+                    &c.audience,
+                    &c.jwks_url,
+                    &c.principal_claim,
+                    &c.scopes,
+                    &c.operator_scope,
+                    c.operator_claim.as_ref().map(|m| (&m.claim, &m.value)),
+                    c.leeway_s,
+                )
+            )
+        };
+        key(&self.config) == key(config)
+    }
+
     /// The issuer identifier, as tokens name it.
     pub fn issuer(&self) -> &str {
         self.config.issuer.get_ref()

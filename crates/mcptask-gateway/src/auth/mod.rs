@@ -12,7 +12,7 @@ mod jwt;
 mod keys;
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use serde_json::{Value, json};
 
@@ -89,18 +89,28 @@ impl Refusal {
     }
 }
 
-/// How requests are authenticated, from `[api]`. Cheap to clone.
+/// How requests are authenticated, from `[api]`. Cheap to clone; every
+/// clone reads the settings in force now ([`Authenticator::set`] replaces
+/// them for requests authenticated from then on, as a configuration reload
+/// does).
 #[derive(Clone)]
 pub struct Authenticator {
+    live: Arc<RwLock<Arc<Settings>>>,
+    http: reqwest::Client,
+}
+
+/// The `[api]` settings authentication reads, replaced whole.
+struct Settings {
     mode: AuthMode,
-    tokens: Arc<HashMap<String, Option<String>>>,
-    issuers: Arc<Vec<Issuer>>,
+    tokens: HashMap<String, Option<String>>,
+    issuers: Vec<Arc<Issuer>>,
     public_url: Option<String>,
 }
 
-impl Authenticator {
-    /// From the configuration; `http` fetches the issuers' keys.
-    pub fn new(config: &Config, http: reqwest::Client) -> Self {
+impl Settings {
+    /// From `config`; an issuer configured exactly as one of `previous`
+    /// keeps it (and the keys it fetched).
+    fn new(config: &Config, http: &reqwest::Client, previous: Option<&Settings>) -> Self {
         let tokens = config
             .api
             .tokens
@@ -111,30 +121,68 @@ impl Authenticator {
             .api
             .oauth
             .iter()
-            .map(|o| Issuer::new(o.clone(), http.clone()))
+            .map(|o| {
+                previous
+                    .and_then(|p| p.issuers.iter().find(|i| i.configured_as(o)))
+                    .cloned()
+                    .unwrap_or_else(|| Arc::new(Issuer::new(o.clone(), http.clone())))
+            })
             .collect();
         Self {
             mode: config.api.auth,
-            tokens: Arc::new(tokens),
-            issuers: Arc::new(issuers),
+            tokens,
+            issuers,
             public_url: config.api.public_url.as_ref().map(|u| u.get_ref().clone()),
         }
     }
 
+    fn base<'a>(&'a self, origin: &'a str) -> &'a str {
+        self.public_url.as_deref().unwrap_or(origin)
+    }
+
+    fn resource(&self, origin: &str) -> String {
+        format!("{}/mcp", self.base(origin))
+    }
+}
+
+impl Authenticator {
+    /// From the configuration; `http` fetches the issuers' keys.
+    pub fn new(config: &Config, http: reqwest::Client) -> Self {
+        let settings = Settings::new(config, &http, None);
+        Self {
+            live: Arc::new(RwLock::new(Arc::new(settings))),
+            http,
+        }
+    }
+
+    /// Put `config`'s `[api]` authentication in force for the requests
+    /// authenticated from now on (tokens, `[[api.oauth]]` issuers, `auth`,
+    /// `public_url`). An issuer whose settings did not change keeps its
+    /// fetched keys.
+    pub fn set(&self, config: &Config) {
+        let previous = self.settings();
+        let next = Settings::new(config, &self.http, Some(&previous));
+        *self.live.write().expect("auth settings lock") = Arc::new(next);
+    }
+
+    fn settings(&self) -> Arc<Settings> {
+        self.live.read().expect("auth settings lock").clone()
+    }
+
     /// Whether OAuth access tokens are accepted.
     pub fn oauth(&self) -> bool {
-        !self.issuers.is_empty()
+        !self.settings().issuers.is_empty()
     }
 
     /// This gateway's base URL: `public_url`, else from the request's
     /// `Host` (`origin`, e.g. `http://127.0.0.1:7777`).
-    pub fn base<'a>(&'a self, origin: &'a str) -> &'a str {
-        self.public_url.as_deref().unwrap_or(origin)
+    pub fn base(&self, origin: &str) -> String {
+        self.settings().base(origin).to_string()
     }
 
     /// The resource identifier of the MCP endpoint (the default audience).
     pub fn resource(&self, origin: &str) -> String {
-        format!("{}/mcp", self.base(origin))
+        self.settings().resource(origin)
     }
 
     /// The caller `bearer` speaks for.
@@ -143,21 +191,22 @@ impl Authenticator {
         bearer: Option<&str>,
         origin: &str,
     ) -> Result<Caller, Refusal> {
-        if self.mode == AuthMode::None {
+        let settings = self.settings();
+        if settings.mode == AuthMode::None {
             return Ok(Caller {
                 operator: true,
                 ..Caller::default()
             });
         }
         let token = bearer.filter(|t| !t.is_empty()).ok_or(Refusal::Missing)?;
-        if let Some(principal) = self.tokens.get(token) {
+        if let Some(principal) = settings.tokens.get(token) {
             return Ok(Caller {
                 operator: principal.is_none(),
                 principal: principal.clone(),
                 ..Caller::default()
             });
         }
-        if self.issuers.is_empty() {
+        if settings.issuers.is_empty() {
             return Err(Refusal::invalid("not a configured token"));
         }
         // Which issuer's keys to check it with: the one it names (checked
@@ -165,17 +214,18 @@ impl Authenticator {
         let named: Option<String> = jsonwebtoken::dangerous::insecure_decode_claims::<Value>(token)
             .ok()
             .and_then(|c| c.get("iss").and_then(Value::as_str).map(str::to_string));
-        let issuer = self
+        let issuer = settings
             .issuers
             .iter()
             .find(|i| Some(i.issuer()) == named.as_deref())
             .ok_or_else(|| Refusal::invalid(format!("issuer {named:?} is not configured")))?;
-        issuer.verify(token, &self.resource(origin)).await
+        issuer.verify(token, &settings.resource(origin)).await
     }
 
     /// The protected resource metadata (RFC 9728).
     pub fn resource_metadata(&self, origin: &str) -> Value {
-        let mut scopes: Vec<&str> = self
+        let settings = self.settings();
+        let mut scopes: Vec<&str> = settings
             .issuers
             .iter()
             .flat_map(|i| i.scopes().iter().map(String::as_str))
@@ -183,8 +233,8 @@ impl Authenticator {
         scopes.sort_unstable();
         scopes.dedup();
         json!({
-            "resource": self.resource(origin),
-            "authorization_servers": self.issuers.iter().map(|i| i.issuer()).collect::<Vec<_>>(),
+            "resource": settings.resource(origin),
+            "authorization_servers": settings.issuers.iter().map(|i| i.issuer()).collect::<Vec<_>>(),
             "scopes_supported": scopes,
             "bearer_methods_supported": ["header"],
             "resource_name": "mcptask",
@@ -201,11 +251,12 @@ impl Authenticator {
 
     /// The `WWW-Authenticate` value of a refusal.
     pub fn challenge(&self, refusal: &Refusal, origin: &str) -> String {
-        if !self.oauth() {
+        let settings = self.settings();
+        if settings.issuers.is_empty() {
             return "Bearer".into();
         }
         let metadata = self.metadata_url(origin);
-        let scopes: Vec<&str> = self
+        let scopes: Vec<&str> = settings
             .issuers
             .iter()
             .flat_map(|i| i.scopes().iter().map(String::as_str))

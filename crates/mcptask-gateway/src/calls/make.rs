@@ -122,6 +122,11 @@ impl Calls {
         if !self.permits(&caller, &server, &tool) {
             return Err(unknown());
         }
+        // A server removed by a reload (its live tasks still followed)
+        // takes no new calls.
+        if !self.upstreams.is_configured(&server) {
+            return Err(mcptask_client::TrackerError::UnknownServer(server).into());
+        }
         let _admitted = self.limiter.admit(caller.principal.as_deref())?;
         // A toolset's submit tool is the configuration's to say.
         let toolset = tracker

@@ -44,6 +44,10 @@ pub struct Calls {
     /// Fair limits per principal, at every face.
     pub limiter: Arc<Limiter>,
     store: mcptask_sql::Store,
+    /// The list-change follower of each server (stopped when it is removed
+    /// or redefined).
+    followers: Arc<std::sync::Mutex<std::collections::HashMap<String, CancellationToken>>>,
+    stop: CancellationToken,
 }
 
 /// List `server`'s tools again each time one of its sessions sends
@@ -88,17 +92,7 @@ impl Calls {
         store: &mcptask_sql::Store,
         stop: CancellationToken,
     ) -> anyhow::Result<Calls> {
-        let servers = config
-            .servers
-            .iter()
-            .map(|s| Upstream {
-                name: s.name.get_ref().clone(),
-                prefix: s.prefix.clone().unwrap_or_else(|| s.name.get_ref().clone()),
-                rerun: s.interrupt == Interrupt::Rerun,
-                background: s.background.clone(),
-            })
-            .collect();
-        let upstreams = Upstreams::new(tracker, servers);
+        let upstreams = Upstreams::new(tracker, Self::upstreams_of(config));
         if config.proxy.enabled {
             // The front names every upstream tool: a clash is a
             // configuration error, found before it serves.
@@ -139,10 +133,17 @@ impl Calls {
             .tracker
             .set_local_work(Arc::new(local::RuntimeWork(runtime.clone())));
         local::relay_changes(&runtime, upstreams.tracker.clone(), stop.clone());
+        let followers: Arc<std::sync::Mutex<std::collections::HashMap<_, _>>> = Arc::default();
         for server in upstreams.server_names() {
-            follow_list_changes(upstreams.clone(), server, stop.clone());
+            let token = stop.child_token();
+            follow_list_changes(upstreams.clone(), server.clone(), token.clone());
+            followers
+                .lock()
+                .expect("followers lock")
+                .insert(server, token);
         }
         tokio::spawn({
+            let stop = stop.clone();
             let upstreams = upstreams.clone();
             async move {
                 loop {
@@ -166,7 +167,70 @@ impl Calls {
                 Arc::new(mcptask_core::SystemClock),
             )),
             store: store.clone(),
+            followers,
+            stop,
         })
+    }
+
+    /// The upstreams of `config`'s `[[servers]]`, as the calls front them.
+    pub fn upstreams_of(config: &Config) -> Vec<Upstream> {
+        config
+            .servers
+            .iter()
+            .map(|s| Upstream {
+                name: s.name.get_ref().clone(),
+                prefix: s.prefix.clone().unwrap_or_else(|| s.name.get_ref().clone()),
+                rerun: s.interrupt == Interrupt::Rerun,
+                background: s.background.clone(),
+            })
+            .collect()
+    }
+
+    /// Front `servers` from now on (a configuration reload; the tracker's
+    /// registry already holds their definitions). `relist` names the servers
+    /// whose tools must be listed (again): those added or redefined. Returns
+    /// the servers that could not be listed, with why (their calls fail with
+    /// the connection error until they can be), and the clashes (the
+    /// clashing newcomers are left out of the catalog).
+    pub async fn set_servers(
+        &self,
+        servers: Vec<Upstream>,
+        relist: &[String],
+    ) -> (Vec<crate::upstreams::catalog::Clash>, Vec<(String, String)>) {
+        let names: Vec<String> = servers.iter().map(|s| s.name.clone()).collect();
+        let mut clashes = self.upstreams.set_servers(servers, relist);
+        {
+            let mut followers = self.followers.lock().expect("followers lock");
+            followers.retain(|name, token| {
+                let keep = names.contains(name) && !relist.contains(name);
+                if !keep {
+                    token.cancel();
+                }
+                keep
+            });
+        }
+        let listed = futures::future::join_all(
+            relist
+                .iter()
+                .map(|name| async move { (name, self.upstreams.refresh_server(name).await) }),
+        )
+        .await;
+        let mut failures = Vec::new();
+        for (name, r) in listed {
+            match r {
+                Ok(more) => clashes.extend(more),
+                Err(why) => failures.push((name.clone(), why)),
+            }
+        }
+        let mut followers = self.followers.lock().expect("followers lock");
+        for name in names {
+            if let std::collections::hash_map::Entry::Vacant(slot) = followers.entry(name) {
+                let token = self.stop.child_token();
+                follow_list_changes(self.upstreams.clone(), slot.key().clone(), token.clone());
+                slot.insert(token);
+            }
+        }
+        (clashes, failures)
     }
 
     /// The store the calls live in.
@@ -185,6 +249,11 @@ impl Calls {
     /// made keep running).
     pub fn set_policy(&self, policy: Policy) {
         *self.policy.write().expect("policy lock") = Arc::new(policy);
+    }
+
+    /// The policy in force now.
+    pub fn policy(&self) -> Arc<Policy> {
+        self.policy.read().expect("policy lock").clone()
     }
 
     /// Drain the call tasks running here (the rest is left to recovery).

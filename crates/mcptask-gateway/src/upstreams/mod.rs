@@ -38,7 +38,11 @@ pub struct Upstream {
 /// The upstream side of the proxy: the tracker, the lanes, the catalog.
 pub struct Upstreams {
     pub tracker: Tracker,
-    servers: Vec<Upstream>,
+    /// The configured servers (replaced by a configuration reload).
+    servers: RwLock<Vec<Upstream>>,
+    /// Servers removed from the configuration whose live tasks the tracker
+    /// still follows: no new calls, no catalog entry.
+    retired: Mutex<std::collections::BTreeSet<String>>,
     catalog: RwLock<Arc<Catalog>>,
     /// Each server's last good listing: a server that is down keeps its
     /// tools (calls fail with the connection error) instead of vanishing.
@@ -60,7 +64,8 @@ impl Upstreams {
     pub fn new(tracker: Tracker, servers: Vec<Upstream>) -> Arc<Self> {
         Arc::new(Self {
             tracker,
-            servers,
+            servers: RwLock::new(servers),
+            retired: Mutex::default(),
             catalog: RwLock::default(),
             listings: Mutex::default(),
             listed: AtomicBool::new(false),
@@ -142,13 +147,12 @@ impl Upstreams {
     pub async fn refresh(&self) -> (Vec<Clash>, Vec<(String, String)>) {
         // Every server at once: one that is down costs its connect timeout,
         // not the sum of everyone's.
-        let listed =
-            futures::future::join_all(self.servers.iter().map(|s| self.relist(&s.name))).await;
-        let failures = self
-            .servers
-            .iter()
+        let names = self.server_names();
+        let listed = futures::future::join_all(names.iter().map(|name| self.relist(name))).await;
+        let failures = names
+            .into_iter()
             .zip(listed)
-            .filter_map(|(server, r)| r.err().map(|why| (server.name.clone(), why)))
+            .filter_map(|(name, r)| r.err().map(|why| (name, why)))
             .collect();
         (self.rebuild(), failures)
     }
@@ -172,13 +176,85 @@ impl Upstreams {
     }
 
     /// The configured servers.
-    pub fn servers(&self) -> &[Upstream] {
-        &self.servers
+    pub fn servers(&self) -> Vec<Upstream> {
+        self.servers.read().expect("servers lock").clone()
     }
 
     /// The configured server names.
     pub fn server_names(&self) -> Vec<String> {
-        self.servers.iter().map(|s| s.name.clone()).collect()
+        self.servers().into_iter().map(|s| s.name).collect()
+    }
+
+    /// Whether `server` is configured now (a retired server is not: it
+    /// takes no new calls).
+    pub fn is_configured(&self, server: &str) -> bool {
+        self.servers
+            .read()
+            .expect("servers lock")
+            .iter()
+            .any(|s| s.name == server)
+    }
+
+    /// Replace the configured servers (a configuration reload). What the
+    /// gateway knew of a server that is gone (its listing, its lanes) is
+    /// forgotten; a `redefined` server's lanes are made anew from its new
+    /// definition, and its last listing serves until
+    /// [`Upstreams::refresh_server`] lists it again (so its tools never
+    /// vanish from the front while a reload lists it). Returns the clashes
+    /// of the catalog rebuilt without the removed servers.
+    pub fn set_servers(&self, servers: Vec<Upstream>, redefined: &[String]) -> Vec<Clash> {
+        {
+            let mut current = self.servers.write().expect("servers lock");
+            let kept: std::collections::HashSet<&str> =
+                servers.iter().map(|s| s.name.as_str()).collect();
+            let mut listings = self.listings.lock().expect("listings lock");
+            let mut lanes = self.lanes.lock().expect("lanes lock");
+            for name in current.iter().map(|s| &s.name) {
+                if !kept.contains(name.as_str()) {
+                    listings.remove(name);
+                    lanes.remove(name);
+                }
+            }
+            for name in redefined {
+                lanes.remove(name);
+            }
+            // A configured server is not retired, whatever it was before.
+            let mut retired = self.retired.lock().expect("retired lock");
+            for s in &servers {
+                retired.remove(&s.name);
+            }
+            *current = servers;
+        }
+        self.rebuild()
+    }
+
+    /// Mark `server` (no longer configured) as retired: the tracker keeps
+    /// following its live tasks.
+    pub fn retire(&self, server: &str) {
+        self.retired
+            .lock()
+            .expect("retired lock")
+            .insert(server.to_string());
+    }
+
+    /// Whether `server` is retired (removed, with live tasks still followed).
+    pub fn is_retired(&self, server: &str) -> bool {
+        self.retired.lock().expect("retired lock").contains(server)
+    }
+
+    /// The retired servers.
+    pub fn retired(&self) -> Vec<String> {
+        self.retired
+            .lock()
+            .expect("retired lock")
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    /// `server` is retired no more (its last task ended).
+    pub fn unretire(&self, server: &str) {
+        self.retired.lock().expect("retired lock").remove(server);
     }
 
     async fn relist(&self, server: &str) -> Result<(), String> {
@@ -211,7 +287,7 @@ impl Upstreams {
         let _one = self.rebuilding.lock().expect("rebuild lock");
         let listings = {
             let known = self.listings.lock().expect("listings lock");
-            self.servers
+            self.servers()
                 .iter()
                 .filter_map(|s| {
                     known.get(&s.name).map(|tools| Listing {

@@ -654,3 +654,39 @@ async fn a_denied_tool_is_neither_listed_nor_callable_at_any_face() {
         "the call made before the edit ran to its end"
     );
 }
+
+/// A reload changes who is let in, from the next request: an issuer
+/// removed (its tokens refused, the metadata gone), a static token added,
+/// then the issuer back again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_changes_the_issuers_and_tokens_accepted() {
+    let issuer = Issuer::start().await;
+    let rsa = key("a", Algorithm::RS256);
+    issuer.publish(&rsa);
+    let s = setup(&issuer).await;
+    let api = format!("{}/api/v1/tasks", s.base);
+    let metadata = format!("{}/.well-known/oauth-protected-resource/mcp", s.base);
+    let jwt = issuer.token(&rsa, &s.resource, json!({}));
+    assert_eq!(get(&api, Some(&jwt)).await.status(), 200);
+    let first = (*s.gateway.live.get()).clone();
+
+    let mut next = first.clone();
+    next.api.oauth.clear();
+    next.api.tokens.push(mcptask_gateway::config::TokenSection {
+        token: toml::Spanned::new(0..0, "dave-token-0123456789".into()),
+        principal: Some("dave".into()),
+    });
+    let changes = s.gateway.reload(next).await.unwrap();
+    assert_eq!(changes.issuers_removed, vec![issuer.base.clone()]);
+    assert_eq!(changes.tokens_added, ["dave"]);
+    assert_eq!(get(&api, Some(&jwt)).await.status(), 401);
+    assert_eq!(get(&api, Some("dave-token-0123456789")).await.status(), 200);
+    assert_eq!(get(&metadata, None).await.status(), 404);
+    assert_eq!(get(&api, Some(OPERATOR)).await.status(), 200);
+
+    let changes = s.gateway.reload(first).await.unwrap();
+    assert_eq!(changes.tokens_removed, ["dave"]);
+    assert_eq!(get(&api, Some(&jwt)).await.status(), 200);
+    assert_eq!(get(&api, Some("dave-token-0123456789")).await.status(), 401);
+    assert_eq!(get(&metadata, None).await.status(), 200);
+}

@@ -142,7 +142,12 @@ pub fn init(output: Option<&Path>, force: bool) -> anyhow::Result<()> {
 /// summary of what is wrong). With `json`, the same findings are printed as
 /// one JSON object (a configuration that does not load is still an error
 /// message, as for every command).
-pub async fn check(path: &Path, probe: bool, json: bool) -> anyhow::Result<i32> {
+pub async fn check(
+    path: &Path,
+    probe: bool,
+    json: bool,
+    gateway: Option<&str>,
+) -> anyhow::Result<i32> {
     let config = Config::load(path)?;
     let say = |line: String| {
         if !json {
@@ -261,6 +266,25 @@ pub async fn check(path: &Path, probe: bool, json: bool) -> anyhow::Result<i32> 
             0
         }
     };
+    if let Some(url) = gateway {
+        match reload_preview(url, &config).await {
+            Ok(preview) => {
+                for line in preview.lines() {
+                    say(line);
+                }
+                report["reload"] = preview.to_json(url);
+            }
+            Err(e) => {
+                say(format!(
+                    "  reload    cannot read the configuration in force at {url}: {e:#}"
+                ));
+                report["reload"] = serde_json::json!({"gateway": url, "error": format!("{e:#}")});
+                problems.push(format!(
+                    "the configuration in force at {url} cannot be read"
+                ));
+            }
+        }
+    }
     if unreachable > 0 {
         problems.push(format!(
             "{unreachable} server(s) could not be reached (their calls would fail until they can)"
@@ -459,6 +483,182 @@ async fn live_tasks_that_would_fail(
     }
     store.close().await;
     Ok(found)
+}
+
+/// What reloading this configuration into a running gateway would change,
+/// and the live tasks the edit touches.
+struct ReloadPreview {
+    changes: mcptask_gateway::Changes,
+    /// (what happens, ids), in a stable order.
+    affected: BTreeMap<String, Vec<String>>,
+}
+
+impl ReloadPreview {
+    fn lines(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        if self.changes.is_empty() {
+            lines.push(
+                "  reload    nothing would change (the file is what the gateway runs)".into(),
+            );
+            return lines;
+        }
+        lines.push("  reload    would change (SIGHUP to the gateway):".into());
+        for line in self.changes.lines() {
+            lines.push(format!("    {line}"));
+        }
+        for (what, ids) in &self.affected {
+            let shown: Vec<&str> = ids.iter().take(SHOWN_IDS).map(String::as_str).collect();
+            let more = ids.len().saturating_sub(SHOWN_IDS);
+            lines.push(format!(
+                "    live tasks: {} {what}: {}{}",
+                ids.len(),
+                shown.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        lines
+    }
+
+    fn to_json(&self, url: &str) -> serde_json::Value {
+        let affected: Vec<_> = self
+            .affected
+            .iter()
+            .map(|(what, ids)| serde_json::json!({"effect": what, "count": ids.len(), "ids": ids}))
+            .collect();
+        serde_json::json!({
+            "gateway": url,
+            "changes": self.changes,
+            "lines": self.changes.lines(),
+            "affectedTasks": affected,
+        })
+    }
+}
+
+/// The fingerprint of the configuration in force at `url`
+/// (`GET /api/v1/config`, an operator's): with `MCPTASK_API_TOKEN`, else
+/// the operator tokens of the file being checked, else none.
+async fn running_fingerprint(
+    url: &str,
+    config: &Config,
+) -> anyhow::Result<mcptask_gateway::Fingerprint> {
+    let http = mcptask_client::tls::build_http_client(|| {
+        reqwest::Client::builder().timeout(std::time::Duration::from_secs(10))
+    })
+    .context("building the HTTP client")?;
+    let mut tokens: Vec<Option<String>> = Vec::new();
+    if let Ok(token) = std::env::var("MCPTASK_API_TOKEN") {
+        tokens.push(Some(token));
+    }
+    tokens.extend(
+        config
+            .api
+            .tokens
+            .iter()
+            .filter(|t| t.principal.is_none())
+            .map(|t| Some(t.token.get_ref().clone())),
+    );
+    tokens.push(None);
+    let endpoint = format!("{}/api/v1/config", url.trim_end_matches('/'));
+    let mut last = String::new();
+    for token in tokens {
+        let mut request = http.get(&endpoint);
+        if let Some(token) = &token {
+            request = request.bearer_auth(token);
+        }
+        let response = request
+            .send()
+            .await
+            .with_context(|| format!("cannot reach {endpoint}"))?;
+        let status = response.status();
+        if status.is_success() {
+            let body: serde_json::Value = response.json().await?;
+            return serde_json::from_value(body["fingerprint"].clone())
+                .context("the gateway's answer is not a configuration fingerprint");
+        }
+        last = format!("{status}: {}", response.text().await.unwrap_or_default());
+        if status != reqwest::StatusCode::UNAUTHORIZED && status != reqwest::StatusCode::FORBIDDEN {
+            break;
+        }
+    }
+    bail!("{endpoint} answered {last} (an operator token is needed: MCPTASK_API_TOKEN)")
+}
+
+async fn reload_preview(url: &str, config: &Config) -> anyhow::Result<ReloadPreview> {
+    use mcptask_gateway::live::ServerChange;
+    let running = running_fingerprint(url, config).await?;
+    let changes =
+        mcptask_gateway::Changes::between(&running, &mcptask_gateway::Fingerprint::of(config));
+    let mut preview = ReloadPreview {
+        changes,
+        affected: BTreeMap::new(),
+    };
+    let url_db = &config.database.url;
+    if preview.changes.is_empty() || sqlite_file(url_db).is_some_and(|f| !f.exists()) {
+        return Ok(preview);
+    }
+    let store = mcptask_sql::open_without_migrating(url_db)
+        .await
+        .with_context(|| format!("opening the database {}", mcptask_sql::redact(url_db)))?;
+    let policy = config.policy();
+    let tasks = store.remote_tasks();
+    let filter = ListFilter {
+        active_only: true,
+        ..Default::default()
+    };
+    let mut cursor: Option<Cursor> = None;
+    loop {
+        let page = tasks.list_remote(&filter, cursor.as_ref(), PAGE).await?;
+        for task in &page {
+            let c = &preview.changes;
+            let effect = if c.servers_removed.contains(&task.server) {
+                Some("on removed servers: followed to their end (no new calls there)")
+            } else if c
+                .servers_changed
+                .iter()
+                .any(|(n, k)| n == &task.server && *k == ServerChange::Endpoint)
+            {
+                Some("on servers whose endpoint changed: they fail at their next step")
+            } else if c.policy
+                && !policy.permits(
+                    &mcptask_core::access::Caller {
+                        principal: task.principal.as_deref(),
+                        scopes: &[],
+                        claims: None,
+                    },
+                    &task.server,
+                    &task.tool,
+                )
+            {
+                Some(
+                    "of tools the new policy denies their principal: they run to their end; new calls are refused",
+                )
+            } else {
+                None
+            };
+            if let Some(effect) = effect {
+                preview
+                    .affected
+                    .entry(effect.to_string())
+                    .or_default()
+                    .push(task.id.clone());
+            }
+        }
+        match page.last() {
+            Some(last) if page.len() as i64 == PAGE => {
+                cursor = Some(Cursor {
+                    created_at: last.created_at,
+                    id: last.id.clone(),
+                })
+            }
+            _ => break,
+        }
+    }
+    store.close().await;
+    Ok(preview)
 }
 
 /// Tasks read per page while looking for live tasks.

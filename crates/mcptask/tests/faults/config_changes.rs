@@ -1,5 +1,6 @@
-//! Config changes on a running deployment: `mcptask serve` reads
-//! `mcptask.toml` at start, so a change is an edit and a restart. Only the
+//! Config changes across a restart: `mcptask serve` started again with an
+//! edited `mcptask.toml` (a reload by SIGHUP, without a restart:
+//! [`super::live_config`]). Only the
 //! endpoint identity (the URL of an HTTP server; command, args and cwd of a
 //! stdio one) decides whether a live task is still on "the same server".
 

@@ -3,9 +3,11 @@
 //! ([`proxy_agent_tools`]), the reference "everything" server behind it
 //! ([`proxy_everything`]), front task notifications ([`proxy_push`]), two
 //! replicas on one PostgreSQL ([`proxy_replicas`]) and a submit/status/cancel
-//! toolset behind it ([`toolset`]).
+//! toolset behind it ([`toolset`]); tool policy at the stdio face, the CLI,
+//! the agent tools and across a live reload ([`policy`]).
 
 mod one_call;
+mod policy;
 mod proxy_agent_tools;
 mod proxy_everything;
 mod proxy_push;

@@ -1,0 +1,497 @@
+//! Live configuration: what a reload of `mcptask.toml` changes.
+//!
+//! A running gateway keeps the configuration in force in [`LiveConfig`]; a
+//! reload ([`crate::Gateway::reload`], SIGHUP for `mcptask serve`) parses
+//! and checks the file as at start, then puts each part in force where it is
+//! read per request: the authenticator (`[api]` tokens, `[[api.oauth]]`,
+//! `auth`, `public_url`), the calls (`[[policy]]`, `[limits]`), the upstream
+//! registry and catalog (`[[servers]]`) and the tracker's notifiers
+//! (`[[webhooks]]`). The rest (`[database]`, `[api] listen`,
+//! `max_body_bytes`, `[proxy]`, `[tracker]`, `[oauth]`) is read once at
+//! start: a reload that changes it says so and leaves it as it was.
+//!
+//! What changes is described by a [`Fingerprint`] of each configuration,
+//! with every secret (tokens, headers, webhook secrets, OAuth credentials)
+//! reduced to a short hash, so that `GET /api/v1/config` can show the one in
+//! force and `mcptask config check` can say what a reload of a file would
+//! change, by the same [`Changes::between`] the reload logs.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::config::{AuthMode, Config};
+
+/// The configuration in force, replaced whole by a reload. Cheap to clone.
+#[derive(Clone)]
+pub struct LiveConfig {
+    current: Arc<RwLock<Arc<Config>>>,
+}
+
+impl LiveConfig {
+    pub fn new(config: Config) -> Self {
+        Self {
+            current: Arc::new(RwLock::new(Arc::new(config))),
+        }
+    }
+
+    /// The configuration in force now.
+    pub fn get(&self) -> Arc<Config> {
+        self.current.read().expect("live config lock").clone()
+    }
+
+    pub(crate) fn set(&self, config: Config) {
+        *self.current.write().expect("live config lock") = Arc::new(config);
+    }
+}
+
+/// A short hash of `value`: enough to tell two values apart, nothing to
+/// recover a secret from.
+fn short_hash(value: &impl Serialize) -> String {
+    let bytes = serde_json::to_vec(value).unwrap_or_default();
+    Sha256::digest(&bytes)
+        .iter()
+        .take(6)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// One server as a reload compares it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerPrint {
+    /// `http URL` or `stdio COMMAND ARGS` (URLs redacted of credentials).
+    pub endpoint: String,
+    /// The endpoint's identity: live tasks are pinned to it.
+    pub endpoint_hash: String,
+    /// Everything else (headers, timeouts, OAuth, prefix, toolsets, …).
+    pub settings_hash: String,
+}
+
+/// A configuration as a reload compares it: secrets as short hashes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fingerprint {
+    pub servers: BTreeMap<String, ServerPrint>,
+    /// `token` or `none`.
+    pub auth: String,
+    /// Token hash → principal (`null`: an operator token).
+    pub tokens: BTreeMap<String, Option<String>>,
+    /// Issuer → hash of its settings.
+    pub issuers: BTreeMap<String, String>,
+    pub public_url: Option<String>,
+    /// The `[[policy]]` rules, in order.
+    pub policy: Value,
+    /// `[limits]`.
+    pub limits: Value,
+    /// Webhook URL (redacted) → hash of its settings (secret, timeout).
+    pub webhooks: BTreeMap<String, String>,
+    /// Settings read once at start: name → hash.
+    pub at_start: BTreeMap<String, String>,
+}
+
+impl Fingerprint {
+    pub fn of(config: &Config) -> Fingerprint {
+        let servers = config
+            .server_defs()
+            .into_iter()
+            .zip(&config.servers)
+            .map(|(def, section)| {
+                let endpoint = match &def.transport {
+                    mcptask_client::Transport::Http { url, .. } => {
+                        format!("http {}", mcptask_client::redact_url(url))
+                    }
+                    mcptask_client::Transport::Stdio { command, args, .. } => {
+                        format!("stdio {command} {}", args.join(" "))
+                            .trim_end()
+                            .to_string()
+                    }
+                };
+                let settings = json!({
+                    "def": serde_json::to_value(&def).unwrap_or_default(),
+                    "oauth": section.oauth.as_ref().map(|o| format!("{:?}", o.get_ref())),
+                    "prefix": section.prefix,
+                    "interrupt": format!("{:?}", section.interrupt),
+                    "background": section.background,
+                });
+                (
+                    def.name.clone(),
+                    ServerPrint {
+                        endpoint,
+                        endpoint_hash: def.hash(),
+                        settings_hash: short_hash(&settings),
+                    },
+                )
+            })
+            .collect();
+        let tokens = config
+            .api
+            .tokens
+            .iter()
+            .map(|t| (short_hash(t.token.get_ref()), t.principal.clone()))
+            .collect();
+        let issuers = config
+            .api
+            .oauth
+            .iter()
+            .map(|o| {
+                let settings = json!([
+                    o.audience,
+                    o.jwks_url,
+                    o.principal_claim,
+                    o.scopes,
+                    o.operator_scope,
+                    o.operator_claim.as_ref().map(|c| (&c.claim, &c.value)),
+                    o.leeway_s
+                ]);
+                (o.issuer.get_ref().clone(), short_hash(&settings))
+            })
+            .collect();
+        let policy = json!(
+            config
+                .policy
+                .iter()
+                .map(|p| json!({"principal": p.principal, "scope": p.scope,
+                    "claim": p.claim.as_ref().map(|c| format!("{}={}", c.claim, c.value)),
+                    "allow": p.allow, "deny": p.deny}))
+                .collect::<Vec<_>>()
+        );
+        let l = &config.limits;
+        let limits = json!({"per_principal_rate": l.per_principal_rate,
+            "per_principal_burst": l.per_principal_burst,
+            "per_principal_in_flight": l.per_principal_in_flight});
+        let webhooks = config
+            .webhooks
+            .iter()
+            .map(|w| {
+                (
+                    mcptask_client::redact_url(w.url.get_ref()),
+                    short_hash(&(&w.secret, w.timeout_ms, w.url.get_ref())),
+                )
+            })
+            .collect();
+        let mut at_start = BTreeMap::new();
+        at_start.insert("[database] url".into(), short_hash(&config.database.url));
+        at_start.insert("[api] listen".into(), config.api.listen.to_string());
+        at_start.insert(
+            "[api] max_body_bytes".into(),
+            config.api.max_body_bytes.to_string(),
+        );
+        let p = &config.proxy;
+        at_start.insert(
+            "[proxy]".into(),
+            short_hash(&(p.enabled, &p.principal, p.owner_lease_ms)),
+        );
+        at_start.insert(
+            "[tracker]".into(),
+            short_hash(&format!("{:?}", config.tracker)),
+        );
+        at_start.insert(
+            "[oauth]".into(),
+            short_hash(
+                &config
+                    .oauth
+                    .secret_key_file
+                    .as_ref()
+                    .map(|f| f.get_ref().clone()),
+            ),
+        );
+        Fingerprint {
+            servers,
+            auth: match config.api.auth {
+                AuthMode::Token => "token".into(),
+                AuthMode::None => "none".into(),
+            },
+            tokens,
+            issuers,
+            public_url: config.api.public_url.as_ref().map(|u| u.get_ref().clone()),
+            policy,
+            limits,
+            webhooks,
+            at_start,
+        }
+    }
+}
+
+/// How a server changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerChange {
+    /// Another endpoint (URL; or command, args, cwd): its live tasks were
+    /// started elsewhere and cannot be reached there.
+    Endpoint,
+    /// Headers, credentials, timeouts, prefix…: live tasks carry on, the new
+    /// settings apply from the next request.
+    Settings,
+}
+
+/// What a reload from one configuration to another changes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Changes {
+    pub servers_added: Vec<String>,
+    pub servers_removed: Vec<String>,
+    pub servers_changed: Vec<(String, ServerChange)>,
+    pub auth_mode: Option<(String, String)>,
+    /// Principals (`operator` for operator tokens) whose tokens were added.
+    pub tokens_added: Vec<String>,
+    /// … and removed (a rotated token is one of each).
+    pub tokens_removed: Vec<String>,
+    pub issuers_added: Vec<String>,
+    pub issuers_removed: Vec<String>,
+    pub issuers_changed: Vec<String>,
+    pub public_url: bool,
+    pub policy: bool,
+    pub limits: Option<(Value, Value)>,
+    pub webhooks_added: Vec<String>,
+    pub webhooks_removed: Vec<String>,
+    pub webhooks_changed: Vec<String>,
+    /// Settings read only at start that differ: they take effect at the
+    /// next restart.
+    pub need_restart: Vec<String>,
+}
+
+fn diff_keys<V: PartialEq>(
+    old: &BTreeMap<String, V>,
+    new: &BTreeMap<String, V>,
+) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let added = new.keys().filter(|k| !old.contains_key(*k)).cloned();
+    let removed = old.keys().filter(|k| !new.contains_key(*k)).cloned();
+    let changed = new
+        .iter()
+        .filter(|(k, v)| old.get(*k).is_some_and(|o| o != *v))
+        .map(|(k, _)| k.clone());
+    (added.collect(), removed.collect(), changed.collect())
+}
+
+fn who(principal: &Option<String>) -> String {
+    principal.clone().unwrap_or_else(|| "operator".into())
+}
+
+impl Changes {
+    pub fn between(old: &Fingerprint, new: &Fingerprint) -> Changes {
+        let (servers_added, servers_removed, changed) = diff_keys(&old.servers, &new.servers);
+        let servers_changed = changed
+            .into_iter()
+            .map(|name| {
+                let kind = if old.servers[&name].endpoint_hash != new.servers[&name].endpoint_hash {
+                    ServerChange::Endpoint
+                } else {
+                    ServerChange::Settings
+                };
+                (name, kind)
+            })
+            .collect();
+        let mut tokens_added: Vec<String> = new
+            .tokens
+            .iter()
+            .filter(|(k, _)| !old.tokens.contains_key(*k))
+            .map(|(_, p)| who(p))
+            .collect();
+        let mut tokens_removed: Vec<String> = old
+            .tokens
+            .iter()
+            .filter(|(k, _)| !new.tokens.contains_key(*k))
+            .map(|(_, p)| who(p))
+            .collect();
+        // A token kept but given to another principal: one of each.
+        for (k, p) in &new.tokens {
+            if let Some(was) = old.tokens.get(k)
+                && was != p
+            {
+                tokens_added.push(who(p));
+                tokens_removed.push(who(was));
+            }
+        }
+        tokens_added.sort();
+        tokens_removed.sort();
+        let (issuers_added, issuers_removed, issuers_changed) =
+            diff_keys(&old.issuers, &new.issuers);
+        let (webhooks_added, webhooks_removed, webhooks_changed) =
+            diff_keys(&old.webhooks, &new.webhooks);
+        let (_, _, mut need_restart) = diff_keys(&old.at_start, &new.at_start);
+        for (k, _) in new.at_start.iter() {
+            if !old.at_start.contains_key(k) {
+                need_restart.push(k.clone());
+            }
+        }
+        Changes {
+            servers_added,
+            servers_removed,
+            servers_changed,
+            auth_mode: (old.auth != new.auth).then(|| (old.auth.clone(), new.auth.clone())),
+            tokens_added,
+            tokens_removed,
+            issuers_added,
+            issuers_removed,
+            issuers_changed,
+            public_url: old.public_url != new.public_url,
+            policy: old.policy != new.policy,
+            limits: (old.limits != new.limits).then(|| (old.limits.clone(), new.limits.clone())),
+            webhooks_added,
+            webhooks_removed,
+            webhooks_changed,
+            need_restart,
+        }
+    }
+
+    /// Whether a reload would change anything at all.
+    pub fn is_empty(&self) -> bool {
+        self == &Changes::default()
+    }
+
+    /// One line per change, for logs and `mcptask config check`.
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        let list = |v: &[String]| v.join(", ");
+        if !self.servers_added.is_empty() {
+            lines.push(format!("servers added: {}", list(&self.servers_added)));
+        }
+        if !self.servers_removed.is_empty() {
+            lines.push(format!(
+                "servers removed: {} (no new calls; their live tasks are followed to their end)",
+                list(&self.servers_removed)
+            ));
+        }
+        for (name, kind) in &self.servers_changed {
+            lines.push(match kind {
+                ServerChange::Endpoint => format!(
+                    "server {name}: endpoint changed (its live tasks cannot be reached there and fail at their next step)"
+                ),
+                ServerChange::Settings => format!(
+                    "server {name}: settings changed (headers, credentials, timeouts…; live tasks carry on)"
+                ),
+            });
+        }
+        if let Some((old, new)) = &self.auth_mode {
+            lines.push(format!("api auth: {old} -> {new}"));
+        }
+        if !self.tokens_added.is_empty() {
+            lines.push(format!(
+                "api tokens added for: {}",
+                list(&self.tokens_added)
+            ));
+        }
+        if !self.tokens_removed.is_empty() {
+            lines.push(format!(
+                "api tokens removed for: {} (refused from the reload on)",
+                list(&self.tokens_removed)
+            ));
+        }
+        for (what, v) in [
+            ("added", &self.issuers_added),
+            ("removed", &self.issuers_removed),
+            ("changed", &self.issuers_changed),
+        ] {
+            if !v.is_empty() {
+                lines.push(format!("oauth issuers {what}: {}", list(v)));
+            }
+        }
+        if self.public_url {
+            lines.push("public_url changed".into());
+        }
+        if self.policy {
+            lines
+                .push("policy changed (for new calls; calls already made run to their end)".into());
+        }
+        if let Some((old, new)) = &self.limits {
+            lines.push(format!("limits: {old} -> {new}"));
+        }
+        for (what, v) in [
+            ("added", &self.webhooks_added),
+            ("removed", &self.webhooks_removed),
+            ("changed", &self.webhooks_changed),
+        ] {
+            if !v.is_empty() {
+                lines.push(format!("webhooks {what}: {}", list(v)));
+            }
+        }
+        if !self.need_restart.is_empty() {
+            lines.push(format!(
+                "not applied until a restart: {}",
+                list(&self.need_restart)
+            ));
+        }
+        lines
+    }
+
+    /// The servers whose tools must be listed again: added or redefined.
+    pub fn servers_to_list(&self) -> Vec<String> {
+        self.servers_added
+            .iter()
+            .cloned()
+            .chain(self.servers_changed.iter().map(|(n, _)| n.clone()))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"
+[api]
+[[api.tokens]]
+token = "operator-0123456789"
+[[api.tokens]]
+token = "alice-0123456789"
+principal = "alice"
+[[servers]]
+name = "a"
+url = "http://127.0.0.1:1/mcp"
+[[servers]]
+name = "b"
+url = "http://127.0.0.1:2/mcp"
+[[webhooks]]
+url = "http://127.0.0.1:9/hook"
+secret = "s"
+"#;
+
+    fn changes(old: &str, new: &str) -> Changes {
+        let old = Config::parse("old.toml", old).unwrap();
+        let new = Config::parse("new.toml", new).unwrap();
+        Changes::between(&Fingerprint::of(&old), &Fingerprint::of(&new))
+    }
+
+    #[test]
+    fn the_same_file_changes_nothing_even_moved_around() {
+        assert!(changes(BASE, BASE).is_empty());
+        let moved = format!("\n\n# a comment\n{BASE}");
+        assert!(changes(BASE, &moved).is_empty());
+    }
+
+    #[test]
+    fn each_kind_of_edit_is_named_and_no_secret_is_shown() {
+        let new = BASE
+            .replace("alice-0123456789", "alice-rotated-0123456789")
+            .replace("http://127.0.0.1:2/mcp", "http://127.0.0.1:3/mcp")
+            .replace("secret = \"s\"", "secret = \"t\"")
+            .replace(
+                "[[servers]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"",
+                "[[servers]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\nheaders = { Authorization = \"Bearer x\" }\n[[servers]]\nname = \"c\"\ncommand = \"c\"",
+            )
+            + "[limits]\nper_principal_rate = 5\n[[policy]]\nprincipal = \"bob\"\ndeny = [\"a/*\"]\n[tracker]\npoll_min_ms = 200\n";
+        let c = changes(BASE, &new);
+        assert_eq!(c.servers_added, ["c"]);
+        assert_eq!(
+            c.servers_changed,
+            [
+                ("a".to_string(), ServerChange::Settings),
+                ("b".to_string(), ServerChange::Endpoint)
+            ]
+        );
+        assert_eq!(
+            (c.tokens_added.clone(), c.tokens_removed.clone()),
+            (vec!["alice".to_string()], vec!["alice".to_string()])
+        );
+        assert!(c.policy && c.limits.is_some());
+        assert_eq!(c.webhooks_changed, ["http://127.0.0.1:9/hook"]);
+        assert_eq!(c.need_restart, ["[tracker]"]);
+        let text = c.lines().join("\n");
+        for secret in ["alice-rotated", "Bearer x", "\"t\""] {
+            assert!(!text.contains(secret), "{text}");
+        }
+        let removed = changes(&new, BASE);
+        assert_eq!(removed.servers_removed, ["c"]);
+    }
+}
