@@ -178,7 +178,9 @@ async fn a_2025_11_25_task_is_one_call_answered_through_the_api_the_cli_and_the_
             BTreeSet::from([rest_id.as_str(), cli_id.as_str(), front_id.as_str()]),
             "{rows:#?}"
         );
-        let front_row = api.task(&front_id).await;
+        // The front hands its caller the upstream's outcome as it relays it;
+        // the row records it a moment later.
+        let front_row = api.wait_status(&front_id, "completed").await;
         assert_eq!(
             (&front_row["face"], &front_row["driver"], &front_row["status"]),
             (&json!("mcp"), &json!("sep1686"), &json!("completed")),
