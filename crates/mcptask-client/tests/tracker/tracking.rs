@@ -16,6 +16,14 @@ use mcptask_testkit::tracker::fast_config;
 use serde_json::{Value, json};
 
 async fn start_task(tracker: &Tracker, tool: &str) -> mcptask_client::RemoteTaskRecord {
+    start_task_on(tracker, "remote", tool).await
+}
+
+async fn start_task_on(
+    tracker: &Tracker,
+    server: &str,
+    tool: &str,
+) -> mcptask_client::RemoteTaskRecord {
     let opts = CallOptions {
         principal: Some("alice".into()),
         conversation: Some("conv-1".into()),
@@ -24,7 +32,7 @@ async fn start_task(tracker: &Tracker, tool: &str) -> mcptask_client::RemoteTask
         ..Default::default()
     };
     match tracker
-        .call_tool("remote", tool, json!({"x": 1}), opts)
+        .call_tool(server, tool, json!({"x": 1}), opts)
         .await
         .unwrap()
     {
@@ -901,22 +909,9 @@ async fn a_hung_server_holds_only_its_own_cap(backend: TestDatabase) {
         .start()
         .await
         .unwrap();
-    let start = |server: &'static str| {
-        let tracker = tracker.clone();
-        async move {
-            match tracker
-                .call_tool(server, "hold", json!({}), CallOptions::default())
-                .await
-                .unwrap()
-            {
-                CallOutcome::Task(t) => *t,
-                CallOutcome::Completed(r) => panic!("hold completed synchronously: {r:?}"),
-            }
-        }
-    };
     let mut stuck = Vec::new();
     for _ in 0..6 {
-        let t = start("hung").await;
+        let t = start_task_on(&tracker, "hung", "hold").await;
         // Every tasks/get of these hangs far longer than the test.
         hung.mangle.lock().unwrap().insert(
             t.remote_task_id.clone(),
@@ -926,7 +921,7 @@ async fn a_hung_server_holds_only_its_own_cap(backend: TestDatabase) {
     }
     let mut fine = Vec::new();
     for _ in 0..3 {
-        fine.push(start("healthy").await);
+        fine.push(start_task_on(&tracker, "healthy", "hold").await);
     }
     for t in &fine {
         until(&tracker, &t.id, "polled beside the hung server", |r| {
