@@ -56,13 +56,14 @@ impl Settings {
         let quick = std::env::var("MCPTASK_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
         if quick {
             Settings {
-                sizes: vec![1_000, 10_000],
-                creates: 500,
+                // A smoke run: every path once, at two levels, in seconds.
+                sizes: vec![500, 2_000],
+                creates: 200,
                 create_concurrency: 64,
-                serial_creates: 200,
+                serial_creates: 50,
                 get_concurrency: 8,
-                max_gets: 5_000,
-                get_budget: Duration::from_secs(1),
+                max_gets: 1_000,
+                get_budget: Duration::from_millis(300),
             }
         } else {
             Settings {

@@ -13,6 +13,7 @@ mod codec;
 mod diagnose;
 mod error;
 pub mod flows;
+mod migrations;
 pub mod postgres;
 pub mod sqlite;
 

@@ -103,8 +103,7 @@ impl Dialect for Postgres {
     }
 
     fn migrator() -> &'static sqlx::migrate::Migrator {
-        static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
-        &MIGRATOR
+        crate::migrations::postgres()
     }
 
     fn begin_write(

@@ -49,8 +49,7 @@ impl Dialect for Sqlite {
     }
 
     fn migrator() -> &'static sqlx::migrate::Migrator {
-        static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
-        &MIGRATOR
+        crate::migrations::sqlite()
     }
 
     fn bind_texts(query: DbQuery<Self>, list: Vec<&str>) -> DbQuery<Self> {

@@ -13,6 +13,58 @@ use mcptask_testkit::mcp::{Lifecycle, TestClient};
 use mcptask_testkit::*;
 use serde_json::{Value, json};
 
+/// Moves every timestamp of the copied fixture by the time since it was
+/// written, as if the old release stopped a moment ago: the fixture's tasks
+/// have TTLs of an hour, and a test that read them as written would start
+/// failing an hour after the fixture was made (their TTLs run out and the
+/// front forgets them, as it should). Only integer `*_at` columns move
+/// (milliseconds since the epoch); the rows are otherwise as written.
+async fn as_if_written_just_now(db_url: &str) {
+    use sqlx::Row;
+    let pool = sqlx::SqlitePool::connect(db_url)
+        .await
+        .expect("open the copy");
+    let written: i64 = sqlx::query_scalar(
+        "SELECT MAX(m) FROM (SELECT MAX(updated_at) AS m FROM server_tasks
+                             UNION ALL SELECT MAX(updated_at) FROM remote_tasks)",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("when the fixture was written");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as i64;
+    let tables = sqlx::query(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_%' ESCAPE '\\'",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("tables");
+    for table in tables {
+        let table: String = table.get("name");
+        let columns = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT name FROM pragma_table_info('{table}')"
+        )))
+        .fetch_all(&pool)
+        .await
+        .expect("columns");
+        for column in columns {
+            let column: String = column.get("name");
+            if column.ends_with("_at") {
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "UPDATE \"{table}\" SET \"{column}\" = \"{column}\" + ? WHERE typeof(\"{column}\") = 'integer'"
+                )))
+                .bind(now - written)
+                .execute(&pool)
+                .await
+                .expect("move a timestamp");
+            }
+        }
+    }
+    pool.close().await;
+}
+
 fn fixture(ext: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/main-31653fe.{ext}"))
 }
@@ -30,6 +82,7 @@ async fn a_database_of_the_previous_release_upgrades_with_every_call_once() {
     let db = dir.path().join("mcptask.db");
     std::fs::copy(fixture("db"), &db).expect("copy the fixture");
     let db_url = format!("sqlite:{}", db.display());
+    as_if_written_just_now(&db_url).await;
     // A demo server that never saw the old calls: the live ones cannot be
     // followed any more and must end honestly, never vanish.
     let server_db = TestDatabase::sqlite();

@@ -374,8 +374,13 @@ async fn server_state(client: &mcptask_testkit::mcp::TestClient, ids: &[String])
     let mut out = Vec::new();
     for id in ids {
         let mut w = wire(&client.get(id).await.expect("tasks/get a witness"));
-        // Changes by the passage of time alone.
-        w.as_object_mut().unwrap().remove("lastUpdatedAt");
+        // Changes by the passage of time alone: the update time, and a
+        // working task's progress message ("compute: 596s left").
+        let w_obj = w.as_object_mut().unwrap();
+        w_obj.remove("lastUpdatedAt");
+        if w_obj.get("status").and_then(Value::as_str) == Some("working") {
+            w_obj.remove("statusMessage");
+        }
         out.push(w);
     }
     out

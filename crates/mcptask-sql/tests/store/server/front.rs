@@ -231,6 +231,14 @@ const OLD_ROW: &str = "INSERT INTO server_tasks (id, principal, tool, arguments,
         created_at, updated_at, owner, claim_token)
      VALUES ('old', 'alice', 'slow', '{}', 'working', 1, 1, 'A', 'k')";
 
+/// The migrations as sqlx reads them from the directory at run time.
+async fn migrations(engine: &str) -> sqlx::migrate::Migrator {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("migrations")
+        .join(engine);
+    sqlx::migrate::Migrator::new(dir.as_path()).await.unwrap()
+}
+
 #[tokio::test]
 async fn migration_0005_keeps_a_populated_sqlite_database() {
     let dir = tempfile::tempdir().unwrap();
@@ -241,10 +249,7 @@ async fn migration_0005_keeps_a_populated_sqlite_database() {
             .unwrap()
             .create_if_missing(true);
         let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
-        sqlx::migrate!("./migrations/sqlite")
-            .run_to(4, &pool)
-            .await
-            .unwrap();
+        migrations("sqlite").await.run_to(4, &pool).await.unwrap();
         sqlx::query(OLD_ROW).execute(&pool).await.unwrap();
         pool.close().await;
     }
@@ -258,10 +263,7 @@ async fn migration_0005_keeps_a_populated_postgres_database() {
     };
     {
         let pool = sqlx::PgPool::connect(&url).await.unwrap();
-        sqlx::migrate!("./migrations/postgres")
-            .run_to(4, &pool)
-            .await
-            .unwrap();
+        migrations("postgres").await.run_to(4, &pool).await.unwrap();
         sqlx::query(OLD_ROW).execute(&pool).await.unwrap();
         pool.close().await;
     }
