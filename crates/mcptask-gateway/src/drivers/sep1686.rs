@@ -54,15 +54,14 @@ pub(super) async fn run(
     let mut poll = tokio::time::interval(STATUS_POLL);
     let mut cancel_sent = false;
     let mut asks_open = true;
+    let settle = |outcome: Result<CallToolResult, _>, cancel_sent: bool| match outcome {
+        _ if cancel_sent => Err(TaskExit::Cancelled),
+        Ok(result) => Ok(result),
+        Err(e) => Err(exit_of(e)),
+    };
     loop {
         tokio::select! {
-            outcome = &mut result => {
-                return match outcome {
-                    _ if cancel_sent => Err(TaskExit::Cancelled),
-                    Ok(result) => Ok(result),
-                    Err(e) => Err(exit_of(e)),
-                };
-            }
+            outcome = &mut result => return settle(outcome, cancel_sent),
             _ = poll.tick() => {
                 if let Ok(task) = handle.status().await {
                     if task.snapshot.status_message != shown {
@@ -79,7 +78,13 @@ pub(super) async fn run(
             ask = handle.next_ask(), if asks_open => {
                 asks_open = ask.is_some();
                 if let Some(ask) = ask {
-                    match relay_ask(ctx, ask).await {
+                    // The upstream may end (or die) while its question
+                    // waits: a session that died never withdraws it.
+                    let relayed = tokio::select! {
+                        relayed = relay_ask(ctx, ask) => relayed,
+                        outcome = &mut result => return settle(outcome, cancel_sent),
+                    };
+                    match relayed {
                         Err(TaskExit::Cancelled) if !cancel_sent => {
                             let _ = handle.cancel().await;
                             cancel_sent = true;

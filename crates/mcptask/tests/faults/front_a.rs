@@ -302,6 +302,61 @@ async fn sep1686_and_sync_upstream_killed_mid_task_fail_the_front_tasks_with_the
     .await;
 }
 
+/// The same over Streamable HTTP: the everything server's process is
+/// SIGKILLed under a 2025-11-25 task and a synchronous call; both front
+/// tasks fail with the reason (the answers' streams end with the server;
+/// nothing waits on them forever). Restarted on the same port, the server
+/// takes new calls through the same front.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sep1686_and_sync_upstream_over_http_killed_mid_task_fail_and_new_calls_work_once_back() {
+    let test =
+        "sep1686_and_sync_upstream_over_http_killed_mid_task_fail_and_new_calls_work_once_back";
+    let Some(ev) = Everything::or_skip(test) else {
+        return;
+    };
+    with_deadline(Duration::from_secs(300), async {
+        let port = free_port();
+        let (mut upstream, url) = ev.start_http("everything", port).await;
+        let db = TestDatabase::sqlite();
+        let server =
+            http_server("ev", &url) + "background = [\"trigger-long-running-operation\"]\n";
+        let toml = proxy_toml(&db.url, "", "", &server);
+        let gateway = GatewayProcess::start_toml("proxy", &toml, &[]).await;
+        let client = front(&gateway).await;
+        let asking = client
+            .start_task(
+                "ev__simulate-research-query",
+                json!({"topic": "rust", "ambiguous": true}),
+            )
+            .await;
+        wait_status(&client, &asking, "input_required", WAIT).await;
+        let long = client
+            .start_task(
+                "ev__trigger-long-running-operation",
+                json!({"duration": 300, "steps": 300}),
+            )
+            .await;
+        wait_started(&client, &long).await;
+
+        upstream.kill().await;
+        for id in [&long, &asking] {
+            let done = wait_terminal(&client, id, WAIT).await;
+            assert_eq!(status(&done), "failed", "{done:#}");
+        }
+
+        let (_upstream, _) = ev.start_http("everything again", port).await;
+        let again = client
+            .start_task(
+                "ev__trigger-long-running-operation",
+                json!({"duration": 1, "steps": 1}),
+            )
+            .await;
+        let done = wait_terminal(&client, &again, WAIT).await;
+        assert_eq!(status(&done), "completed", "{done:#}");
+    })
+    .await;
+}
+
 // ---------------------------------------------------------------------------
 // 2. A proxy replica SIGKILLed mid-task (two replicas on PostgreSQL)
 
