@@ -303,9 +303,10 @@ async fn sep1686_and_sync_upstream_killed_mid_task_fail_the_front_tasks_with_the
 }
 
 /// The same over Streamable HTTP: the everything server's process is
-/// SIGKILLed under a 2025-11-25 task and a synchronous call; both front
-/// tasks fail with the reason (the answers' streams end with the server;
-/// nothing waits on them forever). Restarted on the same port, the server
+/// SIGKILLed under a 2025-11-25 task waiting for an answer, a synchronous
+/// call and a synchronous call waiting for an answer; each front task fails
+/// with the reason (the answers' streams end with the server; nothing waits
+/// on them forever). Restarted on the same port, the server
 /// takes new calls through the same front.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sep1686_and_sync_upstream_over_http_killed_mid_task_fail_and_new_calls_work_once_back() {
@@ -318,8 +319,8 @@ async fn sep1686_and_sync_upstream_over_http_killed_mid_task_fail_and_new_calls_
         let port = free_port();
         let (mut upstream, url) = ev.start_http("everything", port).await;
         let db = TestDatabase::sqlite();
-        let server =
-            http_server("ev", &url) + "background = [\"trigger-long-running-operation\"]\n";
+        let server = http_server("ev", &url)
+            + "background = [\"trigger-long-running-operation\", \"trigger-elicitation-request\"]\n";
         let toml = proxy_toml(&db.url, "", "", &server);
         let gateway = GatewayProcess::start_toml("proxy", &toml, &[]).await;
         let client = front(&gateway).await;
@@ -337,9 +338,13 @@ async fn sep1686_and_sync_upstream_over_http_killed_mid_task_fail_and_new_calls_
             )
             .await;
         wait_started(&client, &long).await;
+        let eliciting = client
+            .start_task("ev__trigger-elicitation-request", json!({}))
+            .await;
+        wait_status(&client, &eliciting, "input_required", WAIT).await;
 
         upstream.kill().await;
-        for id in [&long, &asking] {
+        for id in [&long, &asking, &eliciting] {
             let done = wait_terminal(&client, id, WAIT).await;
             assert_eq!(status(&done), "failed", "{done:#}");
         }
