@@ -358,6 +358,19 @@ async fn sep1686_and_sync_upstream_over_http_killed_mid_task_fail_and_new_calls_
             .await;
         let done = wait_terminal(&client, &again, WAIT).await;
         assert_eq!(status(&done), "completed", "{done:#}");
+        // A question of a synchronous call is still relayed and answered.
+        let asked = client
+            .start_task("ev__trigger-elicitation-request", json!({}))
+            .await;
+        let waiting = wait_status(&client, &asked, "input_required", WAIT).await;
+        let key = input_keys(&waiting).remove(0);
+        client
+            .update(&asked, json!({ key: {"action": "decline"} }))
+            .await
+            .expect("tasks/update");
+        let done = wait_terminal(&client, &asked, WAIT).await;
+        assert_eq!(status(&done), "completed", "{done:#}");
+        assert!(result_text(&done).contains("declined"), "{done:#}");
     })
     .await;
 }
