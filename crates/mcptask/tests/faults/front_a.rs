@@ -540,6 +540,41 @@ on_both_stores! {
     }
 }
 
+on_both_stores! {
+    /// The proxy dies right after a 2025-11-25 upstream (the everything
+    /// server over HTTP) created the task of a front call, before the
+    /// upstream's id was saved
+    /// (`front.sep1686_before_saving_the_upstream_id`). Restarted, the proxy
+    /// fails the front task (its upstream session is lost) and does not
+    /// create the upstream task a second time: one `tools/call` upstream.
+    async fn crash_before_a_2025_11_25_task_id_is_saved_the_call_is_not_made_twice(db) {
+        let test = "crash_before_a_2025_11_25_task_id_is_saved_the_call_is_not_made_twice";
+        let Some(ev) = Everything::or_skip(test) else {
+            return;
+        };
+        with_deadline(Duration::from_secs(240), async {
+            let (_upstream, url) = ev.start_http("everything", free_port()).await;
+            let seen = FaultFront::start(url.trim_end_matches("/mcp")).await;
+            let toml = proxy_toml(&db.url, "", "", &http_server("ev", &seen.url()));
+            let crash = [("MCPTASK_TEST_CRASH_AT", "front.sep1686_before_saving_the_upstream_id")];
+            let mut gateway = GatewayProcess::start_toml("proxy (crashing)", &toml, &crash).await;
+            let client = front(&gateway).await;
+            let id = client
+                .start_task("ev__simulate-research-query", json!({"topic": "rust"}))
+                .await;
+            assert!(!gateway.exited().await.success());
+            assert_eq!(seen.count("tools/call"), 1);
+
+            let gateway = GatewayProcess::start_toml("proxy (restarted)", &toml, &[]).await;
+            let client = front(&gateway).await;
+            let done = wait_terminal(&client, &id, WAIT).await;
+            assert_eq!(status(&done), "failed", "{done:#}");
+            assert_eq!(seen.count("tools/call"), 1, "the upstream task was created once");
+        })
+        .await;
+    }
+}
+
 // ---------------------------------------------------------------------------
 // 4. A call refused after the upstream created its task
 
