@@ -155,6 +155,12 @@ pub struct ProxySection {
     /// (or the restarted one) recovers them once it lapses.
     #[serde(default)]
     pub owner_lease_ms: Option<i64>,
+    /// Live call tasks this process runs at once (front tasks, and
+    /// 2025-11-25 or synchronous calls from any face; default 10 000): a
+    /// call beyond it is refused "server busy", and a task the upstream
+    /// already created for it is cancelled there.
+    #[serde(default)]
+    pub max_live_tasks: Option<usize>,
 }
 
 /// What the proxy does with a synchronous upstream call whose process died.

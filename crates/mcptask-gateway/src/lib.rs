@@ -44,6 +44,7 @@ pub mod front;
 mod gateway;
 pub mod live;
 pub mod metrics;
+pub mod test_hooks;
 pub mod upstreams;
 
 pub use calls::Calls;

@@ -181,7 +181,7 @@ impl Fingerprint {
         let p = &config.proxy;
         at_start.insert(
             "[proxy]".into(),
-            short_hash(&(p.enabled, &p.principal, p.owner_lease_ms)),
+            short_hash(&(p.enabled, &p.principal, p.owner_lease_ms, p.max_live_tasks)),
         );
         at_start.insert(
             "[tracker]".into(),

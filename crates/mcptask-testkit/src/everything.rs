@@ -65,3 +65,38 @@ impl Everything {
         )
     }
 }
+
+/// The line the server prints once its Streamable HTTP transport listens.
+const HTTP_LISTENING: &str = "MCP Streamable HTTP Server listening on port ";
+
+impl Everything {
+    /// Run it over Streamable HTTP on `127.0.0.1:port` (a fixed port, so a
+    /// restarted server is reached at the same URL) until it listens;
+    /// returns the process (SIGKILLed on drop) and its MCP URL. Retries while
+    /// the port is still held by a process just killed.
+    pub async fn start_http(&self, name: &str, port: u16) -> (crate::LoggedChild, String) {
+        let mut last = String::new();
+        for _ in 0..20 {
+            let mut command = tokio::process::Command::new(&self.node);
+            command
+                .arg(&self.entry)
+                .arg("streamableHttp")
+                .env("PORT", port.to_string());
+            match crate::LoggedChild::spawn(
+                name,
+                command,
+                HTTP_LISTENING,
+                std::time::Duration::from_secs(60),
+            )
+            .await
+            {
+                Ok((child, _)) => return (child, format!("http://127.0.0.1:{port}/mcp")),
+                Err(e) => {
+                    last = e;
+                    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+                }
+            }
+        }
+        panic!("{name}: could not start on port {port}: {last}");
+    }
+}

@@ -220,6 +220,11 @@ impl GatewayProcess {
         self.process.log()
     }
 
+    /// Its process id (its stdio upstreams are its children).
+    pub fn pid(&self) -> u32 {
+        self.process.pid
+    }
+
     /// Its `mcptask.toml`.
     pub fn config_path(&self) -> std::path::PathBuf {
         self._dir.path().join("mcptask.toml")
@@ -271,6 +276,15 @@ impl GatewayProcess {
     /// SIGKILL the gateway (no drain, no claim released) and reap it.
     pub async fn kill(&mut self) {
         self.process.kill().await;
+    }
+
+    /// Wait (at most [`crate::WAIT`]) until the process ends on its own (a
+    /// crash point), reap it and return how it ended.
+    pub async fn exited(&mut self) -> std::process::ExitStatus {
+        tokio::time::timeout(crate::WAIT, self.process.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("the gateway still runs; log:\n{}", self.log()))
+            .expect("reap the gateway")
     }
 
     /// A client sending `Authorization: Bearer TOKEN` (or nothing).

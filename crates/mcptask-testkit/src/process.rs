@@ -172,6 +172,44 @@ pub fn sigkill(pid: u32) {
 /// command line contains `marker`.
 pub fn children_with(marker: &str) -> Vec<u32> {
     let me = std::process::id();
+    live_processes()
+        .into_iter()
+        .filter(|p| p.ppid == me && p.cmdline.contains(marker))
+        .map(|p| p.pid)
+        .collect()
+}
+
+/// Pids of live (not zombie) descendants of `root` (children, their
+/// children, …) whose command line contains `marker`: e.g. the stdio
+/// upstream a gateway this test started spawned.
+pub fn descendants_with(root: u32, marker: &str) -> Vec<u32> {
+    let all = live_processes();
+    let mut family = vec![root];
+    let mut grew = true;
+    while grew {
+        grew = false;
+        for p in &all {
+            if family.contains(&p.ppid) && !family.contains(&p.pid) {
+                family.push(p.pid);
+                grew = true;
+            }
+        }
+    }
+    all.into_iter()
+        .filter(|p| p.pid != root && family.contains(&p.pid) && p.cmdline.contains(marker))
+        .map(|p| p.pid)
+        .collect()
+}
+
+/// A live process as `/proc` shows it.
+struct ProcEntry {
+    pid: u32,
+    ppid: u32,
+    cmdline: String,
+}
+
+/// Every live (not zombie) process in `/proc`.
+fn live_processes() -> Vec<ProcEntry> {
     let mut found = Vec::new();
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return found;
@@ -194,13 +232,15 @@ pub fn children_with(marker: &str) -> Vec<u32> {
         let mut fields = rest.split_whitespace();
         let state = fields.next().unwrap_or("Z");
         let ppid: u32 = fields.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-        if ppid != me || state == "Z" {
+        if state == "Z" {
             continue;
         }
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        if String::from_utf8_lossy(&cmdline).contains(marker) {
-            found.push(pid);
-        }
+        found.push(ProcEntry {
+            pid,
+            ppid,
+            cmdline: String::from_utf8_lossy(&cmdline).into_owned(),
+        });
     }
     found
 }

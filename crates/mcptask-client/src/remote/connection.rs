@@ -207,6 +207,7 @@ fn http_transport(
     use rmcp::transport::StreamableHttpClientTransport;
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     let mut config = StreamableHttpClientTransportConfig::with_uri(url.clone());
+    config.retry_config = Arc::new(resume_policy());
     let mut custom = HashMap::new();
     for (k, v) in headers {
         if k.eq_ignore_ascii_case("authorization") {
@@ -243,6 +244,18 @@ fn http_transport(
         StreamableHttpClientTransport::with_client(client, config),
         fail,
     ))
+}
+
+/// How long a broken response stream is resumed (SSE reconnects with
+/// `Last-Event-ID`) before its request fails: 2, 4, 8, 8 s apart, about
+/// 25 s in all. rmcp's default resumes forever, so a request in flight when
+/// its server died (a synchronous call, a 2025-11-25 `tasks/result`) never
+/// ended and its front task stayed `working`.
+fn resume_policy() -> rmcp::transport::common::client_side_sse::ExponentialBackoff {
+    let mut policy = rmcp::transport::common::client_side_sse::ExponentialBackoff::default();
+    policy.max_times = Some(5);
+    policy.max_delay = Some(Duration::from_secs(8));
+    policy
 }
 
 /// Open a Streamable HTTP session to `def` (an HTTP server) served by

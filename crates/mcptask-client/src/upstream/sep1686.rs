@@ -13,6 +13,7 @@
 use mcptask_core::client::sep1686::{self as read, CancelRefusal, Sep1686Task};
 use rmcp::model::{CallToolResult, ClientRequest, CustomRequest, ServerResult};
 use serde_json::{Value, json};
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::{Mutex, mpsc};
 
 use super::sync_call::call_result;
@@ -22,12 +23,24 @@ use crate::remote::handler::RouteGuard;
 
 /// A SEP-1686 task on its lane. Dropping it returns the lane to the pool
 /// (the upstream task keeps running there until it ends or expires; its
-/// later questions are refused).
+/// later questions are refused), unless a request on it failed below the
+/// protocol: then the session is closed.
 pub struct Sep1686Handle {
     created: Sep1686Task,
     asks: Mutex<mpsc::UnboundedReceiver<Ask>>,
     _route: RouteGuard,
     lane: Lane,
+    /// A request on the lane failed below the protocol (its server died,
+    /// its response stream broke): the session is not given to another call.
+    broken: AtomicBool,
+}
+
+impl Drop for Sep1686Handle {
+    fn drop(&mut self) {
+        if *self.broken.get_mut() {
+            self.lane.discard();
+        }
+    }
 }
 
 /// How a [`Sep1686Handle::cancel`] ended.
@@ -73,6 +86,7 @@ pub async fn create(
         asks: Mutex::new(asks),
         _route: route,
         lane,
+        broken: AtomicBool::new(false),
     })
 }
 
@@ -89,13 +103,15 @@ impl Sep1686Handle {
 
     /// `tasks/get`: the task's status now.
     pub async fn status(&self) -> Result<Sep1686Task, UpstreamError> {
-        let answer = request(
-            &self.lane,
-            "tasks/get",
-            json!({ "taskId": self.id() }),
-            true,
-        )
-        .await?;
+        let answer = self.noted(
+            request(
+                &self.lane,
+                "tasks/get",
+                json!({ "taskId": self.id() }),
+                true,
+            )
+            .await,
+        )?;
         read::snapshot(&answer)
             .map_err(|e| UpstreamError::Remote(RemoteError::Protocol(format!("tasks/get: {e}"))))
     }
@@ -114,8 +130,16 @@ impl Sep1686Handle {
                 Some(json!({ "taskId": self.id() })),
             )))
             .await
-            .map_err(|e| UpstreamError::from_service("tasks/result", e))?;
-        call_result(answer)
+            .map_err(|e| UpstreamError::from_service("tasks/result", e));
+        call_result(self.noted(answer)?)
+    }
+
+    /// `outcome`, noting a failure below the protocol (see `broken`).
+    fn noted<T>(&self, outcome: Result<T, UpstreamError>) -> Result<T, UpstreamError> {
+        if let Err(UpstreamError::Remote(_)) = &outcome {
+            self.broken.store(true, Ordering::Relaxed);
+        }
+        outcome
     }
 
     /// `tasks/cancel`. A task that had already ended is not an error.

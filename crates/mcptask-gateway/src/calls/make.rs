@@ -278,8 +278,12 @@ impl HandleCommit for Mirror {
             id: Some(record.id.clone()),
             call_row: Some(Box::new(row.clone())),
         };
+        // The windows around the commit of the row with its call task: the
+        // upstream task exists, mcptask holds nothing yet / both.
+        crate::test_hooks::crash_point("front.before_handle_commit");
         match self.runtime.create_task(request).await {
             Ok(task) => {
+                crate::test_hooks::crash_point("front.after_handle_commit");
                 *self.created.lock().expect("mirror lock") = Some(task);
                 Ok(())
             }

@@ -120,6 +120,9 @@ impl Calls {
             runtime_config.lease_ms = lease_ms.max(300);
             runtime_config.recovery_every_ms = (lease_ms / 3).max(100);
         }
+        if let Some(max) = config.proxy.max_live_tasks {
+            runtime_config.max_live_tasks = Some(max);
+        }
         let runtime = TaskRuntime::builder_with_source(
             store.server_tasks(),
             Arc::new(Source(upstreams.clone())),

@@ -33,6 +33,14 @@ pub(super) async fn run(
             "the upstream lost task {lost} when its session ended (tasks of the 2025-11-25 protocol live in one upstream session)"
         )));
     }
+    // A rerun without a saved upstream id: the interrupted run may have
+    // created the task before it could save the id, and over HTTP that task
+    // still runs in its session. Creating it again would run the call twice.
+    if ctx.attempt() > 1 {
+        return Err(internal(
+            "the proxy stopped while this call was starting upstream; it is not made again (a 2025-11-25 task lives in the session that was lost)",
+        ));
+    }
     let pool = upstreams.lanes(&route.server).map_err(internal)?;
     let lane = tokio::select! {
         lane = pool.acquire() => lane.map_err(|e| internal(e.to_string()))?,
@@ -41,6 +49,7 @@ pub(super) async fn run(
     let handle = sep1686::create(lane, &route.tool, Value::Object(call.arguments), None)
         .await
         .map_err(exit_of)?;
+    crate::test_hooks::crash_point("front.sep1686_before_saving_the_upstream_id");
     let state = CallState::Sep1686 {
         upstream_task: Some(handle.id().to_string()),
     };
@@ -54,15 +63,14 @@ pub(super) async fn run(
     let mut poll = tokio::time::interval(STATUS_POLL);
     let mut cancel_sent = false;
     let mut asks_open = true;
+    let settle = |outcome: Result<CallToolResult, _>, cancel_sent: bool| match outcome {
+        _ if cancel_sent => Err(TaskExit::Cancelled),
+        Ok(result) => Ok(result),
+        Err(e) => Err(exit_of(e)),
+    };
     loop {
         tokio::select! {
-            outcome = &mut result => {
-                return match outcome {
-                    _ if cancel_sent => Err(TaskExit::Cancelled),
-                    Ok(result) => Ok(result),
-                    Err(e) => Err(exit_of(e)),
-                };
-            }
+            outcome = &mut result => return settle(outcome, cancel_sent),
             _ = poll.tick() => {
                 if let Ok(task) = handle.status().await {
                     if task.snapshot.status_message != shown {
@@ -79,7 +87,13 @@ pub(super) async fn run(
             ask = handle.next_ask(), if asks_open => {
                 asks_open = ask.is_some();
                 if let Some(ask) = ask {
-                    match relay_ask(ctx, ask).await {
+                    // The upstream may end (or die) while its question
+                    // waits: a session that died never withdraws it.
+                    let relayed = tokio::select! {
+                        relayed = relay_ask(ctx, ask) => relayed,
+                        outcome = &mut result => return settle(outcome, cancel_sent),
+                    };
+                    match relayed {
                         Err(TaskExit::Cancelled) if !cancel_sent => {
                             let _ = handle.cancel().await;
                             cancel_sent = true;

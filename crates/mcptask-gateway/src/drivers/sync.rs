@@ -3,7 +3,9 @@
 //! the task's input requests; after a crash the call is failed or made again
 //! (the server's `interrupt`).
 
-use mcptask_client::upstream::{SyncCall, SyncEvent, SyncOptions, sync_call};
+use std::collections::VecDeque;
+
+use mcptask_client::upstream::{Ask, SyncCall, SyncEvent, SyncOptions, sync_call};
 use mcptask_core::front::progress_message;
 use mcptask_server::{TaskContext, TaskExit, ToolCall};
 use rmcp::model::{CallToolResponse, CallToolResult};
@@ -68,13 +70,38 @@ pub(super) async fn synchronous(
 /// questions on the task.
 async fn follow(ctx: &TaskContext, mut running: SyncCall) -> Result<CallToolResponse, TaskExit> {
     let mut status = Coalesced::new();
+    let mut asked: VecDeque<Ask> = VecDeque::new();
     loop {
+        if let Some(ask) = asked.pop_front() {
+            // The call is watched while its question waits: a session that
+            // died (its server killed) never withdraws the question, but
+            // the call itself ends.
+            let relay = relay_ask(ctx, ask);
+            tokio::pin!(relay);
+            loop {
+                tokio::select! {
+                    relayed = &mut relay => break relayed?,
+                    event = running.next() => match event {
+                        Some(SyncEvent::Progress { progress, total, message }) => {
+                            status.offer(ctx, progress_message(progress, total, message.as_deref())).await?;
+                        }
+                        Some(SyncEvent::Ask(more)) => asked.push_back(more),
+                        Some(SyncEvent::Done(answer)) => {
+                            status.flush(ctx).await?;
+                            return answer.map_err(exit_of);
+                        }
+                        None => return Err(internal("the upstream call ended without a result")),
+                    },
+                }
+            }
+            continue;
+        }
         tokio::select! {
             event = running.next() => match event {
                 Some(SyncEvent::Progress { progress, total, message }) => {
                     status.offer(ctx, progress_message(progress, total, message.as_deref())).await?;
                 }
-                Some(SyncEvent::Ask(ask)) => relay_ask(ctx, ask).await?,
+                Some(SyncEvent::Ask(ask)) => asked.push_back(ask),
                 Some(SyncEvent::Done(answer)) => {
                     status.flush(ctx).await?;
                     return answer.map_err(exit_of);
