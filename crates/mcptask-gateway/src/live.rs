@@ -181,7 +181,12 @@ impl Fingerprint {
         let p = &config.proxy;
         at_start.insert(
             "[proxy]".into(),
-            short_hash(&(p.enabled, &p.principal, p.owner_lease_ms)),
+            short_hash(&(
+                p.enabled,
+                &p.principal,
+                p.owner_lease_ms,
+                p.question_timeout_ms,
+            )),
         );
         at_start.insert(
             "[tracker]".into(),

@@ -79,12 +79,20 @@ pub(super) async fn run(
             ask = handle.next_ask(), if asks_open => {
                 asks_open = ask.is_some();
                 if let Some(ask) = ask {
-                    match relay_ask(ctx, ask).await {
+                    match relay_ask(ctx, ask, upstreams.question_timeout()).await {
                         Err(TaskExit::Cancelled) if !cancel_sent => {
                             let _ = handle.cancel().await;
                             cancel_sent = true;
                         }
-                        other => other?,
+                        Err(TaskExit::Cancelled) | Ok(()) => {}
+                        // The front task ends here: its upstream task must
+                        // not run on unseen.
+                        Err(e) => {
+                            if !cancel_sent {
+                                let _ = handle.cancel().await;
+                            }
+                            return Err(e);
+                        }
                     }
                 }
             }
