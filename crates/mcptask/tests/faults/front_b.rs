@@ -93,8 +93,12 @@ fn ended(pid: u32) -> bool {
 /// upstream, its session's child may instead have ended (the lane of a
 /// withdrawn call is closed, not reused: the notification and the close
 /// race, and either stops the call).
-async fn upstream_saw_cancellation(upstream_log: &impl Fn() -> String, before: usize, how: &str) {
-    let gone = std::time::Instant::now();
+async fn upstream_saw_cancellation(
+    upstream_log: &impl Fn() -> String,
+    before: usize,
+    how: &str,
+    gone: std::time::Instant,
+) {
     let child = last_waiting_pid(&upstream_log());
     until(
         &format!("{how}: the upstream call was never cancelled"),
@@ -152,6 +156,7 @@ async fn stdio_host_gone_mid_sync_call_cancels_the_upstream_call() {
             .expect("connect to mcptask proxy --stdio");
             let cancelled = count(&server.log(), mcptask_demo::CANCELLED_WHILE_WAITING);
             let call = start_blocking_call(host.peer().clone(), &|| server.log()).await;
+            let gone = std::time::Instant::now();
             if how == "the proxy is killed" {
                 let pids = process::children_with(&config.display().to_string());
                 assert_eq!(pids.len(), 1, "the proxy's pid: {pids:?}");
@@ -159,8 +164,9 @@ async fn stdio_host_gone_mid_sync_call_cancels_the_upstream_call() {
             }
             host.close().await;
             call.abort();
-            upstream_saw_cancellation(&|| server.log(), cancelled, how).await;
+            upstream_saw_cancellation(&|| server.log(), cancelled, how, gone).await;
         }
+        stdin_closed_alone(&config, &server).await;
         let host = TestClient::stdio(
             proxy_stdio_command(&config),
             Lifecycle::Modern { tasks: false },
@@ -179,6 +185,72 @@ const GATEWAY_LOG: &[(&str, &str)] = &[(
     "MCPTASK_LOG",
     "info,mcptask_client::remote::tap=debug,sqlx=warn,rmcp=warn",
 )];
+
+/// What rmcp logs when a handler outlives its drain after the input closed.
+const DRAIN_TIMED_OUT: &str = "timed out draining in-flight responses";
+
+/// A host that dies without a word to its proxy: the proxy's stdin closes,
+/// no signal follows. The upstream call is cancelled at once (not left
+/// running through rmcp's drain of in-flight handlers) and the proxy exits.
+async fn stdin_closed_alone(config: &std::path::Path, server: &DemoServer) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let mut command = proxy_stdio_command(config);
+    command
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut proxy = command.spawn().expect("spawn mcptask proxy --stdio");
+    let mut stderr = proxy.stderr.take().expect("piped stderr");
+    let proxy_log = tokio::spawn(async move {
+        use tokio::io::AsyncReadExt;
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text).await;
+        text
+    });
+    let mut stdin = proxy.stdin.take().expect("piped stdin");
+    let mut stdout = BufReader::new(proxy.stdout.take().expect("piped stdout")).lines();
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "dying-host", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let discover =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}});
+    stdin
+        .write_all(format!("{discover}\n").as_bytes())
+        .await
+        .unwrap();
+    let answer = tokio::time::timeout(WAIT, stdout.next_line())
+        .await
+        .expect("server/discover answered")
+        .expect("read stdout")
+        .expect("a line");
+    assert!(answer.contains("\"result\""), "server/discover: {answer}");
+    let cancelled = count(&server.log(), mcptask_demo::CANCELLED_WHILE_WAITING);
+    let waiting = count(&server.log(), WAITING);
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "demo__test_wait_for_cancellation", "arguments": {}, "_meta": meta}});
+    stdin
+        .write_all(format!("{call}\n").as_bytes())
+        .await
+        .unwrap();
+    until("the upstream runs the call", WAIT, || async {
+        (count(&server.log(), WAITING) > waiting).then_some(())
+    })
+    .await;
+    let gone = std::time::Instant::now();
+    drop(stdin);
+    let how = "only the proxy's stdin closes";
+    upstream_saw_cancellation(&|| server.log(), cancelled, how, gone).await;
+    let exited = tokio::time::timeout(Duration::from_secs(60), proxy.wait()).await;
+    assert!(exited.is_ok(), "{how}: the proxy did not exit");
+    drop(stdout);
+    let log = proxy_log.await.expect("the proxy's stderr");
+    assert!(
+        !log.contains(DRAIN_TIMED_OUT),
+        "{how}: the upstream call ran on until rmcp's drain gave up:\n{log}"
+    );
+}
 
 /// An HTTP client of `/mcp` that drops its connection while its synchronous
 /// call is in flight upstream, once more than a stdio upstream has lanes
@@ -218,10 +290,11 @@ async fn http_client_gone_mid_sync_call_cancels_the_upstream_call() {
                 let cancelled = count(&upstream_log(), mcptask_demo::CANCELLED_WHILE_WAITING);
                 let call = start_blocking_call(client.peer().clone(), &upstream_log).await;
                 // The client process goes away: its connections close.
+                let gone = std::time::Instant::now();
                 call.abort();
                 client.close().await;
                 let how = format!("{upstream} upstream, round {round}");
-                upstream_saw_cancellation(&upstream_log, cancelled, &how).await;
+                upstream_saw_cancellation(&upstream_log, cancelled, &how, gone).await;
             }
             let client = TestClient::http(&url, None, Lifecycle::Modern { tasks: false })
                 .await
