@@ -66,9 +66,8 @@ pub(super) async fn synchronous(
 }
 
 /// One upstream call to its answer, with its progress and mid-call
-/// questions on the task.
-/// A question unanswered for `bound` ends the call: dropping `running`
-/// cancels it upstream.
+/// questions on the task. A question unanswered for `bound` ends the call
+/// (dropping `running` cancels it upstream).
 async fn follow(
     ctx: &TaskContext,
     mut running: SyncCall,
