@@ -26,4 +26,5 @@ mod server;
 pub mod tools;
 pub mod toolset_fixture;
 
+pub use fixtures::CANCELLED_WHILE_WAITING;
 pub use server::{DemoServerOptions, router, serve_stdio, start_runtime};

@@ -161,6 +161,28 @@ pub struct ProxySection {
     /// already created for it is cancelled there.
     #[serde(default)]
     pub max_live_tasks: Option<usize>,
+    /// How long a question an upstream asks through the proxy (an
+    /// elicitation, sampling or roots request; a task's `input_required`)
+    /// waits for its answer (default [`DEFAULT_QUESTION_TIMEOUT_MS`]): then
+    /// the upstream call or task is cancelled and the front task fails
+    /// saying so.
+    #[serde(default)]
+    pub question_timeout_ms: Option<u64>,
+}
+
+/// `[proxy] question_timeout_ms` unset: half an hour, for a person to
+/// come back to a question, and below the front tasks' default hour of TTL.
+pub const DEFAULT_QUESTION_TIMEOUT_MS: u64 = 1_800_000;
+
+impl ProxySection {
+    /// How long a relayed question waits for its answer.
+    pub fn question_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(
+            self.question_timeout_ms
+                .unwrap_or(DEFAULT_QUESTION_TIMEOUT_MS)
+                .max(1),
+        )
+    }
 }
 
 /// What the proxy does with a synchronous upstream call whose process died.

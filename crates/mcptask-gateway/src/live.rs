@@ -181,7 +181,13 @@ impl Fingerprint {
         let p = &config.proxy;
         at_start.insert(
             "[proxy]".into(),
-            short_hash(&(p.enabled, &p.principal, p.owner_lease_ms, p.max_live_tasks)),
+            short_hash(&(
+                p.enabled,
+                &p.principal,
+                p.owner_lease_ms,
+                p.max_live_tasks,
+                p.question_timeout_ms,
+            )),
         );
         at_start.insert(
             "[tracker]".into(),

@@ -53,6 +53,21 @@ pub fn serve_command(config: &std::path::Path) -> Command {
     command
 }
 
+/// `mcptask proxy --stdio --config PATH`, in the config's directory, quiet
+/// (warnings only) and killed on drop: the child a desktop host spawns.
+pub fn proxy_stdio_command(config: &std::path::Path) -> Command {
+    let mut command = Command::new(bin());
+    command
+        .args(["proxy", "--stdio", "--config"])
+        .arg(config)
+        .current_dir(config.parent().expect("config directory"))
+        .env("MCPTASK_LOG", "warn")
+        .env_remove("MCPTASK_CONFIG")
+        .env_remove("MCPTASK_DATABASE_URL")
+        .kill_on_drop(true);
+    command
+}
+
 /// `mcptask.toml` for a gateway: no API auth, an ephemeral API port, the
 /// given servers (name, Streamable HTTP URL), one signed webhook and raw
 /// `[tracker]` lines.

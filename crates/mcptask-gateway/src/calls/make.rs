@@ -222,6 +222,7 @@ impl Calls {
                 state: Some(CallState::new(driver).to_json()),
                 id: Some(record.id.clone()),
                 call_row: Some(Box::new(row)),
+                max_ttl_ms: None,
             })
             .await?;
         tracker.call_committed(&record.id);
@@ -277,6 +278,9 @@ impl HandleCommit for Mirror {
             state: Some(state.to_json()),
             id: Some(record.id.clone()),
             call_row: Some(Box::new(row.clone())),
+            // What the upstream granted its task (`None`: unlimited): the
+            // caller's task must not promise to outlive it.
+            max_ttl_ms: record.ttl_ms,
         };
         // The windows around the commit of the row with its call task: the
         // upstream task exists, mcptask holds nothing yet / both.

@@ -93,6 +93,7 @@ impl Calls {
         stop: CancellationToken,
     ) -> anyhow::Result<Calls> {
         let upstreams = Upstreams::new(tracker, Self::upstreams_of(config));
+        upstreams.set_question_timeout(config.proxy.question_timeout());
         if config.proxy.enabled {
             // The front names every upstream tool: a clash is a
             // configuration error, found before it serves.

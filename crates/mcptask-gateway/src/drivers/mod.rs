@@ -51,6 +51,19 @@ pub(crate) fn internal(message: impl Into<String>) -> TaskExit {
     TaskExit::Error(ErrorData::internal_error(message.into(), None))
 }
 
+/// The outcome of a call task whose question (`keys`) went unanswered for
+/// `bound`: failed, with a reason a caller can act on.
+pub(crate) fn unanswered(keys: &[String], bound: std::time::Duration) -> TaskExit {
+    TaskExit::Error(ErrorData::internal_error(
+        format!(
+            "no answer to the upstream's question ({}) within {} ms ([proxy] question_timeout_ms); the upstream call was cancelled",
+            keys.join(", "),
+            bound.as_millis()
+        ),
+        Some(serde_json::json!({"reason": "question_timeout"})),
+    ))
+}
+
 /// An upstream failure as the front task's outcome.
 pub fn exit_of(e: UpstreamError) -> TaskExit {
     match e {

@@ -9,7 +9,9 @@ use mcptask_core::front::input_key;
 use mcptask_server::{TaskContext, TaskExit};
 use rmcp::ErrorData;
 use rmcp::model::InputRequest;
-use serde_json::json;
+use serde_json::{Value, json};
+
+use super::unanswered;
 
 /// At most one status-message write per task per this interval.
 pub(super) const STATUS_EVERY: Duration = Duration::from_millis(500);
@@ -49,9 +51,15 @@ impl Coalesced {
     }
 }
 
-/// An upstream question as a front input request; answered, refused, or
-/// withdrawn when the upstream stops waiting.
-pub(super) async fn relay_ask(ctx: &TaskContext, ask: Ask) -> Result<(), TaskExit> {
+/// An upstream question as a front input request; answered, refused,
+/// withdrawn when the upstream stops waiting, or given up after `bound`
+/// (the task then ends with [`unanswered`]; the caller cancels the
+/// upstream call).
+pub(super) async fn relay_ask(
+    ctx: &TaskContext,
+    ask: Ask,
+    bound: Duration,
+) -> Result<(), TaskExit> {
     let mut params = ask.params.clone();
     if let Some(map) = params.as_object_mut() {
         map.remove("_meta");
@@ -73,6 +81,32 @@ pub(super) async fn relay_ask(ctx: &TaskContext, ask: Ask) -> Result<(), TaskExi
             ctx.withdraw_inputs(std::slice::from_ref(&key)).await?;
             ctx.set_status_message("The upstream stopped waiting for an answer").await?;
         }
+        _ = tokio::time::sleep(bound) => {
+            let keys = [key];
+            ctx.withdraw_inputs(&keys).await?;
+            let gave_up = unanswered(&keys, bound);
+            if let TaskExit::Error(e) = &gave_up {
+                ask.respond(Err(e.clone()));
+            }
+            return Err(gave_up);
+        }
     }
     Ok(())
+}
+
+/// The answers to `requests` (a SEP-2322 input round), or [`unanswered`]
+/// once `bound` passed without them.
+pub(super) async fn bounded_answers(
+    ctx: &TaskContext,
+    requests: std::collections::BTreeMap<String, InputRequest>,
+    bound: Duration,
+) -> Result<std::collections::BTreeMap<String, Value>, TaskExit> {
+    let keys: Vec<String> = requests.keys().cloned().collect();
+    match tokio::time::timeout(bound, ctx.request_inputs(requests)).await {
+        Ok(answers) => answers,
+        Err(_) => {
+            ctx.withdraw_inputs(&keys).await?;
+            Err(unanswered(&keys, bound))
+        }
+    }
 }

@@ -90,7 +90,7 @@ pub(super) async fn run(
                     // The upstream may end (or die) while its question
                     // waits: a session that died never withdraws it.
                     let relayed = tokio::select! {
-                        relayed = relay_ask(ctx, ask) => relayed,
+                        relayed = relay_ask(ctx, ask, upstreams.question_timeout()) => relayed,
                         outcome = &mut result => return settle(outcome, cancel_sent),
                     };
                     match relayed {
@@ -98,7 +98,15 @@ pub(super) async fn run(
                             let _ = handle.cancel().await;
                             cancel_sent = true;
                         }
-                        other => other?,
+                        Err(TaskExit::Cancelled) | Ok(()) => {}
+                        // The front task ends here: its upstream task must
+                        // not run on unseen.
+                        Err(e) => {
+                            if !cancel_sent {
+                                let _ = handle.cancel().await;
+                            }
+                            return Err(e);
+                        }
                     }
                 }
             }

@@ -11,7 +11,7 @@ use mcptask_server::{TaskContext, TaskExit, ToolCall};
 use rmcp::model::{CallToolResponse, CallToolResult};
 use serde_json::Value;
 
-use super::relay::{Coalesced, STATUS_EVERY, relay_ask};
+use super::relay::{Coalesced, STATUS_EVERY, bounded_answers, relay_ask};
 use super::{exit_of, internal};
 use crate::upstreams::Upstreams;
 use crate::upstreams::catalog::Route;
@@ -43,11 +43,12 @@ pub(super) async fn synchronous(
         )
         .await
         .map_err(exit_of)?;
-        match follow(ctx, running).await? {
+        match follow(ctx, running, upstreams.question_timeout()).await? {
             CallToolResponse::Complete(result) => return Ok(result),
             CallToolResponse::InputRequired(asked) => {
                 let requests = asked.input_requests.unwrap_or_default();
-                let answers = ctx.request_inputs(requests.into_iter().collect()).await?;
+                let bound = upstreams.question_timeout();
+                let answers = bounded_answers(ctx, requests.into_iter().collect(), bound).await?;
                 round = SyncOptions {
                     input_responses: Some(answers.into_iter().collect()),
                     request_state: asked.request_state,
@@ -67,8 +68,13 @@ pub(super) async fn synchronous(
 }
 
 /// One upstream call to its answer, with its progress and mid-call
-/// questions on the task.
-async fn follow(ctx: &TaskContext, mut running: SyncCall) -> Result<CallToolResponse, TaskExit> {
+/// questions on the task. A question unanswered for `bound` ends the call
+/// (dropping `running` cancels it upstream).
+async fn follow(
+    ctx: &TaskContext,
+    mut running: SyncCall,
+    bound: std::time::Duration,
+) -> Result<CallToolResponse, TaskExit> {
     let mut status = Coalesced::new();
     let mut asked: VecDeque<Ask> = VecDeque::new();
     loop {
@@ -76,7 +82,7 @@ async fn follow(ctx: &TaskContext, mut running: SyncCall) -> Result<CallToolResp
             // The call is watched while its question waits: a session that
             // died (its server killed) never withdraws the question, but
             // the call itself ends.
-            let relay = relay_ask(ctx, ask);
+            let relay = relay_ask(ctx, ask, bound);
             tokio::pin!(relay);
             loop {
                 tokio::select! {

@@ -13,7 +13,7 @@ use rmcp::ErrorData;
 use rmcp::model::{CallToolResult, ContentBlock, InputRequest};
 use serde_json::{Value, json};
 
-use super::internal;
+use super::{internal, unanswered};
 use crate::upstreams::Upstreams;
 
 /// How often a front task re-reads its tracked task when no local change
@@ -70,6 +70,7 @@ pub(super) async fn mirror(
                     .collect();
                 if !requests.is_empty() {
                     let keys: Vec<String> = requests.keys().cloned().collect();
+                    let bound = upstreams.question_timeout();
                     tokio::select! {
                         answers = ctx.request_inputs(requests) => match answers {
                             Ok(answers) => {
@@ -89,6 +90,13 @@ pub(super) async fn mirror(
                         },
                         _ = moved_on(upstreams, &id, &keys, &mut changes) => {
                             ctx.withdraw_inputs(&keys).await?;
+                        }
+                        // Nobody answers: the upstream task must not wait
+                        // on forever (the tracker's workers send the cancel).
+                        _ = tokio::time::sleep(bound) => {
+                            ctx.withdraw_inputs(&keys).await?;
+                            request_cancel(upstreams, &id).await;
+                            return Err(unanswered(&keys, bound));
                         }
                     }
                     continue;

@@ -70,8 +70,12 @@ pub async fn serve_stdio(
         principal,
         ..Caller::default()
     };
+    // The host gone (stdin closed), its calls relayed synchronously end
+    // at once: rmcp would let them run on for its drain.
+    let gone = CancellationToken::new();
     let running = server(calls, Arc::new(move |_| caller.clone()))
-        .serve(mcptask_server::mcp::stdio_with_listen())
+        .with_caller_gone(gone.clone())
+        .serve(mcptask_server::mcp::stdio_with_listen().on_input_closed(gone))
         .await
         .context("starting the stdio transport")?;
     tokio::select! {

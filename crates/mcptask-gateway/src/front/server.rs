@@ -42,6 +42,9 @@ pub struct FrontServer {
     caller: CallerFn,
     /// Where upstream prompts and resources were last seen.
     directory: Arc<Directory>,
+    /// Cancelled when the transport's one caller is gone (stdio: its input
+    /// closed): its calls relayed synchronously are withdrawn upstream.
+    caller_gone: tokio_util::sync::CancellationToken,
 }
 
 /// A call task as the caller hears of it: a task for a caller that declares
@@ -98,7 +101,14 @@ impl FrontServer {
             tasks,
             caller,
             directory: Arc::default(),
+            caller_gone: tokio_util::sync::CancellationToken::new(),
         }
+    }
+
+    /// This server with `token` saying its transport's caller is gone.
+    pub fn with_caller_gone(mut self, token: tokio_util::sync::CancellationToken) -> Self {
+        self.caller_gone = token;
+        self
     }
 
     /// A call run as a call task (SEP-1686 or synchronous).
@@ -275,6 +285,10 @@ impl FrontServer {
                 _ = context.ct.cancelled() => {
                     running.cancel().await;
                     return Err(ErrorData::internal_error("the call was cancelled", None));
+                }
+                _ = self.caller_gone.cancelled() => {
+                    running.cancel().await;
+                    return Err(ErrorData::internal_error("the caller went away", None));
                 }
             }
         }

@@ -6,7 +6,7 @@
 pub mod catalog;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -22,6 +22,7 @@ const STDIO_LANES: usize = 4;
 use rmcp::model::Tool;
 use tokio::sync::watch;
 
+use crate::config::DEFAULT_QUESTION_TIMEOUT_MS;
 use catalog::{Catalog, Clash, Listing, Route};
 use mcptask_core::call::ToolFacts;
 
@@ -54,6 +55,8 @@ pub struct Upstreams {
     /// When each server was last listed because a call named a tool the
     /// catalog lacked.
     missed: Mutex<HashMap<String, Instant>>,
+    /// How long a relayed question waits for its answer, in ms.
+    question_timeout_ms: AtomicU64,
 }
 
 /// Least time between two listings of a server for calls of tools the
@@ -73,7 +76,22 @@ impl Upstreams {
             lanes: Mutex::default(),
             rebuilding: Mutex::default(),
             missed: Mutex::default(),
+            question_timeout_ms: AtomicU64::new(DEFAULT_QUESTION_TIMEOUT_MS),
         })
+    }
+
+    /// How long a question an upstream asks through a call (relayed to the
+    /// call's task as an input request) waits for its answer.
+    pub fn question_timeout(&self) -> Duration {
+        Duration::from_millis(self.question_timeout_ms.load(Ordering::Relaxed))
+    }
+
+    /// Set [`Upstreams::question_timeout`] (`[proxy] question_timeout_ms`).
+    pub fn set_question_timeout(&self, timeout: Duration) {
+        let ms = u64::try_from(timeout.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        self.question_timeout_ms.store(ms, Ordering::Relaxed);
     }
 
     fn timeouts(&self) -> Timeouts {

@@ -79,6 +79,19 @@ pub struct CreateRequest {
     /// A tracker row committed in the same transaction as the task (a
     /// gateway's call row, as `transition::new_record` made it).
     pub call_row: Option<Box<mcptask_core::client::transition::Change>>,
+    /// The longest TTL the task may have, whatever its tool's or the
+    /// runtime's default: a proxy's task keeps no longer than the upstream
+    /// task it follows is kept. `None`: no cap.
+    pub max_ttl_ms: Option<i64>,
+}
+
+/// A task's TTL: `ttl_ms` (`None`: unlimited) bounded by `cap`.
+fn capped_ttl(ttl_ms: Option<i64>, cap: Option<i64>) -> Option<i64> {
+    match (ttl_ms, cap) {
+        (Some(ttl), Some(cap)) => Some(ttl.min(cap)),
+        (ttl, None) => ttl,
+        (None, cap) => cap,
+    }
 }
 
 /// The durable task runtime. Cheap to clone; clones share everything.
@@ -210,7 +223,10 @@ impl TaskRuntime {
             arguments,
             call_inputs,
             created_at: now,
-            ttl_ms: tool.ttl_ms.unwrap_or(rt.config.default_ttl_ms),
+            ttl_ms: capped_ttl(
+                tool.ttl_ms.unwrap_or(rt.config.default_ttl_ms),
+                request.max_ttl_ms,
+            ),
             poll_interval_ms: Some(
                 tool.poll_interval_ms
                     .unwrap_or(rt.config.default_poll_interval_ms),
@@ -426,5 +442,19 @@ impl TaskRuntime {
         if let Err(e) = rt.store.release_owner(&rt.owner, rt.clock.now_ms()).await {
             tracing::warn!(error = %e, "could not release the owner lease; it will lapse on its own");
         }
+    }
+}
+
+#[cfg(test)]
+mod ttl_cap {
+    use super::capped_ttl;
+
+    #[test]
+    fn the_cap_bounds_every_ttl_and_none_is_unlimited() {
+        assert_eq!(capped_ttl(Some(3_600_000), Some(60_000)), Some(60_000));
+        assert_eq!(capped_ttl(Some(1_000), Some(60_000)), Some(1_000));
+        assert_eq!(capped_ttl(None, Some(60_000)), Some(60_000));
+        assert_eq!(capped_ttl(Some(1_000), None), Some(1_000));
+        assert_eq!(capped_ttl(None, None), None);
     }
 }

@@ -17,6 +17,7 @@ use rmcp::transport::Transport;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, Lines};
 use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
 
 use super::listen_layer::take_listen_filter;
 
@@ -25,6 +26,7 @@ use super::listen_layer::take_listen_filter;
 pub struct TaskListenStdio<R, W> {
     lines: Lines<BufReader<R>>,
     out: Arc<Mutex<W>>,
+    input_closed: Option<CancellationToken>,
 }
 
 /// [`TaskListenStdio`] on this process's stdin and stdout.
@@ -49,7 +51,16 @@ where
         Self {
             lines: BufReader::new(input).lines(),
             out: Arc::new(Mutex::new(output)),
+            input_closed: None,
         }
+    }
+
+    /// Cancel `token` when the input ends: the client is gone, and the
+    /// handlers of its requests still running can stop at once rather than
+    /// when rmcp's drain gives up on them.
+    pub fn on_input_closed(mut self, token: CancellationToken) -> Self {
+        self.input_closed = Some(token);
+        self
     }
 }
 
@@ -89,7 +100,12 @@ where
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
-            let line = self.lines.next_line().await.ok()??;
+            let Some(line) = self.lines.next_line().await.ok().flatten() else {
+                if let Some(token) = &self.input_closed {
+                    token.cancel();
+                }
+                return None;
+            };
             if line.trim().is_empty() {
                 continue;
             }
@@ -129,6 +145,21 @@ mod tests {
             custom.extensions.get::<ListenFilter>().unwrap().0,
             json!({"taskIds": ["a", "b"]})
         );
+    }
+
+    #[tokio::test]
+    async fn the_end_of_the_input_cancels_the_token() {
+        let gone = CancellationToken::new();
+        let input = b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"tools/list\"}\n".as_slice();
+        let mut transport =
+            TaskListenStdio::new(input, tokio::io::sink()).on_input_closed(gone.clone());
+        assert!(transport.receive().await.is_some());
+        assert!(
+            !gone.is_cancelled(),
+            "a request is not the end of the input"
+        );
+        assert!(transport.receive().await.is_none());
+        assert!(gone.is_cancelled());
     }
 
     #[test]

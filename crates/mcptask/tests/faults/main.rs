@@ -39,6 +39,7 @@ macro_rules! on_both_stores {
 mod bad_input;
 mod config_changes;
 mod front_a;
+mod front_b;
 mod live_config;
 mod notifications;
 mod protocol;
