@@ -184,6 +184,18 @@ impl Fingerprint {
             short_hash(&(p.enabled, &p.principal, p.owner_lease_ms)),
         );
         at_start.insert(
+            "[telemetry]".into(),
+            short_hash(&(
+                config.telemetry.enabled,
+                config
+                    .telemetry
+                    .endpoint
+                    .as_ref()
+                    .map(|e| e.get_ref().clone()),
+                &config.telemetry.service_name,
+            )),
+        );
+        at_start.insert(
             "[tracker]".into(),
             short_hash(&format!("{:?}", config.tracker)),
         );
