@@ -7,7 +7,6 @@
 //! here reads or formats anything.
 
 use mcptask_client::trace::{TARGET, from_headers, from_meta, set_parent};
-use mcptask_core::trace::TraceContext;
 use rmcp::RoleServer;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RequestContext;
@@ -87,10 +86,10 @@ pub fn rest_call(server: &str, tool: &str, headers: &axum::http::HeaderMap) -> S
     span
 }
 
-/// The span of a call task's driver running the call `id` (on whichever
-/// replica runs it, in the trace kept with the call).
-pub fn driver(driver: &str, id: &str, tool: &str, parent: Option<&TraceContext>) -> Span {
-    let span = tracing::info_span!(
+/// The span of a call task's driver running the call `id`, on whichever
+/// replica runs it; the caller sets its parent, the trace kept with the call.
+pub fn driver(driver: &str, id: &str, tool: &str) -> Span {
+    tracing::info_span!(
         target: TARGET,
         "driver",
         otel.name = %format_args!("driver {driver} {tool}"),
@@ -98,7 +97,5 @@ pub fn driver(driver: &str, id: &str, tool: &str, parent: Option<&TraceContext>)
         mcptask.driver = driver,
         mcptask.call.id = id,
         gen_ai.tool.name = tool,
-    );
-    set_parent(&span, parent);
-    span
+    )
 }

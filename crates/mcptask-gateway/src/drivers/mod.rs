@@ -68,7 +68,7 @@ async fn driver_span(
     state: &CallState,
 ) -> tracing::Span {
     let id = call.ctx.task_id().unwrap_or_default();
-    let span = crate::spans::driver(state.driver().as_str(), id, &route.tool, None);
+    let span = crate::spans::driver(state.driver().as_str(), id, &route.tool);
     if !span.is_disabled()
         && let Ok(record) = upstreams.tracker.get(id).await
     {
