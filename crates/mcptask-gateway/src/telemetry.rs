@@ -124,7 +124,8 @@ mod tests {
     use crate::Config;
 
     fn resolve(toml: &str, env: &[(&str, &str)]) -> Result<Option<TraceExport>, String> {
-        let config = Config::parse("mcptask.toml", toml).map_err(|e| e.to_string())?;
+        let text = format!("[api]\nauth = \"none\"\n{toml}");
+        let config = Config::parse("mcptask.toml", &text).map_err(|e| e.to_string())?;
         config.telemetry.resolve(|k| {
             env.iter()
                 .find(|(key, _)| *key == k)
@@ -206,7 +207,7 @@ mod tests {
         assert!(grpc.contains("http/protobuf"), "{grpc}");
         let bad = resolve("\n[telemetry]\nendpoint = \"collector:4318\"\n", &[]).unwrap_err();
         assert!(
-            bad.starts_with("mcptask.toml:3:12: telemetry endpoint"),
+            bad.starts_with("mcptask.toml:5:12: telemetry endpoint"),
             "{bad}"
         );
         assert!(
