@@ -163,10 +163,17 @@ async fn request(
     mut params: Value,
     bounded: bool,
 ) -> Result<Value, UpstreamError> {
-    let text = |key: &str| params[key].as_str().unwrap_or_default().to_string();
+    // Borrowed, not copied: with telemetry off the span reads nothing.
     let span = match method {
-        "tools/call" => crate::trace::tool_call_span(None, &text("name")),
-        _ => crate::trace::task_request_span(method, None, &text("taskId"), None),
+        "tools/call" => {
+            crate::trace::tool_call_span(None, params["name"].as_str().unwrap_or_default())
+        }
+        _ => crate::trace::task_request_span(
+            method,
+            None,
+            params["taskId"].as_str().unwrap_or_default(),
+            None,
+        ),
     };
     if let (Some(cx), Some(params)) = (crate::trace::of(&span), params.as_object_mut()) {
         let meta = params
