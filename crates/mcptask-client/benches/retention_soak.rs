@@ -105,6 +105,7 @@ async fn main() {
                 correlation: None,
                 tool: "slow".into(),
                 arguments: Some(serde_json::json!({"n": next_id})),
+                trace: None,
                 snapshot: snapshot(TaskStatus::Working),
                 created_at: now,
             };

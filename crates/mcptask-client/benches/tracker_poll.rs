@@ -719,6 +719,7 @@ async fn seed(store: &mcptask_sql::Store, settings: &Settings, server: &RemoteSe
                     correlation: None,
                     tool: "hold".into(),
                     arguments: None,
+                    trace: None,
                     snapshot: RemoteSnapshot {
                         status: Some(TaskStatus::Working),
                         remote_created_at: Some(now),

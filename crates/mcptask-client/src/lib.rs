@@ -62,6 +62,7 @@ mod resolver;
 mod shared;
 mod slots;
 pub mod tls;
+pub mod trace;
 mod tracker;
 pub mod upstream;
 mod workers;

@@ -33,6 +33,7 @@ pub mod server;
 pub mod status;
 pub mod store;
 pub mod time;
+pub mod trace;
 
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use error::StoreError;

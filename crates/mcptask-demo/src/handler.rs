@@ -11,8 +11,8 @@ use rmcp::model::{
     CompleteResult, CustomRequest, CustomResult, GetPromptRequestParams, GetPromptResponse,
     GetTaskParams, GetTaskResult, JsonObject, ListPromptsResult, ListResourceTemplatesResult,
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, PromptsCapability,
-    ReadResourceRequestParams, ReadResourceResponse, ResourcesCapability, ServerConfig,
-    SubscriptionFilter, Tool, UpdateTaskParams,
+    ReadResourceRequestParams, ReadResourceResponse, RequestMetaObject, ResourcesCapability,
+    ServerConfig, SubscriptionFilter, Tool, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -76,6 +76,7 @@ impl ServerHandler for DemoServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        log_trace("tools/call", &request.name, request.meta.as_ref(), &context);
         let Some(fixture) = self.fixtures.tool(&request.name) else {
             return self.durable.call_tool(request, context).await;
         };
@@ -96,6 +97,12 @@ impl ServerHandler for DemoServer {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
+        log_trace(
+            "tasks/get",
+            &request.task_id,
+            request.meta.as_ref(),
+            &context,
+        );
         self.durable.get_task(request, context).await
     }
 
@@ -184,5 +191,21 @@ impl ServerHandler for DemoServer {
 
     async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
         self.fixtures.changes.serve(subscription).await
+    }
+}
+
+/// Show the W3C trace context (SEP-414) a request came in, so whoever runs
+/// the demo server behind a gateway sees the trace reach it.
+fn log_trace(
+    method: &str,
+    subject: &str,
+    meta: Option<&RequestMetaObject>,
+    context: &RequestContext<RoleServer>,
+) {
+    let traceparent = meta
+        .and_then(|m| m.get_traceparent())
+        .or_else(|| context.meta.get_traceparent());
+    if let Some(traceparent) = traceparent {
+        tracing::info!(method, subject, traceparent, "request in a trace");
     }
 }

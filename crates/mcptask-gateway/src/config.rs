@@ -38,6 +38,9 @@ pub struct Config {
     /// `[oauth]`: how stored OAuth tokens of upstream servers are sealed.
     #[serde(default)]
     pub oauth: OAuthGlobalSection,
+    /// `[telemetry]` (or `[otel]`): trace export, off by default.
+    #[serde(default, alias = "otel")]
+    pub telemetry: crate::telemetry::TelemetrySection,
 }
 
 /// `[limits]`: what one principal (anonymous callers together count as
@@ -701,6 +704,9 @@ impl Config {
                     "add allow = [\"server/tool\", …] or deny = [\"server/*\", …] (\"server/tool\" globs)",
                 ));
             }
+        }
+        if let Some((span, problem, fix)) = self.telemetry.invalid() {
+            return Err(at(path, text, span, &problem, fix));
         }
         if let Err(invalid) = self.tracker.validate() {
             let key = invalid.key;

@@ -44,6 +44,8 @@ pub mod front;
 mod gateway;
 pub mod live;
 pub mod metrics;
+pub mod spans;
+pub mod telemetry;
 pub mod test_hooks;
 pub mod upstreams;
 

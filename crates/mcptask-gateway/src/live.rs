@@ -190,6 +190,18 @@ impl Fingerprint {
             )),
         );
         at_start.insert(
+            "[telemetry]".into(),
+            short_hash(&(
+                config.telemetry.enabled,
+                config
+                    .telemetry
+                    .endpoint
+                    .as_ref()
+                    .map(|e| e.get_ref().clone()),
+                &config.telemetry.service_name,
+            )),
+        );
+        at_start.insert(
             "[tracker]".into(),
             short_hash(&format!("{:?}", config.tracker)),
         );

@@ -119,6 +119,7 @@ impl OutcomeColumns {
 use std::collections::HashMap;
 
 use mcptask_core::client::{ClaimedTask, Fence, Phase, RemoteDriver, RemoteTaskRecord};
+use mcptask_core::trace::TraceContext;
 
 /// Decode a `remote_tasks` row (any column superset, read by name).
 /// `principal = ''` is the anonymous caller and decodes to `None`.
@@ -139,6 +140,7 @@ pub(crate) fn remote_task<B: Backend>(row: &B::Row) -> Result<RemoteTaskRecord, 
         correlation: parse_opt_json("correlation", B::column(row, "correlation")?)?,
         tool: B::column(row, "tool")?,
         arguments: parse_opt_json("arguments", B::column(row, "arguments")?)?,
+        trace: trace_of::<B>(row)?,
         status: parse_status(&status)?,
         status_message: B::column(row, "status_message")?,
         input_requests: parse_input_requests(&input_requests)?,
@@ -343,4 +345,15 @@ pub(crate) fn status_counts(
         .into_iter()
         .map(|s| (s, counts.get(&s).copied().unwrap_or(0)))
         .collect())
+}
+
+/// The call's trace context: both columns, or none when `traceparent` is
+/// NULL (telemetry off, or a row older than traces).
+fn trace_of<B: Backend>(row: &B::Row) -> Result<Option<TraceContext>, StoreError> {
+    let traceparent: Option<String> = B::column(row, "traceparent")?;
+    let tracestate: Option<String> = B::column(row, "tracestate")?;
+    Ok(traceparent.map(|traceparent| TraceContext {
+        traceparent,
+        tracestate,
+    }))
 }

@@ -32,6 +32,7 @@ const SQLITE: &[File] = files!("sqlite":
     "0007_poll_hint.sql",
     "0008_calls.sql",
     "0009_oauth_tokens.sql",
+    "0010_trace_context.sql",
 );
 
 const POSTGRES: &[File] = files!("postgres":
@@ -44,6 +45,7 @@ const POSTGRES: &[File] = files!("postgres":
     "0007_poll_hint.sql",
     "0008_calls.sql",
     "0009_oauth_tokens.sql",
+    "0010_trace_context.sql",
 );
 
 /// The SQLite migrations.

@@ -50,6 +50,16 @@ pub fn serve_command(config: &std::path::Path) -> Command {
         .env_remove("MCPTASK_AUTH")
         .env_remove("MCPTASK_API_TOKEN")
         .env_remove("MCPTASK_OPERATOR_TOKEN");
+    // A developer's collector settings must not turn export on in tests.
+    for var in [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_TRACES_EXPORTER",
+        "OTEL_SDK_DISABLED",
+        "OTEL_SERVICE_NAME",
+    ] {
+        command.env_remove(var);
+    }
     command
 }
 

@@ -2,6 +2,7 @@
 
 mod cli;
 mod demo;
+mod telemetry;
 mod wiring;
 
 use std::collections::HashMap;
@@ -363,25 +364,17 @@ struct DemoServerArgs {
     allowed_hosts: Vec<String>,
 }
 
-fn init_logging() {
-    // rmcp's worker logs a failed connection as the Debug dump of its error
-    // chain (Rust type paths); mcptask logs the same failure once, in words.
-    let filter = tracing_subscriber::EnvFilter::try_from_env("MCPTASK_LOG").unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new("info,sqlx=warn,rmcp=warn,rmcp::transport::worker=off")
-    });
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        // Colour codes only for a terminal: in a log file or journal they are noise.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-}
-
 fn main() -> std::process::ExitCode {
-    init_logging();
     // One TLS provider (ring) for every https:// client and PostgreSQL TLS.
     mcptask_client::tls::install_crypto_provider();
     let cli = Cli::parse();
+    // `serve` and `proxy` install theirs once their configuration says
+    // whether traces are exported.
+    if !matches!(cli.command, Command::Serve { .. } | Command::Proxy { .. })
+        && let Err(e) = telemetry::init(None)
+    {
+        return report(e);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -389,7 +382,9 @@ fn main() -> std::process::ExitCode {
         Ok(runtime) => runtime,
         Err(e) => return report(anyhow::Error::new(e).context("cannot start the async runtime")),
     };
-    match runtime.block_on(run(cli)) {
+    let outcome = runtime.block_on(run(cli));
+    telemetry::shutdown();
+    match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => report(e),
     }

@@ -129,10 +129,21 @@ fn reload_on_sighup(gateway: &Gateway, path: &Path, flags: &Overrides, stdio: bo
     let _ = (gateway, path, flags, stdio);
 }
 
+/// Logs, and trace export if `[telemetry]` or the `OTEL_*` environment
+/// asks for it (read once, at start).
+fn init_telemetry(config: &Config, flags: &Overrides) -> anyhow::Result<()> {
+    let export = config
+        .telemetry
+        .resolve(|k| flags.lookup(k))
+        .map_err(anyhow::Error::msg)?;
+    crate::telemetry::init(export.as_ref())
+}
+
 /// `mcptask serve`: run until Ctrl-C / SIGTERM, then drain within a
 /// deadline; SIGHUP reloads the configuration.
 pub async fn serve(config_path: &Path, flags: &Overrides) -> anyhow::Result<()> {
     let config = Config::load_with_env(config_path, |k| flags.lookup(k))?;
+    init_telemetry(&config, flags)?;
     let listen = config.api.listen;
     let gateway = Gateway::start(config).await?;
     stop_on_signal(&gateway);
@@ -157,6 +168,7 @@ pub async fn serve(config_path: &Path, flags: &Overrides) -> anyhow::Result<()> 
 /// configuration.
 pub async fn proxy_stdio(config_path: &Path, flags: &Overrides) -> anyhow::Result<()> {
     let mut config = Config::load_with_env(config_path, |k| flags.lookup(k))?;
+    init_telemetry(&config, flags)?;
     // The front is what this command serves, whatever `[proxy] enabled` says.
     config.proxy.enabled = true;
     let gateway = Gateway::start(config).await?;

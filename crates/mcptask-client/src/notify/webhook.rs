@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use hmac::{Hmac, KeyInit, Mac};
 use mcptask_core::client::TaskEvent;
 use sha2::Sha256;
+use tracing::Instrument;
 
 use super::{Notifier, NotifyError};
 
@@ -88,14 +89,28 @@ impl Notifier for WebhookNotifier {
     async fn deliver(&self, event: &TaskEvent) -> Result<(), NotifyError> {
         let body = serde_json::to_vec(&webhook_body(event))
             .map_err(|e| NotifyError::Permanent(e.to_string()))?;
-        let response = self
+        let span = tracing::info_span!(
+            target: crate::trace::TARGET,
+            "webhook",
+            otel.name = "webhook POST",
+            otel.kind = "client",
+            http.request.method = "POST",
+            mcp.task.id = %event.task_id,
+            mcptask.event.version = event.version,
+        );
+        let mut request = self
             .client
             .post(&self.url)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header(SIGNATURE_HEADER, sign(&self.secret, &body))
-            .header(IDEMPOTENCY_HEADER, event.idempotency_key())
+            .header(IDEMPOTENCY_HEADER, event.idempotency_key());
+        if let Some(cx) = crate::trace::of(&span) {
+            request = request.header("traceparent", cx.traceparent);
+        }
+        let response = request
             .body(body)
             .send()
+            .instrument(span)
             .await
             .map_err(|e| {
                 let why = crate::tls::tls_failure(&e).unwrap_or_else(|| e.to_string());

@@ -9,6 +9,7 @@ use rmcp::model::{
 };
 use rmcp::service::ServiceError;
 use serde_json::Value;
+use tracing::Instrument;
 
 use super::{Tracker, TrackerError};
 use crate::remote::{Connection, RemoteError, bounded, classify};
@@ -51,6 +52,9 @@ pub struct CallOptions {
     /// Commit a new handle's row through this (with whatever must commit
     /// with it) instead of on its own.
     pub commit: Option<super::CommitWith>,
+    /// The trace the call belongs to, kept with its row; `None`: the
+    /// current span's (nothing with telemetry off).
+    pub trace: Option<mcptask_core::trace::TraceContext>,
 }
 
 /// What `call_tool` produced.
@@ -151,11 +155,14 @@ impl Tracker {
             if let Some(state) = request_state.take() {
                 params = params.with_request_state(state);
             }
+            let span = crate::trace::tool_call_span(Some(server), tool);
+            crate::trace::stamp(&mut params.meta, &span);
             let response = bounded(
                 "tools/call",
                 conn.call_timeout,
                 conn.peer.call_tool_once(params),
             )
+            .instrument(span)
             .await
             .map_err(|e| call_failure(&conn, &e))?;
             match response {

@@ -59,6 +59,7 @@ impl Tracker {
             correlation,
             tool: tool.to_string(),
             arguments: Some(Value::Object(arguments)),
+            trace: options.trace.clone().or_else(crate::trace::current),
             snapshot: RemoteSnapshot {
                 status: Some(TaskStatus::Working),
                 ..Default::default()

@@ -76,6 +76,7 @@ impl Tracker {
             correlation,
             tool: handle.tool.to_string(),
             arguments,
+            trace: options.trace.clone().or_else(crate::trace::current),
             snapshot,
             created_at: inner.clock.now_ms(),
         });
@@ -178,6 +179,7 @@ impl Tracker {
             correlation,
             tool: tool.to_string(),
             arguments: None,
+            trace: options.trace.or_else(crate::trace::current),
             snapshot,
             created_at: inner.clock.now_ms(),
         };

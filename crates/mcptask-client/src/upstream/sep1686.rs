@@ -15,6 +15,7 @@ use rmcp::model::{CallToolResult, ClientRequest, CustomRequest, ServerResult};
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::{Mutex, mpsc};
+use tracing::Instrument;
 
 use super::sync_call::call_result;
 use super::{Ask, Lane, UpstreamError};
@@ -183,9 +184,29 @@ impl Sep1686Handle {
 async fn request(
     lane: &Lane,
     method: &'static str,
-    params: Value,
+    mut params: Value,
     bounded: bool,
 ) -> Result<Value, UpstreamError> {
+    // Borrowed, not copied: with telemetry off the span reads nothing.
+    let span = match method {
+        "tools/call" => {
+            crate::trace::tool_call_span(None, params["name"].as_str().unwrap_or_default())
+        }
+        _ => crate::trace::task_request_span(
+            method,
+            None,
+            params["taskId"].as_str().unwrap_or_default(),
+            None,
+        ),
+    };
+    if let (Some(cx), Some(params)) = (crate::trace::of(&span), params.as_object_mut()) {
+        let meta = params
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(meta) = meta.as_object_mut() {
+            crate::trace::to_meta(meta, &cx);
+        }
+    }
     let call = lane
         .peer()
         .send_request(ClientRequest::CustomRequest(CustomRequest::new(
@@ -193,9 +214,11 @@ async fn request(
             Some(params),
         )));
     let answer = if bounded {
-        crate::remote::bounded(method, lane.call_timeout(), call).await
+        crate::remote::bounded(method, lane.call_timeout(), call)
+            .instrument(span)
+            .await
     } else {
-        call.await
+        call.instrument(span).await
     }
     .map_err(|e| UpstreamError::from_service(method, e))?;
     result_json(method, answer)

@@ -13,6 +13,7 @@ use rmcp::service::PeerRequestOptions;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 use super::{Ask, Lane, UpstreamError};
 use crate::remote::RemoteError;
@@ -117,6 +118,8 @@ pub async fn sync_call(
     if let Some(state) = options.request_state {
         params = params.with_request_state(state);
     }
+    let span = crate::trace::tool_call_span(None, name);
+    crate::trace::stamp(&mut params.meta, &span);
     let mut request_options = PeerRequestOptions::default();
     request_options.timeout = options.timeout;
     let modern = lane
@@ -146,13 +149,15 @@ pub async fn sync_call(
             ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params)),
             request_options,
         )
+        .instrument(span.clone())
         .await
         .map_err(|e| UpstreamError::from_service("tools/call", e))?;
     let request_id = handle.id.clone();
     let response = tokio::spawn(
         handle
             .await_response()
-            .map(|r| r.map_err(|e| UpstreamError::from_service("tools/call", e))),
+            .map(|r| r.map_err(|e| UpstreamError::from_service("tools/call", e)))
+            .instrument(span),
     );
     Ok(SyncCall {
         lane: Some(lane),

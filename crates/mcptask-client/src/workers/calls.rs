@@ -13,6 +13,7 @@ use rmcp::model::{
     CallToolRequestParams, CancelTaskParams, GetTaskParams, InputResponses, UpdateTaskParams,
 };
 use rmcp::service::ServiceError;
+use tracing::Instrument;
 
 use crate::remote::snapshot;
 use crate::remote::{Connection, RemoteError, bounded, cancel_remote, classify};
@@ -206,13 +207,19 @@ async fn poll(
     claimed: &ClaimedTask,
 ) -> Result<Observation, Failure> {
     let remote_id = &claimed.record.remote_task_id;
-    let got = bounded(
+    let record = &claimed.record;
+    let span = crate::trace::task_request_span(
         "tasks/get",
-        conn.call_timeout,
-        conn.peer.get_task(GetTaskParams::new(remote_id.clone())),
-    )
-    .await
-    .map_err(|e| failure("tasks/get", &e))?;
+        Some(&record.server),
+        remote_id,
+        record.trace.as_ref(),
+    );
+    let mut params = GetTaskParams::new(remote_id.clone());
+    crate::trace::stamp(&mut params.meta, &span);
+    let got = bounded("tasks/get", conn.call_timeout, conn.peer.get_task(params))
+        .instrument(span)
+        .await
+        .map_err(|e| failure("tasks/get", &e))?;
     snapshot::from_detailed(remote_id, &got.task, &inner.config.policy.limits)
         .map(Observation::Snapshot)
         .map_err(|e| (e, Cut::Answered))

@@ -184,6 +184,8 @@ pub struct NewRemoteTask {
     pub tool: String,
     /// Arguments of the tool call.
     pub arguments: Option<Value>,
+    /// The trace the call was made in (polls and deliveries join it).
+    pub trace: Option<crate::trace::TraceContext>,
     /// What `CreateTaskResult` (or the first `tasks/get`) said.
     pub snapshot: RemoteSnapshot,
     /// When it was created (epoch ms).
@@ -218,6 +220,11 @@ pub struct RemoteTaskRecord {
     pub tool: String,
     /// Arguments of the tool call.
     pub arguments: Option<Value>,
+    /// The trace the call was made in (its polls, driver steps and
+    /// deliveries join it). Not part of the call's views: it is the
+    /// telemetry's, not the caller's.
+    #[serde(skip_serializing)]
+    pub trace: Option<crate::trace::TraceContext>,
     /// Lifecycle status.
     pub status: TaskStatus,
     /// Human-readable status message, if any.

@@ -17,6 +17,7 @@ use mcptask_core::client::RemoteDriver;
 use crate::calls::{CallRequest, Started};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tracing::Instrument;
 
 use super::error::{ApiError, JsonBody};
 use super::{AppState, Caller, views};
@@ -254,6 +255,7 @@ pub async fn call_tool(
         no_nul("inputResponses", value)?;
     }
     let principal = caller.acting_for(body.principal)?;
+    let span = crate::spans::rest_call(&body.server, &body.tool, &headers);
     let options = CallOptions {
         principal,
         conversation: body.conversation,
@@ -274,6 +276,7 @@ pub async fn call_tool(
             options,
             caller: caller.clone(),
         })
+        .instrument(span)
         .await?;
     match outcome {
         Started::Completed(result) => Ok((

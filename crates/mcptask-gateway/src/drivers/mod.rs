@@ -12,6 +12,7 @@ use mcptask_client::upstream::UpstreamError;
 use mcptask_server::{TaskExit, ToolCall};
 use rmcp::ErrorData;
 use rmcp::model::CallToolResult;
+use tracing::Instrument;
 
 use mcptask_core::call::{CallState, Driver, Plan, Wants, plan};
 
@@ -38,13 +39,42 @@ pub async fn run(
         .state()
         .and_then(|s| CallState::from_json(&s, None).ok())
         .unwrap_or_else(|| CallState::new(durable_driver(route)));
+    let span = driver_span(upstreams, route, &call, &state).await;
     match state {
-        CallState::Tracked { tracked, .. } => tracked::mirror(upstreams, &call.ctx, tracked).await,
-        CallState::Sync => sync::synchronous(upstreams, route, call).await,
+        CallState::Tracked { tracked, .. } => {
+            tracked::mirror(upstreams, &call.ctx, tracked)
+                .instrument(span)
+                .await
+        }
+        CallState::Sync => {
+            sync::synchronous(upstreams, route, call)
+                .instrument(span)
+                .await
+        }
         CallState::Sep1686 { upstream_task } => {
-            sep1686::run(upstreams, route, call, upstream_task).await
+            sep1686::run(upstreams, route, call, upstream_task)
+                .instrument(span)
+                .await
         }
     }
+}
+
+/// The driver's span, in the trace kept with the call's row (read only when
+/// telemetry is on).
+async fn driver_span(
+    upstreams: &Upstreams,
+    route: &Route,
+    call: &ToolCall,
+    state: &CallState,
+) -> tracing::Span {
+    let id = call.ctx.task_id().unwrap_or_default();
+    let span = crate::spans::driver(state.driver().as_str(), id, &route.tool);
+    if !span.is_disabled()
+        && let Ok(record) = upstreams.tracker.get(id).await
+    {
+        mcptask_client::trace::set_parent(&span, record.trace.as_ref());
+    }
+    span
 }
 
 pub(crate) fn internal(message: impl Into<String>) -> TaskExit {

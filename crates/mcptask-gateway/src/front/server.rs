@@ -21,6 +21,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
+use tracing::Instrument;
 
 use super::agent_tools;
 use super::directory::Directory;
@@ -412,6 +413,7 @@ impl ServerHandler for FrontServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
+        let span = crate::spans::front_call(&request, &context);
         let caller = (self.caller)(&context);
         // Fair limits first: a flood is refused before it costs anything.
         let _admitted = self
@@ -447,14 +449,17 @@ impl ServerHandler for FrontServer {
         match plan(route.facts, wants) {
             Plan::PassThrough => {
                 self.pass_through(&route, arguments, &request, &context)
+                    .instrument(span)
                     .await
             }
             Plan::Track(driver) => {
                 self.tracked(&route, driver, arguments, principal, &request, declares)
+                    .instrument(span)
                     .await
             }
             Plan::Run(driver) => {
                 self.run(&route, driver, arguments, principal, &request, declares)
+                    .instrument(span)
                     .await
             }
         }

@@ -179,6 +179,8 @@ impl<B: Backend> SqlStore<B> {
             r.driver.as_str(),
             r.driver.data().as_ref().map(to_json_text),
             r.face.map(|f| f.as_str()),
+            r.trace.as_ref().map(|t| t.traceparent.as_str()),
+            r.trace.as_ref().and_then(|t| t.tracestate.as_deref()),
         ]);
         let inserted = B::fetch_optional(conn, B::SQL.insert_remote, params).await?;
         if inserted.is_none() {

@@ -624,10 +624,11 @@ macro_rules! statements {
                     next_cancel_at, cancel_attempts, next_update_at, event_version,
                     delivered_version, next_notify_at, notify_attempts, last_notify_error,
                     dead_letters, server, server_hash, remote_task_id, principal, conversation,
-                    call_id, correlation, tool, arguments, created_at, driver, driver_data, face)
+                    call_id, correlation, tool, arguments, created_at, driver, driver_data, face,
+                    traceparent, tracestate)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
                     $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28,
-                    $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40, $41)
+                    $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40, $41, $42, $43)
                  ON CONFLICT (server, principal, remote_task_id) WHERE status IN ('working', 'input_required')
                  DO NOTHING
                  RETURNING id",

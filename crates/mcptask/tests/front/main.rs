@@ -4,7 +4,8 @@
 //! ([`proxy_everything`]), front task notifications ([`proxy_push`]), two
 //! replicas on one PostgreSQL ([`proxy_replicas`]) and a submit/status/cancel
 //! toolset behind it ([`toolset`]); tool policy at the stdio face, the CLI,
-//! the agent tools and across a live reload ([`policy`]).
+//! the agent tools and across a live reload ([`policy`]); one call's spans,
+//! exported over OTLP, as one trace with its caller's ([`telemetry`]).
 
 mod one_call;
 mod policy;
@@ -12,4 +13,5 @@ mod proxy_agent_tools;
 mod proxy_everything;
 mod proxy_push;
 mod proxy_replicas;
+mod telemetry;
 mod toolset;

@@ -43,6 +43,7 @@ async fn corrupt_rows_are_errors_not_panics(
             correlation: None,
             tool: "t".into(),
             arguments: None,
+            trace: None,
             snapshot: Default::default(),
             created_at: 1_000,
         };
@@ -128,6 +129,7 @@ async fn finishing_marks_event_rows(
         correlation: None,
         tool: "t".into(),
         arguments: None,
+        trace: None,
         snapshot: Default::default(),
         created_at: 1_000,
     };

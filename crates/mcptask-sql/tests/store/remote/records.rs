@@ -9,6 +9,10 @@ mcptask_testkit::on_both_backends! {
         t.call_id = Some("call-1".into());
         t.correlation = Some(json!({"app": "x", "n": 1, "s": "é"}));
         t.arguments = Some(json!({"q": "weather", "nested": [1, 2]}));
+        t.trace = Some(mcptask_core::trace::TraceContext {
+            traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into(),
+            tracestate: Some("vendor=1".into()),
+        });
         t.snapshot = RemoteSnapshot {
             status: Some(TaskStatus::Working),
             status_message: Some("queued".into()),
@@ -34,6 +38,7 @@ mcptask_testkit::on_both_backends! {
         assert_eq!(r.correlation, t.correlation);
         assert_eq!(r.tool, "slow");
         assert_eq!(r.arguments, t.arguments);
+        assert_eq!(r.trace, t.trace, "the call's trace context is kept");
         assert_eq!(r.status, TaskStatus::Working);
         assert_eq!(r.status_message.as_deref(), Some("queued"));
         assert_eq!(

@@ -68,6 +68,7 @@ pub(crate) fn new_task(id: &str, remote_id: &str) -> NewRemoteTask {
         correlation: None,
         tool: "slow".into(),
         arguments: None,
+        trace: None,
         snapshot: snapshot(TaskStatus::Working),
         created_at: T0,
     }
