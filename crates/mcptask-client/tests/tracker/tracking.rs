@@ -899,7 +899,12 @@ async fn a_hung_server_holds_only_its_own_cap(backend: TestDatabase) {
     let mut config = fast_config();
     config.max_in_flight = 4;
     // Longer than the test: the hung call is never timed out and retried.
+    // The claim's lease bounds a call too (at 9/10 of it): a short lease
+    // would give up on the hung get (the server still holding it) and send
+    // the next one, which a slow machine reached before the healthy
+    // server's polls were counted.
     config.call_timeout = Duration::from_secs(300);
+    config.lease_ms = 600_000;
     let mut capped = ServerDef::http("hung", hung.url());
     capped.max_in_flight = Some(1);
     let tracker = Tracker::builder(backend.remote_tasks().await)
