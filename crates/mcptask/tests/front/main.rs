@@ -4,9 +4,11 @@
 //! ([`proxy_everything`]), front task notifications ([`proxy_push`]), two
 //! replicas on one PostgreSQL ([`proxy_replicas`]) and a submit/status/cancel
 //! toolset behind it ([`toolset`]); tool policy at the stdio face, the CLI,
-//! the agent tools and across a live reload ([`policy`]).
+//! the agent tools and across a live reload ([`policy`]); the fast path of
+//! stateless pass-through calls ([`pass_through`]).
 
 mod one_call;
+mod pass_through;
 mod policy;
 mod proxy_agent_tools;
 mod proxy_everything;
