@@ -13,11 +13,14 @@ trap cleanup EXIT
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() { for _ in $(seq 1 200); do (echo >/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 never opened" >&2; exit 1; }
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+# CPU time a process has used (user + system), in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 start_demo() {
   demo_port=$(port)
   "$BIN" demo-server --http "127.0.0.1:$demo_port" --database-url "sqlite:$work/demo.db" 2>"$work/demo.log" &
-  pids+=($!)
+  demo_pid=$!
+  pids+=($demo_pid)
   wait_port "$demo_port"
 }
 
