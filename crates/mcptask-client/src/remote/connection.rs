@@ -223,15 +223,8 @@ fn http_transport(
     if !custom.is_empty() {
         config = config.custom_headers(custom);
     }
-    // rmcp's own default client would panic where this one reports. Its
-    // connections stay open between the session's requests: a new TCP
-    // connection per request cost the upstream more than the call itself.
-    let http = crate::tls::build_http_client(|| {
-        reqwest::Client::builder()
-            .pool_idle_timeout(std::time::Duration::from_secs(30))
-            .redirect(same_origin_redirect_policy())
-    })
-    .map_err(|e| fail(format!("cannot build the HTTP client: {e}")))?;
+    let http =
+        upstream_http_client().map_err(|e| fail(format!("cannot build the HTTP client: {e}")))?;
     let auth = def.oauth.as_ref().map(|settings| {
         let runtime = settings
             .runtime
@@ -256,6 +249,39 @@ fn resume_policy() -> rmcp::transport::common::client_side_sse::ExponentialBacko
     policy.max_times = Some(5);
     policy.max_delay = Some(Duration::from_secs(8));
     policy
+}
+
+/// The HTTP client upstream sessions share, one per tokio runtime.
+///
+/// rmcp's own default client would panic where this one reports. Its
+/// connections stay open between requests: a new TCP connection per request
+/// cost the upstream more than the call itself. It is shared because
+/// building one reads and parses the system's whole CA store (hundreds of
+/// files): built per session, that was paid by every new session, and the
+/// tracker's push listener opens one for each newly tracked task. Sessions
+/// are told apart by their `Mcp-Session-Id`, not by their TCP connection, so
+/// one pool serves them all. Per runtime: a pooled connection is driven by a
+/// task of the runtime that opened it, and dies with it (tests run a runtime
+/// each).
+pub fn upstream_http_client() -> Result<reqwest::Client, reqwest::Error> {
+    static SHARED: std::sync::Mutex<Option<(tokio::runtime::Id, reqwest::Client)>> =
+        std::sync::Mutex::new(None);
+    let runtime = tokio::runtime::Handle::try_current().ok().map(|h| h.id());
+    if let Some(runtime) = runtime
+        && let Some((id, client)) = SHARED.lock().expect("client lock").as_ref()
+        && *id == runtime
+    {
+        return Ok(client.clone());
+    }
+    let client = crate::tls::build_http_client(|| {
+        reqwest::Client::builder()
+            .pool_idle_timeout(std::time::Duration::from_secs(30))
+            .redirect(same_origin_redirect_policy())
+    })?;
+    if let Some(runtime) = runtime {
+        *SHARED.lock().expect("client lock") = Some((runtime, client.clone()));
+    }
+    Ok(client)
 }
 
 /// Open a Streamable HTTP session to `def` (an HTTP server) served by

@@ -20,7 +20,7 @@ mod why;
 
 pub(crate) use cancel::cancel_remote;
 pub use classify::RemoteError;
-pub use connection::{Connection, Timeouts};
+pub use connection::{Connection, Timeouts, upstream_http_client};
 pub(crate) use connection::{bounded, client_config, open_http_with};
 pub use lanes::{Lane, LaneOptions, LanePool};
 pub use registry::{Health, ServerRegistry};

@@ -4,6 +4,7 @@
 
 pub mod agent_tools;
 mod directory;
+mod pass_through;
 mod server;
 
 use std::sync::Arc;
@@ -13,14 +14,17 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
+pub use pass_through::PassThrough;
 pub use server::{CallerFn, FrontServer};
 
 use crate::auth::Caller;
 use crate::calls::Calls;
 
-/// The front's MCP endpoint over Streamable HTTP, with task notifications.
-pub type FrontService =
-    mcptask_server::TaskListenService<StreamableHttpService<FrontServer, LocalSessionManager>>;
+/// The front's MCP endpoint over Streamable HTTP, with task notifications
+/// and the fast path of stateless pass-through calls.
+pub type FrontService = PassThrough<
+    mcptask_server::TaskListenService<StreamableHttpService<FrontServer, LocalSessionManager>>,
+>;
 
 /// The front server, with callers identified by `caller`.
 pub fn server(calls: &Calls, caller: CallerFn) -> FrontServer {
@@ -53,9 +57,10 @@ pub fn http_service(calls: &Calls, max_body_bytes: usize, stop: CancellationToke
     );
     // Front task notifications on `subscriptions/listen` (rmcp cannot
     // parse their filter; see TaskListenLayer).
-    mcptask_server::TaskListenLayer::new()
+    let service = mcptask_server::TaskListenLayer::new()
         .max_inspected_bytes(max_body_bytes)
-        .wrap(service)
+        .wrap(service);
+    PassThrough::new(service, calls.clone(), max_body_bytes)
 }
 
 /// Serve the front on stdin/stdout, every call bound to `principal`, until

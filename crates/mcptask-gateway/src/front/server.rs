@@ -75,7 +75,7 @@ fn refused(e: CallError) -> ErrorData {
 }
 
 /// The protocol's busy error for a caller over its fair limits.
-fn busy_error(busy: &crate::calls::Busy) -> ErrorData {
+pub(super) fn busy_error(busy: &crate::calls::Busy) -> ErrorData {
     ErrorData::new(
         rmcp::model::ErrorCode(mcptask_server::SERVER_BUSY),
         busy.to_string(),

@@ -48,6 +48,8 @@ pub struct Upstreams {
     /// Each server's last good listing: a server that is down keeps its
     /// tools (calls fail with the connection error) instead of vanishing.
     listings: Mutex<HashMap<String, Vec<(Tool, ToolFacts)>>>,
+    /// The protocol version each server negotiated when last listed.
+    versions: Mutex<HashMap<String, String>>,
     listed: AtomicBool,
     version: watch::Sender<u64>,
     lanes: Mutex<HashMap<String, LanePool>>,
@@ -71,6 +73,7 @@ impl Upstreams {
             retired: Mutex::default(),
             catalog: RwLock::default(),
             listings: Mutex::default(),
+            versions: Mutex::default(),
             listed: AtomicBool::new(false),
             version: watch::channel(0).0,
             lanes: Mutex::default(),
@@ -119,6 +122,16 @@ impl Upstreams {
             .lock()
             .expect("listings lock")
             .contains_key(server)
+    }
+
+    /// Whether `server` spoke 2026-07-28 or later when last listed: it keeps
+    /// no session, so a call to it is one self-contained request.
+    pub fn is_stateless(&self, server: &str) -> bool {
+        self.versions
+            .lock()
+            .expect("versions lock")
+            .get(server)
+            .is_some_and(|v| v.as_str() >= "2026-07-28")
     }
 
     /// The current catalog.
@@ -227,14 +240,18 @@ impl Upstreams {
                 servers.iter().map(|s| s.name.as_str()).collect();
             let mut listings = self.listings.lock().expect("listings lock");
             let mut lanes = self.lanes.lock().expect("lanes lock");
+            // What a server speaks is known again once it is listed again.
+            let mut versions = self.versions.lock().expect("versions lock");
             for name in current.iter().map(|s| &s.name) {
                 if !kept.contains(name.as_str()) {
                     listings.remove(name);
                     lanes.remove(name);
+                    versions.remove(name);
                 }
             }
             for name in redefined {
                 lanes.remove(name);
+                versions.remove(name);
             }
             // A configured server is not retired, whatever it was before.
             let mut retired = self.retired.lock().expect("retired lock");
@@ -340,6 +357,10 @@ impl Upstreams {
             .relist(server, self.timeouts())
             .await
             .map_err(|e| e.to_string())?;
+        self.versions
+            .lock()
+            .expect("versions lock")
+            .insert(server.to_string(), info.protocol_version.clone());
         // The raw listing keeps what rmcp drops (`execution.taskSupport`)
         // and was taken on a session that declares elicitation, so tools a
         // server offers only to such clients are there too.

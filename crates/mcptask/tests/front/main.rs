@@ -5,9 +5,11 @@
 //! replicas on one PostgreSQL ([`proxy_replicas`]) and a submit/status/cancel
 //! toolset behind it ([`toolset`]); tool policy at the stdio face, the CLI,
 //! the agent tools and across a live reload ([`policy`]); one call's spans,
-//! exported over OTLP, as one trace with its caller's ([`telemetry`]).
+//! exported over OTLP, as one trace with its caller's ([`telemetry`]); the
+//! fast path of stateless pass-through calls ([`pass_through`]).
 
 mod one_call;
+mod pass_through;
 mod policy;
 mod proxy_agent_tools;
 mod proxy_everything;

@@ -1,0 +1,156 @@
+//! The front's fast path for stateless pass-through calls (a 2026-07-28
+//! `tools/call` of a synchronous tool, tasks not declared): the call reaches
+//! the upstream as the caller sent it (renamed for a prefixed tool, the
+//! caller's `_meta` and trace context kept, the server's configured headers
+//! instead of the caller's credentials), and fair limits refuse a flood the
+//! way the MCP server does.
+
+use serde_json::{Value, json};
+
+use mcptask_testkit::*;
+
+const ALICE: &str = "alice-token-0123456789";
+
+struct Rig {
+    _demo: DemoServer,
+    upstream: ScriptedServer,
+    _gateway: LoggedChild,
+    mcp: String,
+    _dir: tempfile::TempDir,
+}
+
+/// demo-server behind a recording proxy, fronted by a gateway with token
+/// auth, the server under prefix `up`, and `limits` (TOML) in force.
+async fn rig(name: &str, limits: &str) -> Rig {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let demo_db = format!("sqlite:{}", dir.path().join("server.db").display());
+    let demo = DemoServer::start_named(&format!("{name}-server"), &demo_db, &[]).await;
+    let upstream = ScriptedServer::start(&demo.url).await;
+    let db = format!("sqlite:{}", dir.path().join("gateway.db").display());
+    let toml = format!(
+        "[database]\nurl = {db:?}\n\n[api]\nlisten = \"127.0.0.1:0\"\n\n[[api.tokens]]\ntoken = {ALICE:?}\nprincipal = \"alice\"\n\n[proxy]\nenabled = true\n\n{limits}\n\n[[servers]]\nname = \"demo\"\nurl = {:?}\nprefix = \"up\"\nheaders = {{ X-Upstream-Key = \"upstream-secret\" }}\n",
+        upstream.url()
+    );
+    let (gateway, api) = start_gateway_with(&format!("{name}-gateway"), dir.path(), &toml).await;
+    Rig {
+        _demo: demo,
+        upstream,
+        _gateway: gateway,
+        mcp: format!("{}/mcp", api.base),
+        _dir: dir,
+    }
+}
+
+/// A 2026-07-28 `tools/call` of `tool`, posted raw as a stateless client does.
+async fn call(mcp: &str, tool: &str, extra_meta: Value) -> Value {
+    let mut meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "pass-through-test", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    meta.as_object_mut()
+        .unwrap()
+        .extend(extra_meta.as_object().cloned().unwrap_or_default());
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": tool, "arguments": {"name": "relay"}, "_meta": meta}});
+    let response = reqwest::Client::new()
+        .post(mcp)
+        .bearer_auth(ALICE)
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", "tools/call")
+        .header("Mcp-Name", tool)
+        .header(
+            "traceparent",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        )
+        .json(&body)
+        .send()
+        .await
+        .expect("POST /mcp");
+    let text = response.text().await.expect("the answer");
+    // A JSON body, or the one message of an SSE stream.
+    let json = text
+        .lines()
+        .find_map(|l| l.strip_prefix("data:"))
+        .unwrap_or(&text);
+    serde_json::from_str(json.trim()).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_call_reaches_the_upstream_as_sent_with_the_servers_credentials() {
+    let rig = rig("pass-through-relay", "").await;
+    let answer = call(&rig.mcp, "up__greet", json!({"example.com/probe": "kept"})).await;
+    assert_eq!(answer["id"], 7, "{answer}");
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "Hello, relay!",
+        "{answer}"
+    );
+
+    let seen = rig.upstream.seen_method("tools/call");
+    let call = seen.last().expect("the call reached the upstream");
+    assert_eq!(call.params["name"], "greet", "renamed for the upstream");
+    assert_eq!(call.params["arguments"], json!({"name": "relay"}));
+    assert_eq!(
+        call.params["_meta"]["example.com/probe"], "kept",
+        "the caller's _meta goes through untouched: {}",
+        call.params
+    );
+    assert_eq!(
+        call.params["_meta"]["io.modelcontextprotocol/clientInfo"]["name"], "pass-through-test",
+        "the caller speaks to the upstream as itself: {}",
+        call.params
+    );
+    let header = |name: &str| {
+        call.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    assert_eq!(header("mcp-name").as_deref(), Some("greet"));
+    assert_eq!(
+        header("traceparent").as_deref(),
+        Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+    );
+    assert_eq!(
+        header("x-upstream-key").as_deref(),
+        Some("upstream-secret"),
+        "the server's configured headers"
+    );
+    assert!(
+        !call
+            .authorization
+            .as_deref()
+            .is_some_and(|a| a.contains(ALICE)),
+        "the caller's credentials never reach an upstream: {:?}",
+        call.authorization
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_over_its_limits_is_refused_busy_before_the_upstream_hears_of_it() {
+    let rig = rig(
+        "pass-through-busy",
+        "[limits]\nper_principal_rate = 1\nper_principal_burst = 1",
+    )
+    .await;
+    let first = call(&rig.mcp, "up__greet", json!({})).await;
+    assert_eq!(first["result"]["content"][0]["text"], "Hello, relay!");
+    let second = call(&rig.mcp, "up__greet", json!({})).await;
+    assert_eq!(second["id"], 7, "{second}");
+    assert_eq!(
+        second["error"]["code"],
+        mcptask_server::SERVER_BUSY,
+        "{second}"
+    );
+    assert_eq!(second["error"]["data"]["reason"], "rate_limited");
+    assert!(
+        second["error"]["data"]["retryAfterMs"].as_u64().is_some(),
+        "{second}"
+    );
+    assert_eq!(
+        rig.upstream.seen_method("tools/call").len(),
+        1,
+        "the refused call never reached the upstream"
+    );
+}

@@ -1,0 +1,88 @@
+# Shared by the front benchmarks (sourced): a demo-server and `mcptask serve`
+# with the front on in front of it, wrk Lua scripts, and raw MCP posts.
+# Expects BIN (a release mcptask); sets work, demo_port, front_port, gateway_pid.
+
+command -v wrk >/dev/null || { echo "$0: wrk is not installed (apt-get install wrk)" >&2; exit 1; }
+[[ -x "$BIN" ]] || { echo "$0: no binary at $BIN (cargo build --release -p mcptask)" >&2; exit 1; }
+
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { for _ in $(seq 1 200); do (echo >/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 never opened" >&2; exit 1; }
+rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+# CPU time a process has used (user + system), in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+start_demo() {
+  demo_port=$(port)
+  "$BIN" demo-server --http "127.0.0.1:$demo_port" --database-url "sqlite:$work/demo.db" 2>"$work/demo.log" &
+  demo_pid=$!
+  pids+=($demo_pid)
+  wait_port "$demo_port"
+}
+
+# start_gateway [API_TOML] [EXTRA_TOML]: the front (prefix "") before the demo server.
+start_gateway() {
+  local api=${1:-'auth = "none"'} extra=${2:-}
+  front_port=$(port)
+  cat >"$work/mcptask.toml" <<TOML
+[database]
+url = "sqlite:$work/gateway.db"
+
+[api]
+listen = "127.0.0.1:$front_port"
+$api
+
+[proxy]
+enabled = true
+
+[[servers]]
+name = "demo"
+url = "http://127.0.0.1:$demo_port/mcp"
+prefix = ""
+
+$extra
+TOML
+  RUST_LOG=warn "$BIN" serve --config "$work/mcptask.toml" 2>"$work/gateway.log" &
+  gateway_pid=$!
+  pids+=($gateway_pid)
+  wait_port "$front_port"
+}
+
+meta='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"wrk","version":"0"},"io.modelcontextprotocol/clientCapabilities":{CAPS}}'
+plain_meta=${meta/CAPS/}
+tasks_meta=${meta/CAPS/\"extensions\":\{\"io.modelcontextprotocol/tasks\":\{\}\}}
+greet_body='{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet","arguments":{"name":"bench"},'"$plain_meta"'}}'
+# create_body SECONDS: a slow_compute task, tasks declared.
+create_body() { echo '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow_compute","arguments":{"seconds":'"$1"'},'"$tasks_meta"'}}'; }
+
+# lua FILE METHOD NAME BODY [TOKEN]: a wrk script that POSTs BODY with the
+# request's routing headers and prints its summary on one RESULT line.
+lua() {
+  local name="" auth=""
+  [[ -n "$3" ]] && name="wrk.headers[\"Mcp-Name\"] = \"$3\""
+  [[ -n "${5:-}" ]] && auth="wrk.headers[\"Authorization\"] = \"Bearer $5\""
+  cat >"$1" <<LUA
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Accept"] = "application/json, text/event-stream"
+wrk.headers["MCP-Protocol-Version"] = "2026-07-28"
+wrk.headers["Mcp-Method"] = "$2"
+$name
+$auth
+wrk.body = [[$4]]
+done = function(summary, latency, requests)
+  io.write(string.format("RESULT %d %d %.0f %.3f %.3f\n", summary.requests, summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout, summary.requests / (summary.duration / 1e6), latency:percentile(50) / 1000, latency:percentile(99) / 1000))
+end
+LUA
+}
+
+# post PORT METHOD NAME BODY: one raw MCP request; prints the answer.
+post() {
+  curl -s -X POST "http://127.0.0.1:$1/mcp" -H 'Content-Type: application/json' \
+    -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2026-07-28' \
+    -H "Mcp-Method: $2" ${3:+-H "Mcp-Name: $3"} --data "$4"
+}
