@@ -16,26 +16,19 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 /// One migration file: its name in `migrations/<engine>/` and its text.
 type File = (&'static str, &'static str);
 
+/// Every migration has one file per engine under the same name, so one list
+/// makes both: `SQLITE` from `migrations/sqlite/`, `POSTGRES` from
+/// `migrations/postgres/`.
 macro_rules! files {
-    ($engine:literal: $($name:literal),* $(,)?) => {
-        &[$(($name, include_str!(concat!("../migrations/", $engine, "/", $name)))),*]
+    ($($name:literal),* $(,)?) => {
+        const SQLITE: &[File] =
+            &[$(($name, include_str!(concat!("../migrations/sqlite/", $name)))),*];
+        const POSTGRES: &[File] =
+            &[$(($name, include_str!(concat!("../migrations/postgres/", $name)))),*];
     };
 }
 
-const SQLITE: &[File] = files!("sqlite":
-    "0001_server_tasks.sql",
-    "0002_remote_tasks.sql",
-    "0003_drop_claim_phase.sql",
-    "0004_delivery_and_retention.sql",
-    "0005_front.sql",
-    "0006_remote_driver.sql",
-    "0007_poll_hint.sql",
-    "0008_calls.sql",
-    "0009_oauth_tokens.sql",
-    "0010_trace_context.sql",
-);
-
-const POSTGRES: &[File] = files!("postgres":
+files!(
     "0001_server_tasks.sql",
     "0002_remote_tasks.sql",
     "0003_drop_claim_phase.sql",
