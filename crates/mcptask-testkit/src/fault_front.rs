@@ -37,6 +37,8 @@ pub enum Fault {
     Html(u16),
     /// Nothing listens: new connections are refused, open ones are reset.
     Refuse,
+    /// Forward each request after this long (a server slow to answer).
+    Delay(Duration),
 }
 
 impl Fault {
@@ -48,6 +50,7 @@ impl Fault {
             Fault::Status(c) => format!("status {c}"),
             Fault::Html(c) => format!("html {c}"),
             Fault::Refuse => "refuse".into(),
+            Fault::Delay(d) => format!("delay {} ms", d.as_millis()),
         }
     }
 }
@@ -206,6 +209,10 @@ async fn handle(
     });
     match fault {
         Fault::Forward => forward(&client, &target, parts, body).await,
+        Fault::Delay(d) => {
+            tokio::time::sleep(d).await;
+            forward(&client, &target, parts, body).await
+        }
         Fault::Hang | Fault::Blackhole | Fault::Refuse => std::future::pending().await,
         Fault::Status(code) => Response::builder()
             .status(code)

@@ -6,8 +6,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService, ServiceError};
+use rmcp::model::{ClientCapabilities, ClientConfig, ErrorCode, Implementation, ProtocolVersion};
+use rmcp::service::{
+    ClientInitializeError, ClientLifecycleMode, ClientServiceExt, RunningService, ServiceError,
+};
 use rmcp::{Peer, RoleClient};
 use tokio::sync::Mutex;
 
@@ -131,8 +133,9 @@ pub(crate) fn client_config() -> ClientConfig {
     )
 }
 
-/// Prefer 2026-07-28 (the version that carries tasks) and fall back to
-/// `initialize` for older servers.
+/// For stdio servers: prefer 2026-07-28 (the version that carries tasks) and
+/// fall back to `initialize` for older servers on the same process (HTTP
+/// servers: [`serve_http`]).
 fn lifecycle() -> ClientLifecycleMode {
     ClientLifecycleMode::Auto {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
@@ -140,18 +143,64 @@ fn lifecycle() -> ClientLifecycleMode {
     }
 }
 
+/// `transport` with its handshake guarded against late probe answers
+/// ([`ProbeGuard`](super::ProbeGuard)).
+fn guarded<T, E, A>(transport: T) -> super::ProbeGuard<impl rmcp::transport::Transport<RoleClient>>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    super::ProbeGuard::new(transport.into_transport())
+}
+
+/// A session to `def` (an HTTP server) served by `handler`. The
+/// `server/discover` probe is bounded by the caller's connect timeout, not by
+/// rmcp's 10 s `Auto` probe: an OAuth authorization runs inside it, and on a
+/// loaded machine that alone can take longer, after which `Auto` would
+/// fall back to `initialize` with a modern server. A server that answers the
+/// probe as a pre-2026 one does is asked again with `initialize` on a new
+/// connection (cheap over HTTP; a stdio server keeps `Auto` and its process).
+async fn serve_http<H: rmcp::ClientHandler + Clone>(
+    handler: H,
+    def: &ServerDef,
+) -> Result<RunningService<RoleClient, H>, RemoteError> {
+    let (transport, fail) = http_transport(def)?;
+    let discover = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    match handler
+        .clone()
+        .serve_with_lifecycle(transport, discover)
+        .await
+    {
+        Ok(session) => Ok(session),
+        Err(ClientInitializeError::JsonRpcError(data)) if answered_as_legacy(&data) => {
+            let (transport, fail) = http_transport(def)?;
+            handler
+                .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+                .await
+                .map_err(|e| fail(super::why::init_failure(&e)))
+        }
+        Err(e) => Err(fail(super::why::init_failure(&e))),
+    }
+}
+
+/// Whether a JSON-RPC error answering `server/discover` says "a server from
+/// before 2026-07-28" (what rmcp's `Auto` falls back on): any error but the
+/// modern rejections of a request it understood.
+fn answered_as_legacy(error: &rmcp::model::ErrorData) -> bool {
+    !matches!(
+        error.code,
+        ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY | ErrorCode::HEADER_MISMATCH
+    )
+}
+
 /// Open a session to `def`, negotiating the protocol version that carries tasks.
 pub(super) async fn open(def: &ServerDef) -> Result<Session, RemoteError> {
     let lifecycle = lifecycle();
     let name = &def.name;
     match &def.transport {
-        Transport::Http { .. } => {
-            let (transport, fail) = http_transport(def)?;
-            client_config()
-                .serve_with_lifecycle(transport, lifecycle)
-                .await
-                .map_err(|e| fail(super::why::init_failure(&e)))
-        }
+        Transport::Http { .. } => serve_http(client_config(), def).await,
         Transport::Stdio {
             command,
             args,
@@ -174,7 +223,7 @@ pub(super) async fn open(def: &ServerDef) -> Result<Session, RemoteError> {
                 ))
             })?;
             client_config()
-                .serve_with_lifecycle(transport, lifecycle)
+                .serve_with_lifecycle(guarded(transport), lifecycle)
                 .await
                 .map_err(|e| fail(super::why::stdio_init_failure(&e)))
         }
@@ -286,15 +335,11 @@ pub fn upstream_http_client() -> Result<reqwest::Client, reqwest::Error> {
 
 /// Open a Streamable HTTP session to `def` (an HTTP server) served by
 /// `handler`, negotiating like every other session (the push listener's).
-pub(crate) async fn open_http_with<H: rmcp::ClientHandler>(
+pub(crate) async fn open_http_with<H: rmcp::ClientHandler + Clone>(
     def: &ServerDef,
     handler: H,
 ) -> Result<RunningService<RoleClient, H>, RemoteError> {
-    let (transport, fail) = http_transport(def)?;
-    handler
-        .serve_with_lifecycle(transport, lifecycle())
-        .await
-        .map_err(|e| fail(super::why::init_failure(&e)))
+    serve_http(handler, def).await
 }
 
 /// A session to an upstream that relays input ([`UpstreamHandler`]), with the
@@ -309,14 +354,7 @@ pub(crate) async fn open_upstream(
     let lifecycle = lifecycle();
     let name = &def.name;
     match &def.transport {
-        Transport::Http { .. } => {
-            let (transport, fail) = http_transport(def)?;
-            let session = handler
-                .serve_with_lifecycle(transport, lifecycle)
-                .await
-                .map_err(|e| fail(super::why::init_failure(&e)))?;
-            Ok((session, None))
-        }
+        Transport::Http { .. } => Ok((serve_http(handler, def).await?, None)),
         Transport::Stdio {
             command,
             args,
@@ -338,7 +376,7 @@ pub(crate) async fn open_upstream(
                 ))
             })?;
             let session = handler
-                .serve_with_lifecycle((sink, stream), lifecycle)
+                .serve_with_lifecycle(guarded((sink, stream)), lifecycle)
                 .await
                 .map_err(|e| fail(super::why::stdio_init_failure(&e)))?;
             Ok((session, Some(tap)))

@@ -3,3 +3,4 @@
 //! can make misbehave). The matrix is in docs/RELIABILITY.md.
 
 mod protocol;
+mod slow_start;

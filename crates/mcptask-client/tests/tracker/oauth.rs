@@ -18,7 +18,7 @@ use axum::routing::{get, post};
 use base64::Engine as _;
 use mcptask_client::oauth::{OAuthRuntime, OAuthSettings, SecretKey};
 use mcptask_client::remote::Timeouts;
-use mcptask_client::{CallOptions, CallOutcome, ServerDef, ServerRegistry, Tracker};
+use mcptask_client::{CallOptions, CallOutcome, ServerDef, ServerRegistry, Tracker, TrackerConfig};
 use mcptask_core::{ManualClock, TaskStatus};
 use mcptask_server::{DurableTaskServer, RuntimeConfig, TaskRuntime};
 use mcptask_testkit::TestDatabase;
@@ -396,9 +396,15 @@ async fn tracked_tasks_keep_polling_across_rotations_and_a_failed_refresh_is_unh
         Arc::new(clock.clone()),
     );
     let def = server.def(&runtime);
+    // A connect includes buying a token: give it more than fast_config's 2 s
+    // on a loaded machine.
+    let config = TrackerConfig {
+        connect_timeout: Duration::from_secs(10),
+        ..fast_config()
+    };
     let tracker = Tracker::builder(store.remote_tasks())
         .server(def.clone())
-        .config(fast_config())
+        .config(config)
         .start()
         .await
         .unwrap();

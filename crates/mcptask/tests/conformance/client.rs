@@ -133,6 +133,11 @@ async fn conformance_client_requirements_and_client_credentials() {
             &client,
             "--requirements",
             "2026-07-28",
+            // The suite runs every scenario at once, each a client process
+            // beside its mock servers; on two shared cores (and unoptimised
+            // dependencies) its default 30 s per scenario cut some short.
+            "--timeout",
+            "120000",
             "-o",
         ])
         .arg(out_dir.path())
