@@ -135,7 +135,7 @@ pub(crate) fn client_config() -> ClientConfig {
 
 /// For stdio servers: prefer 2026-07-28 (the version that carries tasks) and
 /// fall back to `initialize` for older servers on the same process (HTTP
-/// servers: [`serve_http`]).
+/// servers: [`open_http_with`]).
 fn lifecycle() -> ClientLifecycleMode {
     ClientLifecycleMode::Auto {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
@@ -153,16 +153,18 @@ where
     super::ProbeGuard::new(transport.into_transport())
 }
 
-/// A session to `def` (an HTTP server) served by `handler`. The
+/// Open a Streamable HTTP session to `def` (an HTTP server) served by
+/// `handler` (every HTTP session: the tracker's, the lanes', the push
+/// listener's). The
 /// `server/discover` probe is bounded by the caller's connect timeout, not by
 /// rmcp's 10 s `Auto` probe: an OAuth authorization runs inside it, and on a
 /// loaded machine that alone can take longer, after which `Auto` would
 /// fall back to `initialize` with a modern server. A server that answers the
 /// probe as a pre-2026 one does is asked again with `initialize` on a new
 /// connection (cheap over HTTP; a stdio server keeps `Auto` and its process).
-async fn serve_http<H: rmcp::ClientHandler + Clone>(
-    handler: H,
+pub(crate) async fn open_http_with<H: rmcp::ClientHandler + Clone>(
     def: &ServerDef,
+    handler: H,
 ) -> Result<RunningService<RoleClient, H>, RemoteError> {
     let (transport, fail) = http_transport(def)?;
     let discover = ClientLifecycleMode::Discover {
@@ -200,7 +202,7 @@ pub(super) async fn open(def: &ServerDef) -> Result<Session, RemoteError> {
     let lifecycle = lifecycle();
     let name = &def.name;
     match &def.transport {
-        Transport::Http { .. } => serve_http(client_config(), def).await,
+        Transport::Http { .. } => open_http_with(def, client_config()).await,
         Transport::Stdio {
             command,
             args,
@@ -333,15 +335,6 @@ pub fn upstream_http_client() -> Result<reqwest::Client, reqwest::Error> {
     Ok(client)
 }
 
-/// Open a Streamable HTTP session to `def` (an HTTP server) served by
-/// `handler`, negotiating like every other session (the push listener's).
-pub(crate) async fn open_http_with<H: rmcp::ClientHandler + Clone>(
-    def: &ServerDef,
-    handler: H,
-) -> Result<RunningService<RoleClient, H>, RemoteError> {
-    serve_http(handler, def).await
-}
-
 /// A session to an upstream that relays input ([`UpstreamHandler`]), with the
 /// raw-answer tap for stdio servers (HTTP sessions have none).
 pub(crate) type UpstreamSession = RunningService<RoleClient, UpstreamHandler>;
@@ -354,7 +347,7 @@ pub(crate) async fn open_upstream(
     let lifecycle = lifecycle();
     let name = &def.name;
     match &def.transport {
-        Transport::Http { .. } => Ok((serve_http(handler, def).await?, None)),
+        Transport::Http { .. } => Ok((open_http_with(def, handler).await?, None)),
         Transport::Stdio {
             command,
             args,

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use mcptask_client::remote::Timeouts;
+use mcptask_client::remote::{Connection, Timeouts};
 use mcptask_client::{ServerDef, ServerRegistry};
 use mcptask_testkit::{Fault, FaultFront};
 use rmcp::model::ProtocolVersion;
@@ -33,25 +33,33 @@ for line in sys.stdin:
     sys.stdout.flush()
 "#;
 
+/// Connect to `def` with a connect timeout far beyond the servers' delays:
+/// only rmcp's own 10 s probe is shorter than them.
+async fn connect_patiently(def: ServerDef) -> Connection {
+    let name = def.name.clone();
+    let registry = ServerRegistry::new();
+    registry.upsert(def);
+    let timeouts = Timeouts {
+        connect: Duration::from_secs(60),
+        call: Duration::from_secs(30),
+    };
+    registry
+        .connect(&name, None, timeouts)
+        .await
+        .expect("a slow server connects once it answers")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_legacy_server_slower_than_the_discover_probe_still_connects() {
     let dir = tempfile::tempdir().expect("temp dir");
     let script = dir.path().join("slow_legacy.py");
     std::fs::write(&script, LEGACY_SERVER).expect("write the server");
-    let registry = ServerRegistry::new();
-    registry.upsert(ServerDef::stdio(
+    let connection = connect_patiently(ServerDef::stdio(
         "slow",
         "python3",
         vec![script.display().to_string(), "11".to_string()],
-    ));
-    let timeouts = Timeouts {
-        connect: Duration::from_secs(60),
-        call: Duration::from_secs(30),
-    };
-    let connection = registry
-        .connect("slow", None, timeouts)
-        .await
-        .expect("a slow legacy server connects once it answers");
+    ))
+    .await;
     let tools = connection.peer.list_all_tools().await.expect("tools/list");
     assert!(tools.is_empty());
 }
@@ -66,16 +74,7 @@ async fn a_modern_http_server_slower_than_the_discover_probe_is_spoken_to_as_mod
     let server = mcptask_testkit::fixtures::client::RemoteServer::start(Some(60_000)).await;
     let front = FaultFront::start(&format!("http://{}", server.addr)).await;
     front.set_for(Fault::Delay(Duration::from_secs(11)), &["server/discover"]);
-    let registry = ServerRegistry::new();
-    registry.upsert(ServerDef::http("slow", front.url()));
-    let timeouts = Timeouts {
-        connect: Duration::from_secs(60),
-        call: Duration::from_secs(30),
-    };
-    let connection = registry
-        .connect("slow", None, timeouts)
-        .await
-        .expect("a slow server connects once it answers");
+    let connection = connect_patiently(ServerDef::http("slow", front.url())).await;
     let version = connection
         .peer
         .peer_info()
