@@ -1,9 +1,13 @@
 # Shared by the front benchmarks (sourced): a demo-server and `mcptask serve`
 # with the front on in front of it, wrk Lua scripts, and raw MCP posts.
-# Expects BIN (a release mcptask); sets work, demo_port, front_port, gateway_pid.
+# Expects BIN (a release mcptask; DEMO_BIN, if set, runs demo-server instead,
+# so that two gateway builds can be compared against the same upstream); sets
+# work, demo_port, front_port, gateway_pid.
 
 command -v wrk >/dev/null || { echo "$0: wrk is not installed (apt-get install wrk)" >&2; exit 1; }
 [[ -x "$BIN" ]] || { echo "$0: no binary at $BIN (cargo build --release -p mcptask)" >&2; exit 1; }
+DEMO_BIN="${DEMO_BIN:-$BIN}"
+[[ -x "$DEMO_BIN" ]] || { echo "$0: no binary at DEMO_BIN=$DEMO_BIN" >&2; exit 1; }
 
 work=$(mktemp -d)
 pids=()
@@ -18,7 +22,7 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 start_demo() {
   demo_port=$(port)
-  "$BIN" demo-server --http "127.0.0.1:$demo_port" --database-url "sqlite:$work/demo.db" 2>"$work/demo.log" &
+  "$DEMO_BIN" demo-server --http "127.0.0.1:$demo_port" --database-url "sqlite:$work/demo.db" 2>"$work/demo.log" &
   demo_pid=$!
   pids+=($demo_pid)
   wait_port "$demo_port"

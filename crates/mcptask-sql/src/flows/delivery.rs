@@ -98,7 +98,7 @@ impl<B: Backend> SqlStore<B> {
         }
         let token = mcptask_core::lease::mint_token();
         let names: Vec<&str> = targets.iter().map(String::as_str).collect();
-        let mut tx = B::begin_write(&self.writer).await?;
+        let mut tx = self.begin_write().await?;
         let mut params = args![owner, &token, now, now.saturating_add(lease_ms), limit];
         params.push(Arg::TextList(names));
         let rows = B::fetch_all(&mut tx, B::SQL.claim_lag, params).await?;
@@ -160,7 +160,7 @@ impl<B: Backend> SqlStore<B> {
         if results.is_empty() {
             return Ok(done);
         }
-        let mut tx = B::begin_write(&self.writer).await?;
+        let mut tx = self.begin_write().await?;
         // Rows locked in (task, target) order, so two batches cannot deadlock.
         let mut order: Vec<usize> = (0..results.len()).collect();
         order.sort_by(|a, b| {
@@ -265,7 +265,7 @@ impl<B: Backend> SqlStore<B> {
         q.push(" GROUP BY task_id, target ORDER BY task_id, target LIMIT ")
             .push_arg(limit);
         let (sql, params) = q.build();
-        let mut tx = B::begin_write(&self.writer).await?;
+        let mut tx = self.begin_write().await?;
         let rows = B::fetch_all(&mut tx, sql, params).await?;
         let mut groups = BTreeMap::new();
         for r in &rows {
@@ -297,7 +297,7 @@ impl<B: Backend> SqlStore<B> {
         if limit <= 0 {
             return Ok(0);
         }
-        let mut tx = B::begin_write(&self.writer).await?;
+        let mut tx = self.begin_write().await?;
         let n = B::execute(&mut tx, B::SQL.purge_remote, args![settled_before, limit]).await?;
         tx.commit().await.map_err(db_err)?;
         Ok(n)

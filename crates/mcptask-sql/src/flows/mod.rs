@@ -10,6 +10,7 @@
 pub mod backend;
 pub(crate) mod changes;
 mod delivery;
+mod gate;
 mod oauth;
 mod remote;
 mod server;
@@ -33,6 +34,9 @@ pub struct SqlStore<D: sqlx::Database> {
     /// Background work that lives as long as some handle of this store
     /// (SQLite's WAL checkpoints); dropped with the last one.
     pub(crate) background: Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
+    /// Who gets the single writer next (SQLite): a caller's task create
+    /// before background bookkeeping (`gate`). `None`: the pool decides.
+    pub(crate) gate: Option<std::sync::Arc<gate::WriteGate>>,
 }
 
 impl<D: sqlx::Database> Clone for SqlStore<D> {
@@ -41,6 +45,7 @@ impl<D: sqlx::Database> Clone for SqlStore<D> {
             writer: self.writer.clone(),
             reader: self.reader.clone(),
             background: self.background.clone(),
+            gate: self.gate.clone(),
         }
     }
 }
@@ -53,7 +58,99 @@ impl<D: sqlx::Database> std::fmt::Debug for SqlStore<D> {
     }
 }
 
+/// A write transaction, holding the writer's turn ([`SqlStore::begin_write`]).
+pub(crate) struct WriteTx<D: sqlx::Database> {
+    // Dropped before the permit: the next writer finds the connection back.
+    tx: sqlx::Transaction<'static, D>,
+    _permit: Option<gate::Permit>,
+}
+
+impl<D: sqlx::Database> WriteTx<D> {
+    pub(crate) async fn commit(self) -> Result<(), sqlx::Error> {
+        let WriteTx { tx, _permit } = self;
+        tx.commit().await
+    }
+
+    pub(crate) async fn rollback(self) -> Result<(), sqlx::Error> {
+        let WriteTx { tx, _permit } = self;
+        tx.rollback().await
+    }
+}
+
+impl<D: sqlx::Database> std::ops::Deref for WriteTx<D> {
+    type Target = sqlx::Transaction<'static, D>;
+    fn deref(&self) -> &Self::Target {
+        &self.tx
+    }
+}
+
+impl<D: sqlx::Database> std::ops::DerefMut for WriteTx<D> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.tx
+    }
+}
+
+/// The writer connection outside a transaction, holding its turn
+/// ([`SqlStore::write_conn`]).
+pub(crate) struct WriteConn<D: sqlx::Database> {
+    conn: sqlx::pool::PoolConnection<D>,
+    _permit: Option<gate::Permit>,
+}
+
+impl<D: sqlx::Database> std::ops::Deref for WriteConn<D> {
+    type Target = sqlx::pool::PoolConnection<D>;
+    fn deref(&self) -> &Self::Target {
+        &self.conn
+    }
+}
+
+impl<D: sqlx::Database> std::ops::DerefMut for WriteConn<D> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.conn
+    }
+}
+
 impl<D: Backend> SqlStore<D> {
+    /// The writer's turn: at once where the backend has no single writer.
+    async fn turn(&self, urgent: bool) -> Option<gate::Permit> {
+        match &self.gate {
+            Some(gate) => Some(gate.enter(urgent).await),
+            None => None,
+        }
+    }
+
+    /// A write transaction for background work (claims, applies, the
+    /// outbox, maintenance): it waits its turn behind urgent ones.
+    pub(crate) async fn begin_write(&self) -> Result<WriteTx<D>, mcptask_core::StoreError> {
+        let permit = self.turn(false).await;
+        let tx = D::begin_write(&self.writer).await?;
+        Ok(WriteTx {
+            tx,
+            _permit: permit,
+        })
+    }
+
+    /// A write transaction a caller is waiting on (a task create): served
+    /// before background writes on a single-writer backend.
+    pub(crate) async fn begin_urgent(&self) -> Result<WriteTx<D>, mcptask_core::StoreError> {
+        let permit = self.turn(true).await;
+        let tx = D::begin_write(&self.writer).await?;
+        Ok(WriteTx {
+            tx,
+            _permit: permit,
+        })
+    }
+
+    /// The writer connection for a single statement, in its turn.
+    pub(crate) async fn write_conn(&self) -> Result<WriteConn<D>, mcptask_core::StoreError> {
+        let permit = self.turn(false).await;
+        let conn = self.writer.acquire().await.map_err(crate::error::db_err)?;
+        Ok(WriteConn {
+            conn,
+            _permit: permit,
+        })
+    }
+
     /// Apply pending migrations; returns how many ran. Idempotent; concurrent
     /// callers on PostgreSQL are serialised by sqlx's advisory lock.
     pub async fn migrate(&self) -> Result<usize, sqlx::migrate::MigrateError> {

@@ -49,7 +49,7 @@ impl<B: Backend> OAuthTokenStore for SqlStore<B> {
     }
 
     async fn save_token(&self, t: &NewToken, now: i64) -> Result<i64, StoreError> {
-        let mut conn = self.writer.acquire().await.map_err(db_err)?;
+        let mut conn = self.write_conn().await?;
         let row = B::fetch_optional(
             &mut conn,
             B::SQL.save_token,
@@ -70,7 +70,7 @@ impl<B: Backend> OAuthTokenStore for SqlStore<B> {
     }
 
     async fn delete_token(&self, server: &str) -> Result<bool, StoreError> {
-        let mut conn = self.writer.acquire().await.map_err(db_err)?;
+        let mut conn = self.write_conn().await?;
         Ok(B::execute(&mut conn, B::SQL.delete_token, args![server]).await? == 1)
     }
 
@@ -81,7 +81,7 @@ impl<B: Backend> OAuthTokenStore for SqlStore<B> {
         now: i64,
         until: i64,
     ) -> Result<bool, StoreError> {
-        let mut conn = self.writer.acquire().await.map_err(db_err)?;
+        let mut conn = self.write_conn().await?;
         let changed = B::execute(
             &mut conn,
             B::SQL.lease_token,
@@ -98,7 +98,7 @@ impl<B: Backend> OAuthTokenStore for SqlStore<B> {
         error: &str,
         now: i64,
     ) -> Result<(), StoreError> {
-        let mut conn = self.writer.acquire().await.map_err(db_err)?;
+        let mut conn = self.write_conn().await?;
         B::execute(
             &mut conn,
             B::SQL.fail_token_refresh,

@@ -524,7 +524,7 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
     ) -> Result<InsertOutcome, StoreError> {
         let change = transition::new_record(task, policy, mcptask_core::ids::random_unit());
         let r = &change.record;
-        let mut tx = B::begin_write(&self.writer).await?;
+        let mut tx = self.begin_urgent().await?;
         // The handle is unique among live tasks only (a server may reuse the
         // id of a task it forgot), so a handle recorded already settled
         // cannot conflict: look for the live one it duplicates first.
@@ -579,7 +579,7 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
     }
 
     async fn expedite_poll(&self, id: &str, now: i64) -> Result<bool, StoreError> {
-        let mut conn = self.writer.acquire().await.map_err(db_err)?;
+        let mut conn = self.write_conn().await?;
         let changed = B::execute(&mut conn, B::SQL.expedite_poll, args![id, now]).await?;
         Ok(changed == 1)
     }
@@ -588,7 +588,7 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
         // The drivers whose work runs in the call runtime, as stored.
         let [a, b] = [Driver::Sep1686, Driver::Sync].map(Driver::as_str);
         debug_assert!(Driver::ALL.iter().filter(|d| !d.is_tracked()).count() == 2);
-        let mut conn = self.writer.acquire().await.map_err(db_err)?;
+        let mut conn = self.write_conn().await?;
         let changed =
             B::execute(&mut conn, B::SQL.expedite_local_poll, args![id, now, a, b]).await?;
         Ok(changed == 1)
@@ -669,7 +669,7 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
         id: &str,
         now: i64,
     ) -> Result<Option<RemoteTaskRecord>, StoreError> {
-        let mut tx = B::begin_write(&self.writer).await?;
+        let mut tx = self.begin_write().await?;
         let Some(current) = Self::lock_record(&mut tx, id).await? else {
             return Ok(None);
         };
@@ -688,7 +688,7 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
         answers: &[(String, Value)],
         now: i64,
     ) -> Result<Option<AnswerResult>, StoreError> {
-        let mut tx = B::begin_write(&self.writer).await?;
+        let mut tx = self.begin_write().await?;
         // The row lock serialises answers to one task: the set of answered
         // keys read below cannot change before commit.
         let Some(current) = Self::lock_record(&mut tx, id).await? else {
@@ -763,7 +763,7 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
             Phase::Update => B::SQL.claim_update,
         };
         let token = mcptask_core::lease::mint_token();
-        let mut tx = B::begin_write(&self.writer).await?;
+        let mut tx = self.begin_write().await?;
         let rows = B::fetch_all(
             &mut tx,
             sql,
@@ -788,7 +788,7 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
         if results.is_empty() {
             return Ok(applied);
         }
-        let mut tx = B::begin_write(&self.writer).await?;
+        let mut tx = self.begin_write().await?;
         let current = Self::lock_batch(&mut tx, results).await?;
         let planned = Self::plan_changes(&mut tx, results, &current, policy, now).await?;
         let written = Self::write_fenced_batch(&mut tx, &planned).await?;
@@ -816,7 +816,7 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
             return Ok(Vec::new());
         }
         let token = mcptask_core::lease::mint_token();
-        let mut tx = B::begin_write(&self.writer).await?;
+        let mut tx = self.begin_write().await?;
         let rows = B::fetch_all(
             &mut tx,
             B::SQL.claim_notify,
@@ -839,7 +839,7 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
         if results.is_empty() {
             return Ok(done);
         }
-        let mut tx = B::begin_write(&self.writer).await?;
+        let mut tx = self.begin_write().await?;
         // Each UPDATE locks its row; take them in id order (see module docs).
         let mut order: Vec<usize> = (0..results.len()).collect();
         order.sort_by(|a, b| results[*a].fence.task_id.cmp(&results[*b].fence.task_id));

@@ -45,8 +45,8 @@ impl<B: Backend> SqlStore<B> {
         &self,
         fence: &Fence,
         now: i64,
-    ) -> Result<Option<sqlx::Transaction<'static, B>>, StoreError> {
-        let mut tx = B::begin_write(&self.writer).await?;
+    ) -> Result<Option<super::WriteTx<B>>, StoreError> {
+        let mut tx = self.begin_write().await?;
         let fenced = B::execute(
             &mut tx,
             B::SQL.touch_fenced,
@@ -114,7 +114,8 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
         if tasks.is_empty() {
             return Ok(());
         }
-        let mut tx = B::begin_write(&self.writer).await?;
+        // The caller waits for this commit: ahead of background writes.
+        let mut tx = self.begin_urgent().await?;
         // A few multi-row statements per batch instead of a round trip per
         // row: chunks of a power of two rows, largest first.
         let mut rest = tasks;
@@ -197,7 +198,7 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
         message: Option<&str>,
         now: i64,
     ) -> Result<bool, StoreError> {
-        let mut conn = self.writer.acquire().await.map_err(db_err)?;
+        let mut conn = self.write_conn().await?;
         let changed = B::execute(
             &mut conn,
             B::SQL.set_status_message,
@@ -262,7 +263,7 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
         responses: &[(String, Value)],
         now: i64,
     ) -> Result<AnswerOutcome, StoreError> {
-        let mut tx = B::begin_write(&self.writer).await?;
+        let mut tx = self.begin_write().await?;
         // The row lock serialises answers to one task, so the "anything still
         // outstanding?" check below cannot race another answer.
         let row = B::fetch_optional(&mut tx, B::SQL.lock_task_status, args![task_id]).await?;
@@ -301,7 +302,7 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
     }
 
     async fn request_cancel(&self, task_id: &str, now: i64) -> Result<CancelOutcome, StoreError> {
-        let mut tx = B::begin_write(&self.writer).await?;
+        let mut tx = self.begin_write().await?;
         let requested =
             B::fetch_optional(&mut tx, B::SQL.request_cancel, args![task_id, now]).await?;
         let outcome = match requested {
@@ -326,7 +327,7 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
         now: i64,
         purge_at: Option<i64>,
     ) -> Result<bool, StoreError> {
-        let mut tx = B::begin_write(&self.writer).await?;
+        let mut tx = self.begin_write().await?;
         let Some(row) = B::fetch_optional(
             &mut tx,
             B::SQL.lock_fenced,
@@ -361,7 +362,7 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
     }
 
     async fn begin_rerun(&self, fence: &Fence, now: i64) -> Result<Option<i64>, StoreError> {
-        let mut conn = self.writer.acquire().await.map_err(db_err)?;
+        let mut conn = self.write_conn().await?;
         let row = B::fetch_optional(
             &mut conn,
             B::SQL.begin_rerun,
@@ -372,7 +373,7 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
     }
 
     async fn heartbeat(&self, owner: &str, now: i64, lease_ms: i64) -> Result<(), StoreError> {
-        let mut conn = self.writer.acquire().await.map_err(db_err)?;
+        let mut conn = self.write_conn().await?;
         B::execute(
             &mut conn,
             B::SQL.heartbeat,
@@ -383,7 +384,7 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
     }
 
     async fn release_owner(&self, owner: &str, now: i64) -> Result<(), StoreError> {
-        let mut conn = self.writer.acquire().await.map_err(db_err)?;
+        let mut conn = self.write_conn().await?;
         B::execute(&mut conn, B::SQL.release_owner, args![owner, now - 1]).await?;
         Ok(())
     }
@@ -395,7 +396,7 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
         limit: i64,
     ) -> Result<Vec<ServerTaskRecord>, StoreError> {
         let token = mcptask_core::lease::mint_token();
-        let mut conn = self.writer.acquire().await.map_err(db_err)?;
+        let mut conn = self.write_conn().await?;
         let rows = B::fetch_all(
             &mut conn,
             B::SQL.claim_orphans,
@@ -406,7 +407,7 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
     }
 
     async fn prune_owners(&self, before: i64) -> Result<u64, StoreError> {
-        let mut conn = self.writer.acquire().await.map_err(db_err)?;
+        let mut conn = self.write_conn().await?;
         B::execute(&mut conn, B::SQL.prune_owners, args![before]).await
     }
 
@@ -416,7 +417,7 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
         limit: i64,
         purge_at: i64,
     ) -> Result<Vec<ExpiredTask>, StoreError> {
-        let mut tx = B::begin_write(&self.writer).await?;
+        let mut tx = self.begin_write().await?;
         let rows = B::fetch_all(
             &mut tx,
             B::SQL.expire_overdue,
@@ -443,7 +444,7 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
     }
 
     async fn purge(&self, now: i64, limit: i64) -> Result<u64, StoreError> {
-        let mut conn = self.writer.acquire().await.map_err(db_err)?;
+        let mut conn = self.write_conn().await?;
         B::execute(&mut conn, B::SQL.purge, args![now, limit]).await
     }
 
@@ -475,7 +476,7 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
     }
 
     async fn save_state(&self, fence: &Fence, state: &Value, now: i64) -> Result<bool, StoreError> {
-        let mut conn = self.writer.acquire().await.map_err(db_err)?;
+        let mut conn = self.write_conn().await?;
         let changed = B::execute(
             &mut conn,
             B::SQL.save_state,

@@ -46,6 +46,7 @@ impl SqlStore<Postgres> {
             writer: pool.clone(),
             reader: pool,
             background: None,
+            gate: None,
         })
     }
 

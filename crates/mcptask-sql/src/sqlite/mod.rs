@@ -70,6 +70,7 @@ impl SqlStore<Sqlite> {
             writer,
             reader,
             background: Some(std::sync::Arc::new(background)),
+            gate: Some(Default::default()),
         })
     }
 
