@@ -202,6 +202,18 @@ pub struct GatewayProcess {
 }
 
 impl GatewayProcess {
+    /// A 2026-07-28 client of this gateway's MCP front (`/mcp`) that
+    /// declares tasks.
+    pub async fn front_client(&self) -> crate::mcp::TestClient {
+        crate::mcp::TestClient::http(
+            &format!("{}/mcp", self.base),
+            None,
+            crate::mcp::Lifecycle::Modern { tasks: true },
+        )
+        .await
+        .expect("connect to /mcp")
+    }
+
     /// Write `spec` to `mcptask.toml` in a fresh directory, start `mcptask
     /// serve --config` there and wait until it listens.
     pub async fn start(name: &str, spec: &GatewaySpec) -> GatewayProcess {

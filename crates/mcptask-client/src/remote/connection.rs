@@ -199,7 +199,6 @@ fn answered_as_legacy(error: &rmcp::model::ErrorData) -> bool {
 
 /// Open a session to `def`, negotiating the protocol version that carries tasks.
 pub(super) async fn open(def: &ServerDef) -> Result<Session, RemoteError> {
-    let lifecycle = lifecycle();
     let name = &def.name;
     match &def.transport {
         Transport::Http { .. } => open_http_with(def, client_config()).await,
@@ -225,7 +224,7 @@ pub(super) async fn open(def: &ServerDef) -> Result<Session, RemoteError> {
                 ))
             })?;
             client_config()
-                .serve_with_lifecycle(guarded(transport), lifecycle)
+                .serve_with_lifecycle(guarded(transport), lifecycle())
                 .await
                 .map_err(|e| fail(super::why::stdio_init_failure(&e)))
         }
@@ -344,7 +343,6 @@ pub(crate) async fn open_upstream(
     def: &ServerDef,
     handler: UpstreamHandler,
 ) -> Result<(UpstreamSession, Option<Arc<super::tap::Tap>>), RemoteError> {
-    let lifecycle = lifecycle();
     let name = &def.name;
     match &def.transport {
         Transport::Http { .. } => Ok((open_http_with(def, handler).await?, None)),
@@ -369,7 +367,7 @@ pub(crate) async fn open_upstream(
                 ))
             })?;
             let session = handler
-                .serve_with_lifecycle(guarded((sink, stream)), lifecycle)
+                .serve_with_lifecycle(guarded((sink, stream)), lifecycle())
                 .await
                 .map_err(|e| fail(super::why::stdio_init_failure(&e)))?;
             Ok((session, Some(tap)))

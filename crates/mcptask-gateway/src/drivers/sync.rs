@@ -87,33 +87,21 @@ async fn follow(
             loop {
                 tokio::select! {
                     relayed = &mut relay => break relayed?,
-                    event = running.next() => match event {
-                        Some(SyncEvent::Progress { progress, total, message }) => {
-                            status.offer(ctx, progress_message(progress, total, message.as_deref())).await?;
+                    event = running.next() => {
+                        if let Some(answer) = on_event(ctx, &mut status, &mut asked, event).await? {
+                            return Ok(answer);
                         }
-                        Some(SyncEvent::Ask(more)) => asked.push_back(more),
-                        Some(SyncEvent::Done(answer)) => {
-                            status.flush(ctx).await?;
-                            return answer.map_err(exit_of);
-                        }
-                        None => return Err(internal("the upstream call ended without a result")),
-                    },
+                    }
                 }
             }
             continue;
         }
         tokio::select! {
-            event = running.next() => match event {
-                Some(SyncEvent::Progress { progress, total, message }) => {
-                    status.offer(ctx, progress_message(progress, total, message.as_deref())).await?;
+            event = running.next() => {
+                if let Some(answer) = on_event(ctx, &mut status, &mut asked, event).await? {
+                    return Ok(answer);
                 }
-                Some(SyncEvent::Ask(ask)) => asked.push_back(ask),
-                Some(SyncEvent::Done(answer)) => {
-                    status.flush(ctx).await?;
-                    return answer.map_err(exit_of);
-                }
-                None => return Err(internal("the upstream call ended without a result")),
-            },
+            }
             _ = tokio::time::sleep(STATUS_EVERY), if status.pending.is_some() => {
                 status.flush(ctx).await?;
             }
@@ -122,5 +110,35 @@ async fn follow(
                 return Err(TaskExit::Cancelled);
             }
         }
+    }
+}
+
+/// One event of the running call: progress goes to the status message, a
+/// question joins the queue, the answer (after the last status) is returned.
+async fn on_event(
+    ctx: &TaskContext,
+    status: &mut Coalesced,
+    asked: &mut VecDeque<Ask>,
+    event: Option<SyncEvent>,
+) -> Result<Option<CallToolResponse>, TaskExit> {
+    match event {
+        Some(SyncEvent::Progress {
+            progress,
+            total,
+            message,
+        }) => {
+            let text = progress_message(progress, total, message.as_deref());
+            status.offer(ctx, text).await?;
+            Ok(None)
+        }
+        Some(SyncEvent::Ask(ask)) => {
+            asked.push_back(ask);
+            Ok(None)
+        }
+        Some(SyncEvent::Done(answer)) => {
+            status.flush(ctx).await?;
+            answer.map(Some).map_err(exit_of)
+        }
+        None => Err(internal("the upstream call ended without a result")),
     }
 }

@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use mcptask_testkit::mcp::{Lifecycle, TestClient, error_code};
+use mcptask_testkit::mcp::{TestClient, error_code};
 use mcptask_testkit::*;
 use serde_json::{Value, json};
 
@@ -61,15 +61,24 @@ fn everything_server(ev: &Everything, name: &str, interrupt: &str) -> String {
     )
 }
 
-/// A 2026-07-28 client of the gateway's `/mcp` that declares tasks.
-async fn front(gateway: &GatewayProcess) -> TestClient {
-    TestClient::http(
-        &format!("{}/mcp", gateway.base),
-        None,
-        Lifecycle::Modern { tasks: true },
-    )
-    .await
-    .expect("connect to /mcp")
+/// Through the everything server `ev`: a 2025-11-25 task waiting for an
+/// answer, and a 300 s synchronous call seen running.
+async fn start_asking_and_long(client: &TestClient) -> (String, String) {
+    let asking = client
+        .start_task(
+            "ev__simulate-research-query",
+            json!({"topic": "rust", "ambiguous": true}),
+        )
+        .await;
+    wait_status(client, &asking, "input_required", WAIT).await;
+    let long = client
+        .start_task(
+            "ev__trigger-long-running-operation",
+            json!({"duration": 300, "steps": 300}),
+        )
+        .await;
+    wait_started(client, &long).await;
+    (asking, long)
 }
 
 /// Poll until `id` shows a status message (its work has started and been
@@ -137,7 +146,7 @@ async fn sep2663_upstream_killed_mid_task_is_followed_again_once_back() {
         let db = TestDatabase::sqlite();
         let toml = proxy_toml(&db.url, "", "", &http_server("demo", &demo.url));
         let gateway = GatewayProcess::start_toml("proxy", &toml, &[]).await;
-        let client = front(&gateway).await;
+        let client = gateway.front_client().await;
         let id = client
             .start_task(
                 "demo__slow_compute",
@@ -183,7 +192,7 @@ async fn sep2663_upstream_killed_for_good_fails_the_front_task_after_the_error_b
             &http_server("demo", &demo.url),
         );
         let gateway = GatewayProcess::start_toml("proxy", &toml, &[]).await;
-        let client = front(&gateway).await;
+        let client = gateway.front_client().await;
         let id = client
             .start_task("demo__slow_compute", json!({"seconds": 300}))
             .await;
@@ -208,7 +217,7 @@ async fn toolset_upstream_killed_mid_job_is_respawned_and_the_job_completes() {
         let db = TestDatabase::sqlite();
         let toml = proxy_toml(&db.url, "", "", &toolset_server(&state));
         let gateway = GatewayProcess::start_toml("proxy", &toml, &[]).await;
-        let client = front(&gateway).await;
+        let client = gateway.front_client().await;
         let id = client
             .start_task(
                 "jobs__submit_job",
@@ -268,21 +277,8 @@ async fn sep1686_and_sync_upstream_killed_mid_task_fail_the_front_tasks_with_the
         let db = TestDatabase::sqlite();
         let toml = proxy_toml(&db.url, "", "", &everything_server(&ev, "ev", "fail"));
         let gateway = GatewayProcess::start_toml("proxy", &toml, &[]).await;
-        let client = front(&gateway).await;
-        let asking = client
-            .start_task(
-                "ev__simulate-research-query",
-                json!({"topic": "rust", "ambiguous": true}),
-            )
-            .await;
-        wait_status(&client, &asking, "input_required", WAIT).await;
-        let long = client
-            .start_task(
-                "ev__trigger-long-running-operation",
-                json!({"duration": 300, "steps": 300}),
-            )
-            .await;
-        wait_started(&client, &long).await;
+        let client = gateway.front_client().await;
+        let (asking, long) = start_asking_and_long(&client).await;
 
         assert!(kill_upstreams(&gateway, "server-everything") >= 1);
         for id in [&asking, &long] {
@@ -323,21 +319,8 @@ async fn sep1686_and_sync_upstream_over_http_killed_mid_task_fail_and_new_calls_
             + "background = [\"trigger-long-running-operation\", \"trigger-elicitation-request\"]\n";
         let toml = proxy_toml(&db.url, "", "", &server);
         let gateway = GatewayProcess::start_toml("proxy", &toml, &[]).await;
-        let client = front(&gateway).await;
-        let asking = client
-            .start_task(
-                "ev__simulate-research-query",
-                json!({"topic": "rust", "ambiguous": true}),
-            )
-            .await;
-        wait_status(&client, &asking, "input_required", WAIT).await;
-        let long = client
-            .start_task(
-                "ev__trigger-long-running-operation",
-                json!({"duration": 300, "steps": 300}),
-            )
-            .await;
-        wait_started(&client, &long).await;
+        let client = gateway.front_client().await;
+        let (asking, long) = start_asking_and_long(&client).await;
         let eliciting = client
             .start_task("ev__trigger-elicitation-request", json!({}))
             .await;
@@ -403,7 +386,7 @@ async fn a_replica_killed_mid_task_its_front_tasks_settle_at_the_other() {
         let toml = proxy_toml(&db.url, "", "", &servers);
         let mut a = GatewayProcess::start_toml("replica A", &toml, &[]).await;
         let b = GatewayProcess::start_toml("replica B", &toml, &[]).await;
-        let (on_a, on_b) = (front(&a).await, front(&b).await);
+        let (on_a, on_b) = (a.front_client().await, b.front_client().await);
 
         let tracked = on_a
             .start_task(
@@ -474,7 +457,7 @@ on_both_stores! {
             let toml = proxy_toml(&db.url, "", "", &http_server("demo", &demo.url));
             let crash = [("MCPTASK_TEST_CRASH_AT", "front.after_handle_commit")];
             let mut gateway = GatewayProcess::start_toml("proxy (crashing)", &toml, &crash).await;
-            let client = front(&gateway).await;
+            let client = gateway.front_client().await;
             let call = client.call("demo__slow_compute", json!({"seconds": 3, "label": "adopted"}));
             assert!(call.await.is_err(), "the proxy died before it answered");
             assert!(!gateway.exited().await.success());
@@ -485,7 +468,7 @@ on_both_stores! {
             let rows = api.list_all("").await;
             assert_eq!(rows.len(), 1, "the call's row survived the crash: {rows:#?}");
             let id = rows[0]["id"].as_str().expect("an id").to_string();
-            let client = front(&gateway).await;
+            let client = gateway.front_client().await;
             let done = wait_terminal(&client, &id, WAIT).await;
             assert_eq!(result_text(&done), "adopted: computed in 3s", "{done:#}");
             let row = api.wait_status(&id, "completed").await;
@@ -518,7 +501,7 @@ on_both_stores! {
             let toml = proxy_toml(&db.url, "", "", &http_server("demo", &demo.url));
             let crash = [("MCPTASK_TEST_CRASH_AT", "front.before_handle_commit")];
             let mut gateway = GatewayProcess::start_toml("proxy (crashing)", &toml, &crash).await;
-            let client = front(&gateway).await;
+            let client = gateway.front_client().await;
             let call = client.call("demo__slow_compute", json!({"seconds": 3}));
             assert!(call.await.is_err(), "the proxy died before it answered");
             assert!(!gateway.exited().await.success());
@@ -558,7 +541,7 @@ on_both_stores! {
             let toml = proxy_toml(&db.url, "", "", &http_server("ev", &seen.url()));
             let crash = [("MCPTASK_TEST_CRASH_AT", "front.sep1686_before_saving_the_upstream_id")];
             let mut gateway = GatewayProcess::start_toml("proxy (crashing)", &toml, &crash).await;
-            let client = front(&gateway).await;
+            let client = gateway.front_client().await;
             let id = client
                 .start_task("ev__simulate-research-query", json!({"topic": "rust"}))
                 .await;
@@ -566,7 +549,7 @@ on_both_stores! {
             assert_eq!(seen.count("tools/call"), 1);
 
             let gateway = GatewayProcess::start_toml("proxy (restarted)", &toml, &[]).await;
-            let client = front(&gateway).await;
+            let client = gateway.front_client().await;
             let done = wait_terminal(&client, &id, WAIT).await;
             assert_eq!(status(&done), "failed", "{done:#}");
             assert_eq!(seen.count("tools/call"), 1, "the upstream task was created once");
@@ -596,7 +579,7 @@ on_both_stores! {
                 &http_server("demo", &seen.url()),
             );
             let gateway = GatewayProcess::start_toml("proxy", &toml, &[]).await;
-            let client = front(&gateway).await;
+            let client = gateway.front_client().await;
             let first = client
                 .start_task("demo__slow_compute", json!({"seconds": 300, "label": "first"}))
                 .await;

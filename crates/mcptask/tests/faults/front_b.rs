@@ -346,13 +346,7 @@ async fn front_task_ttl_is_capped_by_the_upstreams() {
             .for_task("up-short-ttl"),
         );
         let gateway = front(&front_db, &demo_entry(&scripted.url(), ""), "").await;
-        let client = TestClient::http(
-            &format!("{}/mcp", gateway.base),
-            None,
-            Lifecycle::Modern { tasks: true },
-        )
-        .await
-        .expect("connect to /mcp");
+        let client = gateway.front_client().await;
         let created = match client
             .call("demo__slow_compute", json!({"seconds": 600}))
             .await
@@ -394,13 +388,7 @@ async fn an_unanswered_relayed_question_expires_and_cancels_the_upstream_task() 
             "question_timeout_ms = 1500\n",
         )
         .await;
-        let client = TestClient::http(
-            &format!("{}/mcp", gateway.base),
-            None,
-            Lifecycle::Modern { tasks: true },
-        )
-        .await
-        .expect("connect to /mcp");
+        let client = gateway.front_client().await;
         let id = client
             .start_task("demo__confirm_delete", json!({"filename": "never.txt"}))
             .await;
@@ -495,13 +483,7 @@ async fn upstream_tool_list_changing_mid_task_the_task_completes() {
         let server = DemoServer::start(&db.url, &[]).await;
         let scripted = ScriptedServer::start(&server.url).await;
         let gateway = front(&front_db, &demo_entry(&scripted.url(), ""), "").await;
-        let client = TestClient::http(
-            &format!("{}/mcp", gateway.base),
-            None,
-            Lifecycle::Modern { tasks: true },
-        )
-        .await
-        .expect("connect to /mcp");
+        let client = gateway.front_client().await;
         assert!(
             front_names(&client)
                 .await
@@ -586,13 +568,7 @@ async fn an_unanswered_mid_call_question_expires_and_ends_the_sync_call() {
             "connect_timeout_ms = 20000\ncall_timeout_ms = 60000\n",
         );
         let gateway = front(&front_db, &servers, "question_timeout_ms = 1500\n").await;
-        let client = TestClient::http(
-            &format!("{}/mcp", gateway.base),
-            None,
-            Lifecycle::Modern { tasks: true },
-        )
-        .await
-        .expect("connect to /mcp");
+        let client = gateway.front_client().await;
         let id = client
             .start_task("everything__trigger-elicitation-request", json!({}))
             .await;

@@ -131,7 +131,7 @@ async fn a_stateless_call_reaches_the_upstream_as_sent_with_the_servers_credenti
 async fn a_caller_over_its_limits_is_refused_busy_before_the_upstream_hears_of_it() {
     let rig = rig(
         "pass-through-busy",
-        "[limits]\nper_principal_rate = 1\nper_principal_burst = 1",
+        "[limits]\nper_principal_rate = 0.01\nper_principal_burst = 1",
     )
     .await;
     let first = call(&rig.mcp, "up__greet", json!({})).await;

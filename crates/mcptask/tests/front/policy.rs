@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use mcptask_testkit::mcp::{Lifecycle, TestClient, error_code, wire};
 use mcptask_testkit::{
-    ALICE, BOB, DemoServer, GatewayProcess, GatewaySpec, TestDatabase, run_cli, with_deadline,
+    ALICE, BOB, DemoServer, GatewayProcess, GatewaySpec, TestDatabase, proxy_stdio_command,
+    run_cli, with_deadline,
 };
 use rmcp::model::CallToolResponse;
 use serde_json::json;
@@ -49,19 +50,6 @@ async fn assert_refused_like_a_missing_tool(client: &TestClient, tool: &str) {
     );
 }
 
-/// `mcptask proxy --stdio --config PATH`, in the config's directory.
-fn proxy_stdio(config: &std::path::Path) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(mcptask_testkit::bin());
-    command
-        .args(["proxy", "--stdio", "--config"])
-        .arg(config)
-        .current_dir(config.parent().expect("config directory"))
-        .env("MCPTASK_LOG", "warn")
-        .env_remove("MCPTASK_DATABASE_URL")
-        .kill_on_drop(true);
-    command
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denied_tool_is_refused_at_the_stdio_face() {
     let db = TestDatabase::sqlite();
@@ -81,7 +69,7 @@ async fn a_denied_tool_is_refused_at_the_stdio_face() {
             Lifecycle::Modern { tasks: true },
             Lifecycle::Modern { tasks: false },
         ] {
-            let bob = TestClient::stdio(proxy_stdio(&config), lifecycle)
+            let bob = TestClient::stdio(proxy_stdio_command(&config), lifecycle)
                 .await
                 .expect("connect to mcptask proxy --stdio");
             let listed = names(&bob).await;
@@ -95,7 +83,7 @@ async fn a_denied_tool_is_refused_at_the_stdio_face() {
         }
         // The same file for alice: the tool is hers to call.
         std::fs::write(&config, toml("alice")).unwrap();
-        let alice = TestClient::stdio(proxy_stdio(&config), Lifecycle::Modern { tasks: true })
+        let alice = TestClient::stdio(proxy_stdio_command(&config), Lifecycle::Modern { tasks: true })
             .await
             .expect("connect to mcptask proxy --stdio");
         assert!(names(&alice).await.contains(&"demo__slow_compute".to_string()));
@@ -122,7 +110,7 @@ async fn a_policy_reloaded_into_proxy_stdio_hides_the_tool() {
             server.url
         );
         std::fs::write(&config, &toml).unwrap();
-        let bob = TestClient::stdio(proxy_stdio(&config), Lifecycle::Modern { tasks: true })
+        let bob = TestClient::stdio(proxy_stdio_command(&config), Lifecycle::Modern { tasks: true })
             .await
             .expect("connect to mcptask proxy --stdio");
         assert!(names(&bob).await.contains(&"demo__slow_compute".to_string()));

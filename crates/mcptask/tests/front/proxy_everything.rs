@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use mcptask_testkit::mcp::{Lifecycle, TestClient};
 use mcptask_testkit::{
-    Everything, GatewayProcess, input_keys, poll_task, result_text, status, wait_terminal,
+    Everything, GatewayProcess, input_keys, poll_task, proxy_stdio_command, result_text, status,
+    wait_terminal,
 };
 use rmcp::model::CallToolResponse;
 use serde_json::{Value, json};
@@ -53,18 +54,6 @@ fn stdio_config(node: &Path, entry: &Path) -> (tempfile::TempDir, PathBuf) {
     (dir, path)
 }
 
-/// `mcptask proxy --stdio --config <config>`, run in the config's directory.
-fn proxy_stdio(config: &Path) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(mcptask_testkit::bin());
-    command
-        .args(["proxy", "--stdio", "--config"])
-        .arg(config)
-        .current_dir(config.parent().expect("config directory"))
-        .env("MCPTASK_LOG", "warn")
-        .kill_on_drop(true);
-    command
-}
-
 fn task_id(response: CallToolResponse) -> String {
     match response {
         CallToolResponse::Task(t) => t.task.task_id,
@@ -79,9 +68,12 @@ async fn a_sep1686_task_is_answered_through_the_front_and_plain_calls_pass_throu
         return;
     };
     let (_dir, path) = stdio_config(&node, &entry);
-    let client = TestClient::stdio(proxy_stdio(&path), Lifecycle::Modern { tasks: true })
-        .await
-        .expect("connect to mcptask proxy --stdio");
+    let client = TestClient::stdio(
+        proxy_stdio_command(&path),
+        Lifecycle::Modern { tasks: true },
+    )
+    .await
+    .expect("connect to mcptask proxy --stdio");
 
     let tools = client.peer().list_all_tools().await.expect("tools/list");
     let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
@@ -141,9 +133,12 @@ async fn a_sep1686_task_is_answered_through_the_front_and_plain_calls_pass_throu
     assert!(result_text(&done).contains("python (snake)"), "{done:#}");
 
     // A caller that does not declare tasks: a plain tool passes through.
-    let plain = TestClient::stdio(proxy_stdio(&path), Lifecycle::Modern { tasks: false })
-        .await
-        .expect("second client");
+    let plain = TestClient::stdio(
+        proxy_stdio_command(&path),
+        Lifecycle::Modern { tasks: false },
+    )
+    .await
+    .expect("second client");
     match plain
         .call("everything__echo", json!({"message": "hi"}))
         .await
@@ -247,9 +242,12 @@ async fn prompts_and_resources_pass_through_the_front() {
         return;
     };
     let (_dir, path) = stdio_config(&node, &entry);
-    let client = TestClient::stdio(proxy_stdio(&path), Lifecycle::Modern { tasks: false })
-        .await
-        .expect("connect to mcptask proxy --stdio");
+    let client = TestClient::stdio(
+        proxy_stdio_command(&path),
+        Lifecycle::Modern { tasks: false },
+    )
+    .await
+    .expect("connect to mcptask proxy --stdio");
     let peer = client.peer();
 
     let prompts = peer.list_all_prompts().await.expect("prompts/list");
@@ -365,8 +363,8 @@ async fn an_upstream_question_during_a_pass_through_call_reaches_a_legacy_caller
     let (_dir, path) = stdio_config(&node, &entry);
 
     let (tx, mut asked) = tokio::sync::mpsc::unbounded_channel();
-    let transport =
-        rmcp::transport::TokioChildProcess::new(proxy_stdio(&path)).expect("spawn the proxy");
+    let transport = rmcp::transport::TokioChildProcess::new(proxy_stdio_command(&path))
+        .expect("spawn the proxy");
     let legacy = Elicited(tx)
         .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
         .await
@@ -389,9 +387,12 @@ async fn an_upstream_question_during_a_pass_through_call_reaches_a_legacy_caller
     let question = asked.try_recv().expect("the caller was asked");
     assert!(question.contains("Please provide inputs"), "{question}");
 
-    let modern = TestClient::stdio(proxy_stdio(&path), Lifecycle::Modern { tasks: false })
-        .await
-        .expect("connect to mcptask proxy --stdio");
+    let modern = TestClient::stdio(
+        proxy_stdio_command(&path),
+        Lifecycle::Modern { tasks: false },
+    )
+    .await
+    .expect("connect to mcptask proxy --stdio");
     let refused = modern
         .call("everything__trigger-elicitation-request", json!({}))
         .await;

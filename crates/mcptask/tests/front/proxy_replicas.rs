@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use mcptask_testkit::mcp::{Lifecycle, TestClient};
 use mcptask_testkit::{
     DemoServer, GatewayProcess, GatewaySpec, TestDatabase, input_keys, result_text, status,
     wait_status, wait_terminal, with_deadline,
@@ -16,16 +15,6 @@ use serde_json::json;
 fn proxy_toml(front_db: &str, upstream: &str) -> String {
     GatewaySpec::open(front_db, &[("demo", upstream)]).toml()
         + "\n[proxy]\nenabled = true\nowner_lease_ms = 2000\n"
-}
-
-async fn client(gateway: &GatewayProcess) -> TestClient {
-    TestClient::http(
-        &format!("{}/mcp", gateway.base),
-        None,
-        Lifecycle::Modern { tasks: true },
-    )
-    .await
-    .expect("connect to /mcp")
 }
 
 fn task_id(response: CallToolResponse) -> String {
@@ -49,7 +38,7 @@ async fn two_proxy_replicas_on_postgres_serve_each_others_front_tasks() {
         let toml = proxy_toml(&front_db.url, &demo.url);
         let a = GatewayProcess::start_toml("proxy A", &toml, &[]).await;
         let b = GatewayProcess::start_toml("proxy B", &toml, &[]).await;
-        let (on_a, on_b) = (client(&a).await, client(&b).await);
+        let (on_a, on_b) = (a.front_client().await, b.front_client().await);
 
         // Created on A; its question read and answered on B.
         let asked = task_id(

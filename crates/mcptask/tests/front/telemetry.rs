@@ -6,7 +6,6 @@
 
 use std::time::Duration;
 
-use mcptask_testkit::mcp::{Lifecycle, TestClient};
 use mcptask_testkit::{
     DemoServer, GatewayProcess, GatewaySpec, OtlpReceiver, ReceivedSpan, TestDatabase, status,
     wait_terminal, with_deadline,
@@ -44,13 +43,7 @@ async fn one_call_is_one_trace_from_the_host_to_the_upstream() {
         let gateway =
             GatewayProcess::start_toml("gateway", &toml, &[("OTEL_BSP_SCHEDULE_DELAY", "200")])
                 .await;
-        let client = TestClient::http(
-            &format!("{}/mcp", gateway.base),
-            None,
-            Lifecycle::Modern { tasks: true },
-        )
-        .await
-        .expect("connect to /mcp");
+        let client = gateway.front_client().await;
 
         let mut params = CallToolRequestParams::new("demo__slow_compute")
             .with_arguments(json!({"seconds": 2}).as_object().unwrap().clone());

@@ -38,13 +38,7 @@ async fn a_toolsets_submit_tool_is_a_front_task_followed_through_its_status_tool
     let dir = tempfile::tempdir().expect("temp dir");
     let toml = proxy_toml(&db, &dir, true);
     let gateway = GatewayProcess::start_toml("proxy over a toolset", &toml, &[]).await;
-    let client = TestClient::http(
-        &format!("{}/mcp", gateway.base),
-        None,
-        Lifecycle::Modern { tasks: true },
-    )
-    .await
-    .expect("connect to /mcp");
+    let client = gateway.front_client().await;
     let names: Vec<String> = client
         .peer()
         .list_all_tools()

@@ -100,7 +100,8 @@ enum Plan {
     ToolError,
     /// `protocol_error_job`: failed with -32603.
     RpcError,
-    /// `slow_compute` for 30 s, cancelled at once: cancelled.
+    /// `slow_compute` for 300 s, cancelled at once: cancelled (long enough
+    /// that only a lost cancel, not a slow machine, lets it complete).
     CancelLong,
     /// `slow_compute` for 0–1.5 s, cancelled after 0–1.5 s: either.
     CancelRace {
@@ -142,7 +143,7 @@ impl Plan {
             }
             Plan::ToolError => ("failing_job", json!({})),
             Plan::RpcError => ("protocol_error_job", json!({})),
-            Plan::CancelLong => ("slow_compute", json!({"seconds": 30})),
+            Plan::CancelLong => ("slow_compute", json!({"seconds": 300})),
             Plan::Confirm { filename, .. } => ("confirm_delete", json!({"filename": filename})),
         }
     }
