@@ -191,7 +191,11 @@ async fn a_flood_is_refused_from_its_headers_and_held_while_another_principals_c
     assert!(refused.len() >= 22, "{} of 24 refused", refused.len());
     for answer in &refused {
         assert_eq!(answer["id"], 7, "{answer}");
-        assert_eq!(answer["error"]["code"], mcptask_server::SERVER_BUSY, "{answer}");
+        assert_eq!(
+            answer["error"]["code"],
+            mcptask_server::SERVER_BUSY,
+            "{answer}"
+        );
         assert_eq!(answer["error"]["data"]["reason"], "rate_limited");
         // Held a second of the 20 s it was told to wait, and told the rest.
         let ms = answer["error"]["data"]["retryAfterMs"].as_i64().unwrap();
@@ -214,7 +218,11 @@ async fn a_flood_is_refused_from_its_headers_and_held_while_another_principals_c
         .await
         .expect("POST /mcp");
     let answer: Value = garbage.json().await.expect("a JSON-RPC answer");
-    assert_eq!(answer["error"]["code"], mcptask_server::SERVER_BUSY, "{answer}");
+    assert_eq!(
+        answer["error"]["code"],
+        mcptask_server::SERVER_BUSY,
+        "{answer}"
+    );
     assert_eq!(answer["id"], Value::Null, "{answer}");
     // Any other request of the principal is not a call: not limited.
     let listed = reqwest::Client::new()
@@ -223,16 +231,21 @@ async fn a_flood_is_refused_from_its_headers_and_held_while_another_principals_c
         .header("Accept", "application/json, text/event-stream")
         .header("MCP-Protocol-Version", "2026-07-28")
         .header("Mcp-Method", "tools/list")
-        .json(&json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": {"_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": {"name": "pass-through-test", "version": "0"},
-            "io.modelcontextprotocol/clientCapabilities": {},
-        }}}))
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": {"_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "pass-through-test", "version": "0"},
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }}}),
+        )
         .send()
         .await
         .expect("POST /mcp");
     let text = listed.text().await.unwrap();
-    assert!(text.contains("up__greet"), "tools/list is not limited: {text}");
+    assert!(
+        text.contains("up__greet"),
+        "tools/list is not limited: {text}"
+    );
     assert_eq!(
         rig.upstream.seen_method("tools/call").len(),
         2 + 2,
