@@ -198,8 +198,8 @@ async fn resource_metadata(State(state): State<AppState>, request: Request) -> R
 }
 
 /// A call of a caller over its fair limits, refused from its headers
-/// before its body is read (every call is admitted again when made), the
-/// refusal held a while (`calls::tarpit`).
+/// before its body is read, the refusal held a while (`calls::tarpit`).
+/// A call that passes is admitted when made, as before.
 async fn refuse_over_limits(
     State(state): State<AppState>,
     request: Request,

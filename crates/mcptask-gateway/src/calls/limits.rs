@@ -1,6 +1,6 @@
 //! Fair limits per principal: a token bucket (calls per second, with a
 //! burst) and a cap on calls in flight, so that one principal's flood is
-//! refused at once and never delays another's calls.
+//! refused and never delays another's calls.
 //!
 //! A refusal is held a while before it is answered ([`super::tarpit`]), so
 //! that a client that ignores `Retry-After` cannot keep the cores busy.
