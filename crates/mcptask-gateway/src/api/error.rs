@@ -186,7 +186,8 @@ impl From<crate::calls::CallError> for ApiError {
         match e {
             crate::calls::CallError::Tracker(e) => e.into(),
             crate::calls::CallError::Busy(busy) => ApiError {
-                retry_after: Some(((busy.retry_after_ms + 999) / 1000).max(1) as u64),
+                // 0 once a held refusal has waited its time out.
+                retry_after: Some(((busy.retry_after_ms + 999) / 1000).max(0) as u64),
                 details: Some(json!({"retryAfterMs": busy.retry_after_ms})),
                 ..ApiError::new(
                     StatusCode::TOO_MANY_REQUESTS,

@@ -197,6 +197,29 @@ async fn resource_metadata(State(state): State<AppState>, request: Request) -> R
     axum::Json(state.auth.resource_metadata(&origin(&request))).into_response()
 }
 
+/// A call of a caller over its fair limits, refused from its headers
+/// before its body is read, the refusal held a while (`calls::tarpit`).
+/// A call that passes is admitted when made, as before.
+async fn refuse_over_limits(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let principal = request
+        .extensions()
+        .get::<Caller>()
+        .and_then(|c| c.principal.clone());
+    let limiter = &state.calls.limiter;
+    match limiter.check(principal.as_deref()) {
+        Ok(()) => next.run(request).await,
+        Err(busy) => {
+            drop(request);
+            let busy = limiter.hold(principal.as_deref(), busy).await;
+            ApiError::from(crate::calls::CallError::Busy(busy)).into_response()
+        }
+    }
+}
+
 async fn count_requests(request: Request, next: Next) -> Response {
     let route = request
         .extensions()
@@ -231,7 +254,13 @@ pub fn router_with_mcp(
         .route("/api/v1/tasks/{id}", get(handlers::get_task))
         .route("/api/v1/tasks/{id}/cancel", post(handlers::cancel_task))
         .route("/api/v1/tasks/{id}/answers", post(handlers::answer_task))
-        .route("/api/v1/calls", post(handlers::call_tool))
+        .route(
+            "/api/v1/calls",
+            post(handlers::call_tool).layer(axum::middleware::from_fn_with_state(
+                state.clone(),
+                refuse_over_limits,
+            )),
+        )
         .route("/api/v1/servers", get(handlers::list_servers))
         .route("/api/v1/config", get(handlers::config_in_force))
         .route("/api/v1/servers/{name}/tools", get(tools::list_tools))

@@ -127,7 +127,10 @@ impl Calls {
         if !self.upstreams.is_configured(&server) {
             return Err(mcptask_client::TrackerError::UnknownServer(server).into());
         }
-        let _admitted = self.limiter.admit(caller.principal.as_deref())?;
+        let _admitted = self
+            .limiter
+            .admit_or_hold(caller.principal.as_deref())
+            .await?;
         // A toolset's submit tool is the configuration's to say.
         let toolset = tracker
             .servers()

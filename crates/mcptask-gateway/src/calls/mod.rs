@@ -7,6 +7,7 @@ mod limits;
 mod local;
 mod make;
 mod source;
+mod tarpit;
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;

@@ -14,6 +14,13 @@
 //! Anything else, or any doubt, goes the full way ([`super::FrontServer`]):
 //! the same checks run there again and say what is wrong. Admission and
 //! tool policy are checked here as there, before anything is sent.
+//!
+//! Fair limits are checked first of all, for any 2026-07-28 `tools/call`:
+//! its headers name the method and the caller, so a flood's call is refused
+//! before its body is read or rmcp sees it, and the refusal is held a while
+//! (`calls::tarpit`). Every tool call is limited the full way too, and a
+//! request whose body is not the `tools/call` its header says is rejected
+//! there: refusing it here refuses nothing that would have passed.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -103,6 +110,11 @@ impl<S> PassThrough<S> {
 /// Whether the request's headers name a 2026-07-28 (or later) stateless
 /// `tools/call`: only such a request's body is read here.
 fn candidate(request: &Request<Body>) -> bool {
+    names_a_call(request) && !request.headers().contains_key("mcp-session-id")
+}
+
+/// Whether the request's headers name a 2026-07-28 (or later) `tools/call`.
+fn names_a_call(request: &Request<Body>) -> bool {
     let headers = request.headers();
     let is = |name: &str, want: &str| {
         headers
@@ -112,7 +124,6 @@ fn candidate(request: &Request<Body>) -> bool {
     };
     request.method() == Method::POST
         && is("mcp-method", "tools/call")
-        && !headers.contains_key("mcp-session-id")
         && headers
             .get("mcp-protocol-version")
             .and_then(|v| v.to_str().ok())
@@ -141,6 +152,13 @@ where
         // The clone that was polled ready serves this request.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
+        if let Some((principal, busy)) = over_limits(&self.calls, &request) {
+            let calls = self.calls.clone();
+            let limit = self.max_body_bytes;
+            return Box::pin(async move {
+                Ok(refuse_early(&calls, request, principal, busy, limit).await)
+            });
+        }
         if !candidate(&request) {
             return Box::pin(async move { Ok(inner.call(request).await?.map(Body::new)) });
         }
@@ -156,8 +174,8 @@ where
             let full_way = |parts, bytes| Request::from_parts(parts, Body::from(bytes));
             let (call, upstream, admitted) = match decide(&calls, &parts, &bytes) {
                 Decision::Relay(relayed) => *relayed,
-                // A flood is refused before it costs more than its parse.
-                Decision::Busy(id, busy) => {
+                Decision::Busy(id, principal, busy) => {
+                    let busy = calls.limiter.hold(principal.as_deref(), busy).await;
                     return Ok(rpc_answer(&id, super::server::busy_error(&busy)));
                 }
                 Decision::FullWay => {
@@ -178,8 +196,9 @@ where
 enum Decision {
     /// Relayed: the call, where it goes, and its admission.
     Relay(Box<(Call, Upstream, Admitted)>),
-    /// Refused: the caller is over its fair limits (request id, why).
-    Busy(Value, Busy),
+    /// Refused: the caller is over its fair limits (request id, principal,
+    /// why).
+    Busy(Value, Option<String>, Busy),
     /// Served by the front's MCP server.
     FullWay,
 }
@@ -188,7 +207,7 @@ fn decide(calls: &Calls, parts: &axum::http::request::Parts, bytes: &Bytes) -> D
     match relayable(calls, parts, bytes) {
         Some((call, upstream, caller)) => match calls.limiter.admit(caller.principal.as_deref()) {
             Ok(admitted) => Decision::Relay(Box::new((call, upstream, admitted))),
-            Err(busy) => Decision::Busy(call.id, busy),
+            Err(busy) => Decision::Busy(call.id, caller.principal, busy),
         },
         None => Decision::FullWay,
     }
@@ -263,6 +282,46 @@ fn relayable(
         timeout: def.call_timeout.unwrap_or(tracker.config().call_timeout),
     };
     Some((call, upstream, caller))
+}
+
+/// The principal of a `tools/call` (its headers say so) over its fair
+/// limits, and why.
+fn over_limits(calls: &Calls, request: &Request<Body>) -> Option<(Option<String>, Busy)> {
+    if !names_a_call(request) {
+        return None;
+    }
+    let principal = request
+        .extensions()
+        .get::<Caller>()
+        .and_then(|c| c.principal.clone());
+    let busy = calls.limiter.check(principal.as_deref()).err()?;
+    Some((principal, busy))
+}
+
+/// The id of a JSON-RPC request, all its answer needs.
+#[derive(Deserialize)]
+struct Id {
+    #[serde(default)]
+    id: Value,
+}
+
+/// The busy answer to a call refused from its headers, once held. Its body
+/// is read only then, for the request's id (the connection stays usable).
+async fn refuse_early(
+    calls: &Calls,
+    request: Request<Body>,
+    principal: Option<String>,
+    busy: Busy,
+    limit: usize,
+) -> Response<Body> {
+    // Only the body is kept while held.
+    let (_, body) = request.into_parts();
+    let busy = calls.limiter.hold(principal.as_deref(), busy).await;
+    let bytes = axum::body::to_bytes(body, limit).await.unwrap_or_default();
+    let id = serde_json::from_slice::<Id>(&bytes)
+        .map(|call| call.id)
+        .unwrap_or(Value::Null);
+    rpc_answer(&id, super::server::busy_error(&busy))
 }
 
 /// The request never left: the upstream could not be reached.

@@ -419,7 +419,8 @@ impl ServerHandler for FrontServer {
         let _admitted = self
             .calls
             .limiter
-            .admit(caller.principal.as_deref())
+            .admit_or_hold(caller.principal.as_deref())
+            .await
             .map_err(|busy| busy_error(&busy))?;
         if agent_tools::is_agent_tool(&name) && !declares_tasks(&context) {
             let principal = caller.principal.clone();

@@ -1,5 +1,6 @@
-//! Fair limits: one principal's flood is refused at once with
-//! `Retry-After`, and every call of another principal goes through.
+//! Fair limits: one principal's flood is refused with `Retry-After` (each
+//! refusal held a while, the time held taken off), and every call of
+//! another principal goes through.
 
 use std::time::Duration;
 
@@ -9,8 +10,9 @@ use serde_json::{Value, json};
 const FLOOD: &str = "flood-token-0123456789";
 const CALM: &str = "calm-token-0123456789";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_flood_is_refused_with_retry_after_and_the_other_principals_calls_all_pass() {
+/// A gateway before the demo server with `limits` (TOML) in force: its base
+/// URL, and what must live as long as it.
+async fn gateway(limits: &str) -> (String, Gateway, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let options = mcptask_demo::DemoServerOptions::new(format!(
         "sqlite:{}",
@@ -35,10 +37,7 @@ async fn a_flood_is_refused_with_retry_after_and_the_other_principals_calls_all_
             [[api.tokens]]
             token = "{CALM}"
             principal = "calm"
-            [limits]
-            per_principal_rate = 5
-            per_principal_burst = 5
-            per_principal_in_flight = 4
+            {limits}
             [[servers]]
             name = "demo"
             url = "{demo_url}"
@@ -53,6 +52,15 @@ async fn a_flood_is_refused_with_retry_after_and_the_other_principals_calls_all_
     let serving = gateway.clone();
     tokio::spawn(async move { serving.serve(listener, None).await.unwrap() });
     let _ = rustls::crypto::ring::default_provider().install_default();
+    (base, gateway, dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_is_refused_with_retry_after_and_the_other_principals_calls_all_pass() {
+    let (base, _gateway, _dir) = gateway(
+        "[limits]\nper_principal_rate = 5\nper_principal_burst = 5\nper_principal_in_flight = 4",
+    )
+    .await;
     let http = reqwest::Client::new();
     let call = move |token: &'static str| {
         let (http, base) = (http.clone(), base.clone());
@@ -93,7 +101,8 @@ async fn a_flood_is_refused_with_retry_after_and_the_other_principals_calls_all_
             .unwrap()
             .parse()
             .unwrap();
-        assert!((1..=2).contains(&seconds), "Retry-After {seconds}");
+        // Held about as long as it was told to wait: little or none left.
+        assert!(seconds <= 2, "Retry-After {seconds}");
     }
     let body: Value = flood
         .into_iter()
@@ -103,5 +112,42 @@ async fn a_flood_is_refused_with_retry_after_and_the_other_principals_calls_all_
         .await
         .unwrap();
     assert_eq!(body["error"]["code"], "rate_limited");
-    assert!(body["error"]["details"]["retryAfterMs"].as_i64().unwrap() > 0);
+    assert!(body["error"]["details"]["retryAfterMs"].as_i64().unwrap() >= 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_over_the_limits_is_refused_before_its_body_is_read() {
+    let (base, _gateway, _dir) =
+        gateway("[limits]\nper_principal_rate = 0.05\nper_principal_burst = 1").await;
+    let http = reqwest::Client::new();
+    let post = |body: &'static str| {
+        http.post(format!("{base}/api/v1/calls"))
+            .bearer_auth(FLOOD)
+            .header("Content-Type", "application/json")
+            .body(body)
+            .send()
+    };
+    let first = post(r#"{"server": "demo", "tool": "greet", "arguments": {"name": "x"}}"#)
+        .await
+        .unwrap();
+    assert_eq!(first.status(), 200);
+    // Within its limits this body would be a 400; over them it is never read.
+    let refused = post("not json").await.unwrap();
+    assert_eq!(refused.status(), 429);
+    let seconds: u64 = refused.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // Told 20 s, held 1 s of it.
+    assert!((1..=20).contains(&seconds), "Retry-After {seconds}");
+    let other = http
+        .post(format!("{base}/api/v1/calls"))
+        .bearer_auth(CALM)
+        .header("Content-Type", "application/json")
+        .body("not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 400, "another principal's body is read");
 }

@@ -3,13 +3,15 @@
 //! the upstream as the caller sent it (renamed for a prefixed tool, the
 //! caller's `_meta` and trace context kept, the server's configured headers
 //! instead of the caller's credentials), and fair limits refuse a flood the
-//! way the MCP server does.
+//! way the MCP server does, from the request's headers, while another
+//! principal's calls all pass.
 
 use serde_json::{Value, json};
 
 use mcptask_testkit::*;
 
 const ALICE: &str = "alice-token-0123456789";
+const BOB: &str = "bob-token-0123456789";
 
 struct Rig {
     _demo: DemoServer,
@@ -28,7 +30,7 @@ async fn rig(name: &str, limits: &str) -> Rig {
     let upstream = ScriptedServer::start(&demo.url).await;
     let db = format!("sqlite:{}", dir.path().join("gateway.db").display());
     let toml = format!(
-        "[database]\nurl = {db:?}\n\n[api]\nlisten = \"127.0.0.1:0\"\n\n[[api.tokens]]\ntoken = {ALICE:?}\nprincipal = \"alice\"\n\n[proxy]\nenabled = true\n\n{limits}\n\n[[servers]]\nname = \"demo\"\nurl = {:?}\nprefix = \"up\"\nheaders = {{ X-Upstream-Key = \"upstream-secret\" }}\n",
+        "[database]\nurl = {db:?}\n\n[api]\nlisten = \"127.0.0.1:0\"\n\n[[api.tokens]]\ntoken = {ALICE:?}\nprincipal = \"alice\"\n\n[[api.tokens]]\ntoken = {BOB:?}\nprincipal = \"bob\"\n\n[proxy]\nenabled = true\n\n{limits}\n\n[[servers]]\nname = \"demo\"\nurl = {:?}\nprefix = \"up\"\nheaders = {{ X-Upstream-Key = \"upstream-secret\" }}\n",
         upstream.url()
     );
     let (gateway, api) = start_gateway_with(&format!("{name}-gateway"), dir.path(), &toml).await;
@@ -43,6 +45,11 @@ async fn rig(name: &str, limits: &str) -> Rig {
 
 /// A 2026-07-28 `tools/call` of `tool`, posted raw as a stateless client does.
 async fn call(mcp: &str, tool: &str, extra_meta: Value) -> Value {
+    call_as(ALICE, mcp, tool, extra_meta).await
+}
+
+/// [`call`] with `token`.
+async fn call_as(token: &str, mcp: &str, tool: &str, extra_meta: Value) -> Value {
     let mut meta = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientInfo": {"name": "pass-through-test", "version": "0"},
@@ -55,7 +62,7 @@ async fn call(mcp: &str, tool: &str, extra_meta: Value) -> Value {
         "params": {"name": tool, "arguments": {"name": "relay"}, "_meta": meta}});
     let response = reqwest::Client::new()
         .post(mcp)
-        .bearer_auth(ALICE)
+        .bearer_auth(token)
         .header("Accept", "application/json, text/event-stream")
         .header("MCP-Protocol-Version", "2026-07-28")
         .header("Mcp-Method", "tools/call")
@@ -152,5 +159,96 @@ async fn a_caller_over_its_limits_is_refused_busy_before_the_upstream_hears_of_i
         rig.upstream.seen_method("tools/call").len(),
         1,
         "the refused call never reached the upstream"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_is_refused_from_its_headers_and_held_while_another_principals_calls_pass() {
+    // A burst of 2, then one call every 20 s: the flood below is over.
+    let rig = rig(
+        "pass-through-flood",
+        "[limits]\nper_principal_rate = 0.05\nper_principal_burst = 2\nper_principal_in_flight = 8",
+    )
+    .await;
+    let flood = futures::future::join_all(
+        (0..24).map(|_| call_as(ALICE, &rig.mcp, "up__greet", json!({}))),
+    );
+    let calm = async {
+        let mut answers = Vec::new();
+        for _ in 0..2 {
+            answers.push(call_as(BOB, &rig.mcp, "up__greet", json!({})).await);
+        }
+        answers
+    };
+    let (flood, calm) = tokio::join!(flood, calm);
+    for answer in &calm {
+        assert_eq!(
+            answer["result"]["content"][0]["text"], "Hello, relay!",
+            "every call of the other principal passes: {answer}"
+        );
+    }
+    let refused: Vec<&Value> = flood.iter().filter(|a| a.get("error").is_some()).collect();
+    assert!(refused.len() >= 22, "{} of 24 refused", refused.len());
+    for answer in &refused {
+        assert_eq!(answer["id"], 7, "{answer}");
+        assert_eq!(
+            answer["error"]["code"],
+            mcptask_server::SERVER_BUSY,
+            "{answer}"
+        );
+        assert_eq!(answer["error"]["data"]["reason"], "rate_limited");
+        // Held a second of the 20 s it was told to wait, and told the rest.
+        let ms = answer["error"]["data"]["retryAfterMs"].as_i64().unwrap();
+        assert!((1..20_000).contains(&ms), "{answer}");
+    }
+
+    // Refused from the headers: a body that is no call at all is not read
+    // until the refusal is answered (the full way would call it a parse
+    // error).
+    let garbage = reqwest::Client::new()
+        .post(&rig.mcp)
+        .bearer_auth(ALICE)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", "tools/call")
+        .header("Mcp-Name", "up__greet")
+        .body("not json")
+        .send()
+        .await
+        .expect("POST /mcp");
+    let answer: Value = garbage.json().await.expect("a JSON-RPC answer");
+    assert_eq!(
+        answer["error"]["code"],
+        mcptask_server::SERVER_BUSY,
+        "{answer}"
+    );
+    assert_eq!(answer["id"], Value::Null, "{answer}");
+    // Any other request of the principal is not a call: not limited.
+    let listed = reqwest::Client::new()
+        .post(&rig.mcp)
+        .bearer_auth(ALICE)
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", "tools/list")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": {"_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "pass-through-test", "version": "0"},
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }}}),
+        )
+        .send()
+        .await
+        .expect("POST /mcp");
+    let text = listed.text().await.unwrap();
+    assert!(
+        text.contains("up__greet"),
+        "tools/list is not limited: {text}"
+    );
+    assert_eq!(
+        rig.upstream.seen_method("tools/call").len(),
+        2 + 2,
+        "only the admitted calls reached the upstream"
     );
 }
