@@ -122,18 +122,17 @@ impl<D: Backend> SqlStore<D> {
     /// A write transaction for background work (claims, applies, the
     /// outbox, maintenance): it waits its turn behind urgent ones.
     pub(crate) async fn begin_write(&self) -> Result<WriteTx<D>, mcptask_core::StoreError> {
-        let permit = self.turn(false).await;
-        let tx = D::begin_write(&self.writer).await?;
-        Ok(WriteTx {
-            tx,
-            _permit: permit,
-        })
+        self.begin_in_turn(false).await
     }
 
     /// A write transaction a caller is waiting on (a task create): served
     /// before background writes on a single-writer backend.
     pub(crate) async fn begin_urgent(&self) -> Result<WriteTx<D>, mcptask_core::StoreError> {
-        let permit = self.turn(true).await;
+        self.begin_in_turn(true).await
+    }
+
+    async fn begin_in_turn(&self, urgent: bool) -> Result<WriteTx<D>, mcptask_core::StoreError> {
+        let permit = self.turn(urgent).await;
         let tx = D::begin_write(&self.writer).await?;
         Ok(WriteTx {
             tx,
