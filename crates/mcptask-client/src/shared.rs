@@ -61,6 +61,10 @@ pub(crate) struct Inner {
     pub local: std::sync::OnceLock<Arc<dyn LocalWork>>,
     /// Calls in flight to each server, for its `max_in_flight`.
     pub server_slots: crate::slots::ServerSlots,
+    /// Tasks whose questions the input resolver is being asked about now
+    /// (`workers::resolve`): a later poll that sees the same questions
+    /// while the resolver thinks does not ask it again.
+    pub resolving: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl Inner {

@@ -108,6 +108,7 @@ impl TrackerBuilder {
             loops: TaskTracker::new(),
             local: Default::default(),
             server_slots: Default::default(),
+            resolving: Default::default(),
         });
         if inner.config.background {
             crate::workers::spawn_all(&inner);

@@ -22,6 +22,11 @@ pub(super) async fn ask_resolver(
         return;
     };
     let r = &claimed.record;
+    // The resolver runs off the poll pipeline, so the task's next poll can
+    // find the same questions before this one has stored its answers.
+    let Some(_asking) = Asking::start(inner, &r.id) else {
+        return;
+    };
     let answered: BTreeSet<String> = match inner.store.remote_inputs(&r.id).await {
         Ok(inputs) => inputs
             .into_iter()
@@ -74,5 +79,35 @@ pub(super) async fn ask_resolver(
             inner.changed(&r.id);
         }
         Err(e) => tracing::warn!(task_id = %r.id, error = %e, "cannot store resolver answers"),
+    }
+}
+
+/// A task's resolver round in progress: at most one per task in this
+/// process; over when dropped.
+struct Asking<'a> {
+    inner: &'a Inner,
+    task_id: &'a str,
+}
+
+impl<'a> Asking<'a> {
+    fn start(inner: &'a Inner, task_id: &'a str) -> Option<Self> {
+        let fresh = inner
+            .resolving
+            .lock()
+            .expect("resolving lock")
+            .insert(task_id.to_string());
+        // Lazily: an `Asking` made and dropped here would end the round in
+        // progress.
+        fresh.then(|| Asking { inner, task_id })
+    }
+}
+
+impl Drop for Asking<'_> {
+    fn drop(&mut self) {
+        self.inner
+            .resolving
+            .lock()
+            .expect("resolving lock")
+            .remove(self.task_id);
     }
 }
