@@ -100,8 +100,10 @@ enum Plan {
     ToolError,
     /// `protocol_error_job`: failed with -32603.
     RpcError,
-    /// `slow_compute` for 300 s, cancelled at once: cancelled (long enough
-    /// that only a lost cancel, not a slow machine, lets it complete).
+    /// `slow_compute` for 30 s, cancelled at once: cancelled. (Not longer:
+    /// each of these 200 tasks writes a status message every second until
+    /// its cancel lands, and at 300 s that load kept a cold CI run's tasks
+    /// from settling.)
     CancelLong,
     /// `slow_compute` for 0–1.5 s, cancelled after 0–1.5 s: either.
     CancelRace {
@@ -143,7 +145,7 @@ impl Plan {
             }
             Plan::ToolError => ("failing_job", json!({})),
             Plan::RpcError => ("protocol_error_job", json!({})),
-            Plan::CancelLong => ("slow_compute", json!({"seconds": 300})),
+            Plan::CancelLong => ("slow_compute", json!({"seconds": 30})),
             Plan::Confirm { filename, .. } => ("confirm_delete", json!({"filename": filename})),
         }
     }
