@@ -302,7 +302,10 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
     }
 
     async fn request_cancel(&self, task_id: &str, now: i64) -> Result<CancelOutcome, StoreError> {
-        let mut tx = self.begin_write().await?;
+        // The client's `tasks/cancel` waits for this commit: ahead of
+        // background writes (queued behind a task's status messages it timed
+        // out under load, and the task ran on).
+        let mut tx = self.begin_urgent().await?;
         let requested =
             B::fetch_optional(&mut tx, B::SQL.request_cancel, args![task_id, now]).await?;
         let outcome = match requested {
