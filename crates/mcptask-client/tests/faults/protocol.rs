@@ -36,18 +36,17 @@ impl InputResolver for Retrier {
     }
 }
 
-/// A refused answer (`-32602` to `tasks/update`) reaches the resolver again
-/// and its new answer is sent; the task is neither failed nor stuck.
-async fn refused_answer_is_asked_of_the_resolver_again(backend: TestDatabase) {
-    let server = RemoteServer::start(Some(60_000)).await;
-    let resolver = Arc::new(Retrier {
-        calls: AtomicUsize::new(0),
-        server: server.mangle.clone(),
-    });
+/// A tracker of `server` with `resolver`, and the task of its `ask` tool
+/// (a question `q`).
+async fn ask_with(
+    backend: &TestDatabase,
+    server: &RemoteServer,
+    resolver: Arc<dyn InputResolver>,
+) -> (Tracker, mcptask_client::RemoteTaskRecord) {
     let tracker = Tracker::builder(backend.remote_tasks().await)
         .server(ServerDef::http("remote", server.url()))
         .config(fast_config())
-        .resolver(resolver.clone())
+        .resolver(resolver)
         .start()
         .await
         .unwrap();
@@ -59,6 +58,18 @@ async fn refused_answer_is_asked_of_the_resolver_again(backend: TestDatabase) {
         CallOutcome::Task(t) => *t,
         CallOutcome::Completed(r) => panic!("ask completed synchronously: {r:?}"),
     };
+    (tracker, task)
+}
+
+/// A refused answer (`-32602` to `tasks/update`) reaches the resolver again
+/// and its new answer is sent; the task is neither failed nor stuck.
+async fn refused_answer_is_asked_of_the_resolver_again(backend: TestDatabase) {
+    let server = RemoteServer::start(Some(60_000)).await;
+    let resolver = Arc::new(Retrier {
+        calls: AtomicUsize::new(0),
+        server: server.mangle.clone(),
+    });
+    let (tracker, task) = ask_with(&backend, &server, resolver.clone()).await;
     let done = tracker
         .wait(&task.id, Duration::from_secs(30))
         .await
@@ -110,21 +121,7 @@ async fn a_resolver_still_thinking_is_not_asked_again(backend: TestDatabase) {
         calls: AtomicUsize::new(0),
         release: tokio::sync::Notify::new(),
     });
-    let tracker = Tracker::builder(backend.remote_tasks().await)
-        .server(ServerDef::http("remote", server.url()))
-        .config(fast_config())
-        .resolver(resolver.clone())
-        .start()
-        .await
-        .unwrap();
-    let task = match tracker
-        .call_tool("remote", "ask", json!({}), CallOptions::default())
-        .await
-        .unwrap()
-    {
-        CallOutcome::Task(t) => *t,
-        CallOutcome::Completed(r) => panic!("ask completed synchronously: {r:?}"),
-    };
+    let (tracker, task) = ask_with(&backend, &server, resolver.clone()).await;
     let gets = || {
         server
             .seen
