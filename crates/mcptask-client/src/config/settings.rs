@@ -81,7 +81,8 @@ settings! {
     /// How long a task may fail transiently (no good answer since the last
     /// one) before it is failed locally, with a best-effort `tasks/cancel`.
     error_budget_ms: i64 => policy.error_budget_ms, positive;
-    /// `tasks/cancel` attempts before a task is settled locally.
+    /// `tasks/cancel` attempts before cancelling is given up (the task is then
+    /// followed to its end; see `TrackerPolicy::max_cancel_attempts`).
     max_cancel_attempts: i64 => policy.max_cancel_attempts, positive;
     /// How long each notify target retries an event before dead-lettering it.
     notify_budget_ms: i64 => policy.notify_budget_ms, positive;

@@ -472,7 +472,10 @@ pub struct TrackerPolicy {
     /// count: an outage costs the same whatever the backoff, and the task's own
     /// TTL (its server's promise) still bounds it when shorter.
     pub error_budget_ms: i64,
-    /// `tasks/cancel` attempts before the task is settled locally.
+    /// `tasks/cancel` attempts before cancelling is given up. The task is
+    /// then followed to the end its server gives it; it settles locally
+    /// (`cancelled`, with the reason) only if no poll has reached the server
+    /// since the cancel was asked either.
     pub max_cancel_attempts: i64,
     /// Consecutive errors after which a `degraded` event is emitted.
     pub degraded_after: i64,

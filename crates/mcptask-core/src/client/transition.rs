@@ -137,6 +137,17 @@ fn ttl_elapsed(r: &RemoteTaskRecord, now: i64, policy: &TrackerPolicy) -> bool {
         .is_some_and(|e| e.saturating_add(policy.ttl_grace_ms) <= now)
 }
 
+/// The cancel was given up on, and no poll has reached the server since the
+/// application asked for it: nothing says the task is alive, and the
+/// application asked for it to end.
+fn cancel_undeliverable(r: &RemoteTaskRecord, policy: &TrackerPolicy) -> bool {
+    r.cancel_requested_at.is_some_and(|asked| {
+        r.cancel_sent_at.is_none()
+            && r.cancel_attempts >= policy.max_cancel_attempts
+            && r.last_polled_at.is_none_or(|polled| polled < asked)
+    })
+}
+
 /// Since when the server has given no good answer for this task: its last
 /// snapshot, its last acknowledged cancel, or its creation.
 fn error_streak_start(r: &RemoteTaskRecord) -> i64 {
@@ -363,8 +374,25 @@ pub fn observe(
                 return change;
             }
             if phase == Phase::Cancel && r.cancel_attempts >= policy.max_cancel_attempts {
+                // The server may still finish the task (a result nobody
+                // must lose), so it is followed to the end its server gives
+                // it; only a server that answers nothing at all since the
+                // cancel was asked makes it settle here (poll arm below).
                 let msg = format!(
-                    "cancellation could not be delivered after {} attempts; stopped tracking: {error}",
+                    "cancellation could not be delivered after {} attempts; \
+                     the task is followed to its end: {error}",
+                    r.cancel_attempts
+                );
+                r.last_error = Some(truncate_text(&msg, policy.limits.max_message_bytes));
+                r.next_cancel_at = None;
+                r.next_poll_at = Some(now);
+                change.emit(EventKind::Degraded, now);
+                return change;
+            }
+            if phase == Phase::Poll && cancel_undeliverable(r, policy) {
+                let msg = format!(
+                    "cancellation could not be delivered after {} attempts and the server \
+                     has answered nothing since it was asked; stopped tracking: {error}",
                     r.cancel_attempts
                 );
                 let r = &mut change.record;
@@ -952,35 +980,54 @@ mod tests {
         assert!(c.record.status_message.unwrap().len() <= p.limits.max_message_bytes + 16);
     }
 
-    #[test]
-    fn undeliverable_cancel_settles_locally() {
-        let r = request_cancel(&fresh(), 2_000).unwrap().record;
-        let c1 = observe(
-            &r,
-            Phase::Cancel,
-            &Observation::Transient("down".into()),
-            3_000,
-            &policy(),
-            0.5,
-            0,
-        );
+    /// Two failed cancels (the test policy's bound), then the next poll.
+    fn cancel_given_up(r: &RemoteTaskRecord) -> RemoteTaskRecord {
+        let down = Observation::Transient("down".into());
+        let r = request_cancel(r, 2_000).unwrap().record;
+        let c1 = observe(&r, Phase::Cancel, &down, 3_000, &policy(), 0.5, 0);
         assert_eq!(c1.record.next_cancel_at, Some(4_000));
-        let c2 = observe(
-            &c1.record,
-            Phase::Cancel,
-            &Observation::Transient("down".into()),
-            5_000,
-            &policy(),
-            0.5,
-            0,
-        );
-        assert_eq!(c2.record.status, TaskStatus::Cancelled);
+        let c2 = observe(&c1.record, Phase::Cancel, &down, 5_000, &policy(), 0.5, 0);
+        assert!(!c2.record.status.is_terminal(), "{:?}", c2.record.status);
+        assert_eq!(c2.record.next_cancel_at, None, "no more cancel attempts");
+        assert_eq!(c2.record.next_poll_at, Some(5_000));
         assert!(
             c2.record
-                .status_message
+                .last_error
+                .as_deref()
                 .unwrap()
-                .contains("could not be delivered")
+                .contains("followed to its end")
         );
+        let kinds: Vec<_> = c2.events.iter().map(|e| e.1).collect();
+        assert_eq!(kinds, vec![EventKind::Degraded]);
+        c2.record
+    }
+
+    #[test]
+    fn undeliverable_cancel_follows_the_task_to_the_servers_end() {
+        // The server answers polls but not cancels: what it reports wins.
+        let r = cancel_given_up(&fresh());
+        let done = Observation::Snapshot(snapshot(TaskStatus::Completed));
+        let c = observe(&r, Phase::Poll, &done, 6_000, &policy(), 0.5, 0);
+        assert_eq!(c.record.status, TaskStatus::Completed);
+        // One that answered a poll after the cancel was asked is only
+        // blipping: a failed poll then does not settle it.
+        let mut r = r;
+        r.last_polled_at = Some(3_500);
+        let down = Observation::Transient("down".into());
+        let c = observe(&r, Phase::Poll, &down, 6_000, &policy(), 0.5, 0);
+        assert!(!c.record.status.is_terminal(), "{:?}", c.record.status);
+    }
+
+    #[test]
+    fn undeliverable_cancel_settles_locally_when_the_server_answers_nothing() {
+        let r = cancel_given_up(&fresh());
+        let down = Observation::Transient("still down".into());
+        let c = observe(&r, Phase::Poll, &down, 6_000, &policy(), 0.5, 0);
+        assert_eq!(c.record.status, TaskStatus::Cancelled);
+        let message = c.record.status_message.unwrap();
+        assert!(message.contains("answered nothing"), "{message}");
+        let kinds: Vec<_> = c.events.iter().map(|e| e.1).collect();
+        assert_eq!(kinds, vec![EventKind::Status]);
     }
 
     #[test]
