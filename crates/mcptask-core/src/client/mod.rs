@@ -473,9 +473,9 @@ pub struct TrackerPolicy {
     /// TTL (its server's promise) still bounds it when shorter.
     pub error_budget_ms: i64,
     /// `tasks/cancel` attempts before cancelling is given up. The task is
-    /// then followed to the end its server gives it; it settles locally
-    /// (`cancelled`, with the reason) only if no poll has reached the server
-    /// since the cancel was asked either.
+    /// then followed to the end its server gives it (never recorded
+    /// `cancelled` without the server saying so); a server that answers
+    /// nothing is bounded by the error budget and the TTL.
     pub max_cancel_attempts: i64,
     /// Consecutive errors after which a `degraded` event is emitted.
     pub degraded_after: i64,

@@ -137,17 +137,6 @@ fn ttl_elapsed(r: &RemoteTaskRecord, now: i64, policy: &TrackerPolicy) -> bool {
         .is_some_and(|e| e.saturating_add(policy.ttl_grace_ms) <= now)
 }
 
-/// The cancel was given up on, and no poll has reached the server since the
-/// application asked for it: nothing says the task is alive, and the
-/// application asked for it to end.
-fn cancel_undeliverable(r: &RemoteTaskRecord, policy: &TrackerPolicy) -> bool {
-    r.cancel_requested_at.is_some_and(|asked| {
-        r.cancel_sent_at.is_none()
-            && r.cancel_attempts >= policy.max_cancel_attempts
-            && r.last_polled_at.is_none_or(|polled| polled < asked)
-    })
-}
-
 /// Since when the server has given no good answer for this task: its last
 /// snapshot, its last acknowledged cancel, or its creation.
 fn error_streak_start(r: &RemoteTaskRecord) -> i64 {
@@ -376,8 +365,9 @@ pub fn observe(
             if phase == Phase::Cancel && r.cancel_attempts >= policy.max_cancel_attempts {
                 // The server may still finish the task (a result nobody
                 // must lose), so it is followed to the end its server gives
-                // it; only a server that answers nothing at all since the
-                // cancel was asked makes it settle here (poll arm below).
+                // it, never recorded `cancelled` on our word alone; a server
+                // that answers nothing at all is bounded by the error budget
+                // and the TTL like any other.
                 let msg = format!(
                     "cancellation could not be delivered after {} attempts; \
                      the task is followed to its end: {error}",
@@ -387,19 +377,6 @@ pub fn observe(
                 r.next_cancel_at = None;
                 r.next_poll_at = Some(now);
                 change.emit(EventKind::Degraded, now);
-                return change;
-            }
-            if phase == Phase::Poll && cancel_undeliverable(r, policy) {
-                let msg = format!(
-                    "cancellation could not be delivered after {} attempts and the server \
-                     has answered nothing since it was asked; stopped tracking: {error}",
-                    r.cancel_attempts
-                );
-                let r = &mut change.record;
-                r.status = TaskStatus::Cancelled;
-                r.status_message = Some(truncate_text(&msg, policy.limits.max_message_bytes));
-                settle(r, now);
-                change.emit(EventKind::Status, now);
                 return change;
             }
             let failing_for = now - error_streak_start(r);
@@ -1019,15 +996,18 @@ mod tests {
     }
 
     #[test]
-    fn undeliverable_cancel_settles_locally_when_the_server_answers_nothing() {
+    fn undeliverable_cancel_on_a_silent_server_ends_by_the_error_budget() {
+        // Nothing reaches the server after the cancel either: the task is
+        // not called cancelled (the server may have finished it), it fails
+        // with the reason once the error budget is spent.
         let r = cancel_given_up(&fresh());
         let down = Observation::Transient("still down".into());
         let c = observe(&r, Phase::Poll, &down, 6_000, &policy(), 0.5, 0);
-        assert_eq!(c.record.status, TaskStatus::Cancelled);
-        let message = c.record.status_message.unwrap();
-        assert!(message.contains("answered nothing"), "{message}");
-        let kinds: Vec<_> = c.events.iter().map(|e| e.1).collect();
-        assert_eq!(kinds, vec![EventKind::Status]);
+        assert!(!c.record.status.is_terminal(), "{:?}", c.record.status);
+        let late = 1_000 + policy().error_budget_ms + 1;
+        let c = observe(&c.record, Phase::Poll, &down, late, &policy(), 0.5, 0);
+        assert_eq!(c.record.status, TaskStatus::Failed);
+        assert_eq!(c.record.error.unwrap()["data"]["reason"], "error_budget");
     }
 
     #[test]
