@@ -64,7 +64,7 @@ const SERVERS: [&str; 2] = ["demo-a", "demo-b"];
 const SETTLES_AT_LEAST_EVERY: Duration = Duration::from_secs(60);
 /// And everything is terminal this long after the first task was created
 /// (under nextest's own 600 s limit, to fail with the stuck tasks listed).
-const ALL_TERMINAL_WITHIN: Duration = Duration::from_secs(480);
+const ALL_TERMINAL_WITHIN: Duration = Duration::from_secs(540);
 /// Creation is spread over this long, so that the chaos hits live tasks.
 const CREATE_OVER: Duration = Duration::from_secs(30);
 /// Longer than the gateways' lease (4 s): their claims are taken over.
