@@ -439,6 +439,10 @@ pub trait OAuthTokenStore: Send + Sync + 'static {
         until: i64,
     ) -> Result<bool, StoreError>;
 
+    /// Release `holder`'s lease without a refresh (a peer's fresh token was
+    /// found once the lease was won). Nothing else of the row changes.
+    async fn release_refresh(&self, server: &str, holder: &str) -> Result<(), StoreError>;
+
     /// Record why a refresh failed and release `holder`'s lease (the row
     /// keeps its token).
     async fn fail_refresh(

@@ -241,6 +241,22 @@ impl ServerAuth {
                 .await
                 .map_err(|e| e.to_string())?
             {
+                // A peer may have refreshed and saved (which frees the
+                // lease) since the read above: read again before buying a
+                // second token with what was read.
+                let (row, sealed) = self.vault.load().await?.ok_or_else(|| {
+                    format!("server {:?} has no OAuth token to refresh", self.name)
+                })?;
+                if freshness(row.expires_at_ms, row.updated_at_ms, self.now())
+                    == TokenFreshness::Fresh
+                    && let Some(token) = sealed.access_token()
+                    && Some(token.as_str()) != refused
+                {
+                    // Not kept: a replica whose token the server refuses
+                    // later must not wait for a lease nobody uses.
+                    let _ = store.release_refresh(&self.name, holder).await;
+                    return Ok(token);
+                }
                 break sealed;
             }
             if started.elapsed() > WAIT_FOR_PEER {

@@ -274,6 +274,17 @@ impl OAuthTokenStore for MemoryTokenStore {
         Ok(true)
     }
 
+    async fn release_refresh(&self, server: &str, holder: &str) -> Result<(), StoreError> {
+        let mut rows = self.rows.lock().expect("rows");
+        if let Some(row) = rows.get_mut(server)
+            && row.lease_owner.as_deref() == Some(holder)
+        {
+            row.lease_owner = None;
+            row.lease_until_ms = None;
+        }
+        Ok(())
+    }
+
     async fn fail_refresh(
         &self,
         server: &str,

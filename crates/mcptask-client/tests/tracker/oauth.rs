@@ -358,6 +358,124 @@ async fn two_replicas_refreshing_at_once_buy_one_token() {
     assert_eq!(server.refused(), 1, "neither broke the other's token");
 }
 
+/// A token store that lets a peer replica finish a whole refresh between
+/// this replica's read of the row and its bid for the refresh lease (the
+/// window a loaded machine opens at random).
+struct PeerFinishesFirst {
+    store: Arc<dyn mcptask_core::store::OAuthTokenStore>,
+    peer: Mutex<Option<futures::future::BoxFuture<'static, ()>>>,
+}
+
+#[async_trait::async_trait]
+impl mcptask_core::store::OAuthTokenStore for PeerFinishesFirst {
+    async fn load_token(
+        &self,
+        server: &str,
+    ) -> Result<Option<mcptask_core::oauth::StoredToken>, mcptask_core::StoreError> {
+        self.store.load_token(server).await
+    }
+    async fn save_token(
+        &self,
+        token: &mcptask_core::oauth::NewToken,
+        now: i64,
+    ) -> Result<i64, mcptask_core::StoreError> {
+        self.store.save_token(token, now).await
+    }
+    async fn delete_token(&self, server: &str) -> Result<bool, mcptask_core::StoreError> {
+        self.store.delete_token(server).await
+    }
+    async fn try_lease_refresh(
+        &self,
+        server: &str,
+        holder: &str,
+        now: i64,
+        until: i64,
+    ) -> Result<bool, mcptask_core::StoreError> {
+        let peer = self.peer.lock().unwrap().take();
+        if let Some(peer) = peer {
+            peer.await;
+        }
+        self.store
+            .try_lease_refresh(server, holder, now, until)
+            .await
+    }
+    async fn release_refresh(
+        &self,
+        server: &str,
+        holder: &str,
+    ) -> Result<(), mcptask_core::StoreError> {
+        self.store.release_refresh(server, holder).await
+    }
+    async fn fail_refresh(
+        &self,
+        server: &str,
+        holder: &str,
+        error: &str,
+        now: i64,
+    ) -> Result<(), mcptask_core::StoreError> {
+        self.store.fail_refresh(server, holder, error, now).await
+    }
+}
+
+/// Regression: a replica that read the row due, then found the lease free
+/// because a peer had just refreshed and saved (saving frees the lease),
+/// bought a second token with what it had read. It reads the row again once
+/// it holds the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_wins_the_lease_after_a_peer_refreshed_uses_the_peers_token() {
+    let server = Protected::start().await;
+    let db = TestDatabase::sqlite();
+    let store = db.open().await;
+    let clock = ManualClock::new(T0);
+    let key = SecretKey::generate().unwrap();
+    let racing = Arc::new(PeerFinishesFirst {
+        store: store.oauth_tokens(),
+        peer: Mutex::new(None),
+    });
+    let runtimes = [
+        OAuthRuntime::new(store.oauth_tokens(), key.clone(), Arc::new(clock.clone())),
+        OAuthRuntime::new(racing.clone(), key.clone(), Arc::new(clock.clone())),
+    ];
+    let registries: Vec<ServerRegistry> = runtimes
+        .iter()
+        .map(|r| {
+            let registry = ServerRegistry::new();
+            registry.upsert(server.def(r));
+            registry
+        })
+        .collect();
+    let peer = registries[0]
+        .connect("remote", None, timeouts())
+        .await
+        .unwrap();
+    peer.peer.list_all_tools().await.unwrap();
+    let late = registries[1]
+        .connect("remote", None, timeouts())
+        .await
+        .unwrap();
+    assert_eq!(server.issued(), 1);
+    clock.advance((LIFETIME_S - 10) * 1000);
+    // The late replica reads the row due; before it bids for the lease, the
+    // peer refreshes and saves.
+    let peer_peer = peer.peer.clone();
+    *racing.peer.lock().unwrap() = Some(Box::pin(async move {
+        peer_peer.list_all_tools().await.unwrap();
+    }));
+    late.peer.list_all_tools().await.unwrap();
+    assert!(
+        racing.peer.lock().unwrap().is_none(),
+        "the peer refreshed first"
+    );
+    assert_eq!(server.issued(), 2, "the late replica used the peer's token");
+    let row = store
+        .oauth_tokens()
+        .load_token("remote")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.lease_owner, None, "the unused lease was released");
+}
+
 async fn start_hold(tracker: &Tracker) -> String {
     match tracker
         .call_tool("remote", "hold", json!({}), CallOptions::default())

@@ -91,6 +91,12 @@ impl<B: Backend> OAuthTokenStore for SqlStore<B> {
         Ok(changed == 1)
     }
 
+    async fn release_refresh(&self, server: &str, holder: &str) -> Result<(), StoreError> {
+        let mut conn = self.write_conn().await?;
+        B::execute(&mut conn, B::SQL.release_token_lease, args![server, holder]).await?;
+        Ok(())
+    }
+
     async fn fail_refresh(
         &self,
         server: &str,

@@ -204,6 +204,8 @@ pub struct Statements {
     /// Take the refresh lease when it is free, run out, or already ours
     /// (`mcptask_core::oauth::lease_available`).
     pub lease_token: &'static str,
+    /// Release our lease, nothing else.
+    pub release_token_lease: &'static str,
     /// Record a refresh failure and release our lease.
     pub fail_token_refresh: &'static str,
 }
@@ -894,6 +896,8 @@ macro_rules! statements {
                  WHERE server = $1
                    AND (lease_owner IS NULL OR lease_owner = $2
                         OR lease_until IS NULL OR lease_until <= $3)",
+            release_token_lease: "UPDATE oauth_tokens SET lease_owner = NULL, lease_until = NULL
+                 WHERE server = $1 AND lease_owner = $2",
             // $2 holder, $3 error, $4 now.
             fail_token_refresh: "UPDATE oauth_tokens SET last_error = $3, last_error_at = $4,
                     lease_owner = CASE WHEN lease_owner = $2 THEN NULL ELSE lease_owner END,
