@@ -65,6 +65,7 @@ pub mod tls;
 pub mod trace;
 mod tracker;
 pub mod upstream;
+mod watch;
 mod workers;
 
 pub use config::{InvalidSetting, TrackerConfig};
@@ -77,6 +78,7 @@ pub use resolver::{InputContext, InputResolver};
 pub use tracker::{
     CallOptions, CallOutcome, CommitWith, HandleCommit, Tracker, TrackerBuilder, TrackerError,
 };
+pub use watch::TaskWatch;
 pub use workers::Workers;
 
 // The core types this crate's API takes and returns, so that applications

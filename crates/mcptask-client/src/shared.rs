@@ -49,8 +49,12 @@ pub(crate) struct Inner {
     pub targets: std::sync::RwLock<Arc<Targets>>,
     pub channel: ChannelNotifier,
     pub resolver: Option<Arc<dyn InputResolver>>,
-    /// Local hints that a task changed (ids), for `wait` and live views.
+    /// Local hints that a task changed (ids), for views of every task (the
+    /// API's event stream, the push listeners).
     pub changes: broadcast::Sender<String>,
+    /// The same hints, to the watchers of one task only (`wait`, a front
+    /// call's mirror).
+    pub watches: Arc<crate::watch::Watches>,
     /// Stop claiming new work.
     pub shutdown: CancellationToken,
     /// Give up on in-flight calls (the shutdown deadline passed).
@@ -96,6 +100,7 @@ impl Inner {
 
     /// Tell local waiters and live views that `task_id` changed.
     pub(crate) fn changed(&self, task_id: &str) {
+        self.watches.changed(task_id);
         let _ = self.changes.send(task_id.to_string());
     }
 }

@@ -102,6 +102,7 @@ impl TrackerBuilder {
             channel,
             resolver: self.resolver,
             changes: broadcast::channel(4096).0,
+            watches: Default::default(),
             shutdown: CancellationToken::new(),
             abort: CancellationToken::new(),
             wakers: Default::default(),

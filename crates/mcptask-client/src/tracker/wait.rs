@@ -27,7 +27,7 @@ impl Tracker {
         done: impl Fn(&RemoteTaskRecord) -> bool,
     ) -> Result<RemoteTaskRecord, TrackerError> {
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut changes = self.inner.changes.subscribe();
+        let mut watch = self.watch(id);
         loop {
             let record = self.get(id).await?;
             if done(&record) || record.is_terminal() {
@@ -39,17 +39,7 @@ impl Tracker {
             }
             // Local hints wake us early; the periodic re-read covers other processes.
             let tick = (deadline - now).min(Duration::from_millis(250));
-            let _ = tokio::time::timeout(tick, async {
-                loop {
-                    match changes.recv().await {
-                        Ok(changed) if changed == id => return,
-                        Ok(_) => continue,
-                        Err(broadcast::error::RecvError::Lagged(_)) => return,
-                        Err(broadcast::error::RecvError::Closed) => return,
-                    }
-                }
-            })
-            .await;
+            let _ = tokio::time::timeout(tick, watch.changed()).await;
         }
     }
 
@@ -59,7 +49,31 @@ impl Tracker {
     }
 
     /// Ids of tasks that changed in this process (a hint for live views).
+    /// Every subscriber sees every change: for a view of one task, take
+    /// [`Tracker::watch`].
     pub fn changes(&self) -> broadcast::Receiver<String> {
         self.inner.changes.subscribe()
+    }
+
+    /// Hints that task `id` changed in this process, from now on; only its
+    /// own changes wake the watch, whatever the number of tasks. Changes
+    /// made by other processes are not seen: re-read now and then.
+    ///
+    /// ```no_run
+    /// # async fn f(tracker: mcptask_client::Tracker) -> Result<(), mcptask_client::TrackerError> {
+    /// let mut watch = tracker.watch("rt_1");
+    /// loop {
+    ///     let task = tracker.get("rt_1").await?;
+    ///     if task.is_terminal() {
+    ///         break;
+    ///     }
+    ///     // A change between the read and this wait is not missed.
+    ///     let _ = tokio::time::timeout(std::time::Duration::from_secs(1), watch.changed()).await;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn watch(&self, id: &str) -> crate::TaskWatch {
+        self.inner.watches.watch(id)
     }
 }

@@ -33,7 +33,7 @@ pub(super) async fn mirror(
         return Err(internal("this call task has no tracked task"));
     };
     let tracker = &upstreams.tracker;
-    let mut changes = tracker.changes();
+    let mut watch = tracker.watch(&id);
     let mut shown: Option<String> = None;
     let mut cancel_sent = false;
     loop {
@@ -88,7 +88,7 @@ pub(super) async fn mirror(
                             }
                             Err(other) => return Err(other),
                         },
-                        _ = moved_on(upstreams, &id, &keys, &mut changes) => {
+                        _ = moved_on(upstreams, &id, &keys, &mut watch) => {
                             ctx.withdraw_inputs(&keys).await?;
                         }
                         // Nobody answers: the upstream task must not wait
@@ -108,7 +108,7 @@ pub(super) async fn mirror(
             cancel_sent = request_cancel(upstreams, &id).await;
         }
         tokio::select! {
-            _ = changed(&mut changes, &id) => {}
+            _ = watch.changed() => {}
             _ = tokio::time::sleep(TRACKED_TICK) => {}
             _ = ctx.cancelled(), if !cancel_sent => {}
         }
@@ -131,11 +131,11 @@ async fn moved_on(
     upstreams: &Upstreams,
     id: &str,
     keys: &[String],
-    changes: &mut tokio::sync::broadcast::Receiver<String>,
+    watch: &mut mcptask_client::TaskWatch,
 ) {
     loop {
         tokio::select! {
-            _ = changed(changes, id) => {}
+            _ = watch.changed() => {}
             _ = tokio::time::sleep(TRACKED_TICK) => {}
         }
         if let Ok(record) = upstreams.tracker.get(id).await {
@@ -145,20 +145,6 @@ async fn moved_on(
                 || !keys.iter().all(|k| waiting.contains(&k))
             {
                 return;
-            }
-        }
-    }
-}
-
-/// Until this process's tracker reports a change of `id` (lagging counts).
-async fn changed(changes: &mut tokio::sync::broadcast::Receiver<String>, id: &str) {
-    loop {
-        match changes.recv().await {
-            Ok(changed) if changed == id => return,
-            Ok(_) => {}
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return,
-            Err(tokio::sync::broadcast::error::RecvError::Closed) => {
-                std::future::pending::<()>().await
             }
         }
     }
