@@ -63,10 +63,14 @@ fn listens(server: &RemoteServer) -> usize {
 
 /// Whether the next scheduled poll of `id` is still far away: a change seen
 /// now was pushed, not polled.
-async fn next_poll_is_far(tracker: &Tracker, id: &str) -> bool {
+/// The stream's catch-up poll of `id` happened and the next poll is far off.
+/// (The schedule set at creation is far off too: without the first check, a
+/// catch-up poll still to come could hit the stopped server, and its retry
+/// settle the task before the tracker subscribed again.)
+async fn catch_up_poll_done(tracker: &Tracker, id: &str) -> bool {
     let r = tracker.get(id).await.unwrap();
     let now = mcptask_core::Clock::now_ms(&mcptask_core::SystemClock);
-    r.next_poll_at.is_some_and(|at| at - now > POLL_MS / 2)
+    r.last_polled_at.is_some() && r.next_poll_at.is_some_and(|at| at - now > POLL_MS / 2)
 }
 
 /// Start an `ask` task and wait until the tracker sees its question, which
@@ -149,7 +153,7 @@ async fn a_lost_stream_is_reopened_and_its_tasks_polled(backend: TestDatabase) {
     }
     // Let the first stream's own catch-up poll happen (the next poll is then
     // far off), so only a new subscription can explain what follows.
-    while !next_poll_is_far(&tracker, &hold.id).await {
+    while !catch_up_poll_done(&tracker, &hold.id).await {
         assert!(Instant::now() < deadline, "the catch-up poll never came");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
