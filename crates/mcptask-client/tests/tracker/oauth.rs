@@ -317,34 +317,42 @@ async fn a_token_is_obtained_on_401_sealed_in_the_store_refreshed_before_expiry_
     assert_eq!(server.refused(), 1, "and sent none that was refused");
 }
 
+/// Two replicas (an OAuth runtime and a server registry each, on `stores`)
+/// connected to `server` with the one token the first bought (the
+/// registries are returned to keep them alive).
+async fn two_replicas(
+    server: &Protected,
+    stores: [Arc<dyn mcptask_core::store::OAuthTokenStore>; 2],
+    clock: &ManualClock,
+) -> ([mcptask_client::remote::Connection; 2], Vec<ServerRegistry>) {
+    let key = SecretKey::generate().unwrap();
+    let (mut connections, mut registries) = (Vec::new(), Vec::new());
+    for store in stores {
+        let runtime = OAuthRuntime::new(store, key.clone(), Arc::new(clock.clone()));
+        let registry = ServerRegistry::new();
+        registry.upsert(server.def(&runtime));
+        let connection = registry.connect("remote", None, timeouts()).await.unwrap();
+        connection.peer.list_all_tools().await.unwrap();
+        connections.push(connection);
+        registries.push(registry);
+    }
+    assert_eq!(server.issued(), 1);
+    let connections = connections.try_into().unwrap_or_else(|_| unreachable!());
+    (connections, registries)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_refreshing_at_once_buy_one_token() {
     let server = Protected::start().await;
     let db = TestDatabase::sqlite();
     let store = db.open().await;
     let clock = ManualClock::new(T0);
-    let key = SecretKey::generate().unwrap();
-    let runtimes: Vec<OAuthRuntime> = (0..2)
-        .map(|_| OAuthRuntime::new(store.oauth_tokens(), key.clone(), Arc::new(clock.clone())))
-        .collect();
-    let registries: Vec<ServerRegistry> = runtimes
-        .iter()
-        .map(|r| {
-            let registry = ServerRegistry::new();
-            registry.upsert(server.def(r));
-            registry
-        })
-        .collect();
-    let first = registries[0]
-        .connect("remote", None, timeouts())
-        .await
-        .unwrap();
-    first.peer.list_all_tools().await.unwrap();
-    let second = registries[1]
-        .connect("remote", None, timeouts())
-        .await
-        .unwrap();
-    assert_eq!(server.issued(), 1);
+    let ([first, second], _registries) = two_replicas(
+        &server,
+        [store.oauth_tokens(), store.oauth_tokens()],
+        &clock,
+    )
+    .await;
     // Both find the token due at the same moment.
     clock.advance((LIFETIME_S - 10) * 1000);
     let (a, b) = tokio::join!(first.peer.list_all_tools(), second.peer.list_all_tools());
@@ -427,33 +435,12 @@ async fn a_replica_that_wins_the_lease_after_a_peer_refreshed_uses_the_peers_tok
     let db = TestDatabase::sqlite();
     let store = db.open().await;
     let clock = ManualClock::new(T0);
-    let key = SecretKey::generate().unwrap();
     let racing = Arc::new(PeerFinishesFirst {
         store: store.oauth_tokens(),
         peer: Mutex::new(None),
     });
-    let runtimes = [
-        OAuthRuntime::new(store.oauth_tokens(), key.clone(), Arc::new(clock.clone())),
-        OAuthRuntime::new(racing.clone(), key.clone(), Arc::new(clock.clone())),
-    ];
-    let registries: Vec<ServerRegistry> = runtimes
-        .iter()
-        .map(|r| {
-            let registry = ServerRegistry::new();
-            registry.upsert(server.def(r));
-            registry
-        })
-        .collect();
-    let peer = registries[0]
-        .connect("remote", None, timeouts())
-        .await
-        .unwrap();
-    peer.peer.list_all_tools().await.unwrap();
-    let late = registries[1]
-        .connect("remote", None, timeouts())
-        .await
-        .unwrap();
-    assert_eq!(server.issued(), 1);
+    let ([peer, late], _registries) =
+        two_replicas(&server, [store.oauth_tokens(), racing.clone()], &clock).await;
     clock.advance((LIFETIME_S - 10) * 1000);
     // The late replica reads the row due; before it bids for the lease, the
     // peer refreshes and saves.
