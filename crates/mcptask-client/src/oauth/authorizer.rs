@@ -224,6 +224,10 @@ impl ServerAuth {
         let store = &self.runtime.inner.store;
         let holder = &self.runtime.inner.holder;
         let started = std::time::Instant::now();
+        // Once the lease is ours the row is read once more: a peer may have
+        // refreshed and saved (which frees the lease) since our last read,
+        // and a second token must not be bought with what was read before.
+        let mut leased = false;
         let sealed = loop {
             let (row, sealed) =
                 self.vault.load().await?.ok_or_else(|| {
@@ -234,30 +238,22 @@ impl ServerAuth {
                 && let Some(token) = sealed.access_token()
                 && Some(token.as_str()) != refused
             {
-                return Ok(token);
-            }
-            if store
-                .try_lease_refresh(&self.name, holder, now, now + REFRESH_LEASE_MS)
-                .await
-                .map_err(|e| e.to_string())?
-            {
-                // A peer may have refreshed and saved (which frees the
-                // lease) since the read above: read again before buying a
-                // second token with what was read.
-                let (row, sealed) = self.vault.load().await?.ok_or_else(|| {
-                    format!("server {:?} has no OAuth token to refresh", self.name)
-                })?;
-                if freshness(row.expires_at_ms, row.updated_at_ms, self.now())
-                    == TokenFreshness::Fresh
-                    && let Some(token) = sealed.access_token()
-                    && Some(token.as_str()) != refused
-                {
+                if leased {
                     // Not kept: a replica whose token the server refuses
                     // later must not wait for a lease nobody uses.
                     let _ = store.release_refresh(&self.name, holder).await;
-                    return Ok(token);
                 }
+                return Ok(token);
+            }
+            if leased {
                 break sealed;
+            }
+            leased = store
+                .try_lease_refresh(&self.name, holder, now, now + REFRESH_LEASE_MS)
+                .await
+                .map_err(|e| e.to_string())?;
+            if leased {
+                continue;
             }
             if started.elapsed() > WAIT_FOR_PEER {
                 return Err(format!(

@@ -275,12 +275,8 @@ impl OAuthTokenStore for MemoryTokenStore {
     }
 
     async fn release_refresh(&self, server: &str, holder: &str) -> Result<(), StoreError> {
-        let mut rows = self.rows.lock().expect("rows");
-        if let Some(row) = rows.get_mut(server)
-            && row.lease_owner.as_deref() == Some(holder)
-        {
-            row.lease_owner = None;
-            row.lease_until_ms = None;
+        if let Some(row) = self.rows.lock().expect("rows").get_mut(server) {
+            release_lease(row, holder);
         }
         Ok(())
     }
@@ -296,11 +292,16 @@ impl OAuthTokenStore for MemoryTokenStore {
         if let Some(row) = rows.get_mut(server) {
             row.last_error = Some(mcptask_core::oauth::bounded_error(error));
             row.last_error_at_ms = Some(now);
-            if row.lease_owner.as_deref() == Some(holder) {
-                row.lease_owner = None;
-                row.lease_until_ms = None;
-            }
+            release_lease(row, holder);
         }
         Ok(())
+    }
+}
+
+/// `holder`'s refresh lease of `row` given back (another's is left alone).
+fn release_lease(row: &mut StoredToken, holder: &str) {
+    if row.lease_owner.as_deref() == Some(holder) {
+        row.lease_owner = None;
+        row.lease_until_ms = None;
     }
 }

@@ -986,8 +986,8 @@ mod tests {
         let done = Observation::Snapshot(snapshot(TaskStatus::Completed));
         let c = observe(&r, Phase::Poll, &done, 6_000, &policy(), 0.5, 0);
         assert_eq!(c.record.status, TaskStatus::Completed);
-        // One that answered a poll after the cancel was asked is only
-        // blipping: a failed poll then does not settle it.
+        // Nor does a failed poll settle it (the error budget and the TTL
+        // do, as for any task).
         let mut r = r;
         r.last_polled_at = Some(3_500);
         let down = Observation::Transient("down".into());
