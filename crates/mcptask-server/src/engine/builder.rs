@@ -51,12 +51,13 @@ impl RuntimeBuilder {
     }
 
     /// Register the owner lease and start the maintenance loops.
+    ///
+    /// A database that cannot be reached at that moment (a restart, a
+    /// failover) is waited for, up to 30 s, with a warning per attempt; a
+    /// permanent error, or one lasting longer, is returned.
     pub async fn start(self) -> Result<TaskRuntime, StoreError> {
         let owner = self.owner.unwrap_or_else(|| ids::new_owner_id("server"));
-        let now = self.clock.now_ms();
-        self.store
-            .heartbeat(&owner, now, self.config.lease_ms)
-            .await?;
+        let now = register_owner(&*self.store, &*self.clock, &owner, self.config.lease_ms).await?;
         let creator = CreateBatcher::start(
             self.store.clone(),
             self.config
@@ -97,5 +98,36 @@ impl RuntimeBuilder {
         // the maintenance steps by hand.
         signals::spawn_listener(inner.clone()).await;
         Ok(TaskRuntime { inner })
+    }
+}
+
+/// How long [`RuntimeBuilder::start`] waits for a database it cannot reach.
+/// A process started while its database restarts would otherwise exit and
+/// rely on whatever restarts it.
+pub(crate) const START_STORE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The first heartbeat, retried (100 ms doubling to 2 s) while the error is
+/// transient and [`START_STORE_WAIT`] has not passed. Returns the time it
+/// succeeded at.
+async fn register_owner(
+    store: &dyn ServerTaskStore,
+    clock: &dyn mcptask_core::clock::Clock,
+    owner: &str,
+    lease_ms: i64,
+) -> Result<i64, StoreError> {
+    let give_up = tokio::time::Instant::now() + START_STORE_WAIT;
+    let mut pause = std::time::Duration::from_millis(100);
+    loop {
+        let now = clock.now_ms();
+        match store.heartbeat(owner, now, lease_ms).await {
+            Ok(_) => return Ok(now),
+            Err(e) if e.is_transient() && tokio::time::Instant::now() + pause < give_up => {
+                tracing::warn!(error = %e, retry_in_ms = pause.as_millis() as u64,
+                    "the task store is unreachable at start; waiting for it");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_secs(2));
+            }
+            Err(e) => return Err(e),
+        }
     }
 }

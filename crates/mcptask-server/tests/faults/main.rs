@@ -11,5 +11,6 @@ mod inputs;
 mod lease;
 mod panics;
 mod shutdown;
+mod start;
 mod store_errors;
 mod ttl;
