@@ -104,7 +104,7 @@ impl RuntimeBuilder {
 /// How long [`RuntimeBuilder::start`] waits for a database it cannot reach.
 /// A process started while its database restarts would otherwise exit and
 /// rely on whatever restarts it.
-pub(crate) const START_STORE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+const START_STORE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The first heartbeat, retried (100 ms doubling to 2 s) while the error is
 /// transient and [`START_STORE_WAIT`] has not passed. Returns the time it

@@ -690,9 +690,15 @@ async fn chaos(pg: Arc<mcptask_testkit::pg::PrivateCluster>, total: usize) {
                     let terminal = timeline.iter().filter(|e| e.status.is_terminal()).count();
                     // A stale result applied after newer ones would repeat a status
                     // change; none of these tools ever returns to a status it left.
+                    // `kind:status`, with the reason a `degraded` event carried.
                     let brief: Vec<String> = timeline
                         .iter()
-                        .map(|e| format!("{}:{}", e.kind.as_str(), e.status))
+                        .map(|e| match (e.kind, e.data["lastError"].as_str()) {
+                            (EventKind::Degraded, Some(why)) => {
+                                format!("{}:{} ({why})", e.kind.as_str(), e.status)
+                            }
+                            _ => format!("{}:{}", e.kind.as_str(), e.status),
+                        })
                         .collect();
                     let created = timeline.iter().filter(|e| e.kind == EventKind::Created);
                     assert_eq!(created.count(), 1, "task {}: {brief:?}", r.id);
@@ -716,15 +722,6 @@ async fn chaos(pg: Arc<mcptask_testkit::pg::PrivateCluster>, total: usize) {
                         "task {}: a status change repeated: {brief:?}",
                         r.id
                     );
-                    let brief = timeline
-                        .iter()
-                        .map(|e| match (e.kind, e.data["lastError"].as_str()) {
-                            (EventKind::Degraded, Some(why)) => {
-                                format!("{}:{} ({why})", e.kind.as_str(), e.status)
-                            }
-                            _ => format!("{}:{}", e.kind.as_str(), e.status),
-                        })
-                        .collect();
                     (*i, record, brief, terminal)
                 }
             })
