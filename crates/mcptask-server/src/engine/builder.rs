@@ -57,7 +57,9 @@ impl RuntimeBuilder {
     /// permanent error, or one lasting longer, is returned.
     pub async fn start(self) -> Result<TaskRuntime, StoreError> {
         let owner = self.owner.unwrap_or_else(|| ids::new_owner_id("server"));
-        let now = register_owner(&*self.store, &*self.clock, &owner, self.config.lease_ms).await?;
+        let now =
+            super::retry::register_owner(&*self.store, &*self.clock, &owner, self.config.lease_ms)
+                .await?;
         let creator = CreateBatcher::start(
             self.store.clone(),
             self.config
@@ -98,36 +100,5 @@ impl RuntimeBuilder {
         // the maintenance steps by hand.
         signals::spawn_listener(inner.clone()).await;
         Ok(TaskRuntime { inner })
-    }
-}
-
-/// How long [`RuntimeBuilder::start`] waits for a database it cannot reach.
-/// A process started while its database restarts would otherwise exit and
-/// rely on whatever restarts it.
-const START_STORE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// The first heartbeat, retried (100 ms doubling to 2 s) while the error is
-/// transient and [`START_STORE_WAIT`] has not passed. Returns the time it
-/// succeeded at.
-async fn register_owner(
-    store: &dyn ServerTaskStore,
-    clock: &dyn mcptask_core::clock::Clock,
-    owner: &str,
-    lease_ms: i64,
-) -> Result<i64, StoreError> {
-    let give_up = tokio::time::Instant::now() + START_STORE_WAIT;
-    let mut pause = std::time::Duration::from_millis(100);
-    loop {
-        let now = clock.now_ms();
-        match store.heartbeat(owner, now, lease_ms).await {
-            Ok(_) => return Ok(now),
-            Err(e) if e.is_transient() && tokio::time::Instant::now() + pause < give_up => {
-                tracing::warn!(error = %e, retry_in_ms = pause.as_millis() as u64,
-                    "the task store is unreachable at start; waiting for it");
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(std::time::Duration::from_secs(2));
-            }
-            Err(e) => return Err(e),
-        }
     }
 }

@@ -7,11 +7,15 @@
 //! refused again, so it ends the one operation at once with an error the
 //! work can return as is. The database's own text stays in the server log:
 //! the error reaches the client as the task's result.
+//!
+//! The runtime's first heartbeat, before there is a runtime, is retried the
+//! same way for a bounded time ([`register_owner`]).
 
 use std::future::Future;
 use std::time::Duration;
 
 use mcptask_core::StoreError;
+use mcptask_core::store::ServerTaskStore;
 use rmcp::ErrorData;
 
 use super::RuntimeInner;
@@ -69,4 +73,36 @@ pub(crate) fn store_failure(what: &str, e: &StoreError) -> ErrorData {
         }
     };
     ErrorData::internal_error(message, None)
+}
+
+/// How long `RuntimeBuilder::start` waits for a database it cannot reach.
+/// A process started while its database restarts would otherwise exit and
+/// rely on whatever restarts it.
+const START_STORE_WAIT: Duration = Duration::from_secs(30);
+
+/// The first heartbeat of `RuntimeBuilder::start`, retried (100 ms doubling
+/// to 2 s) while the error is transient and [`START_STORE_WAIT`] has not
+/// passed. There is no runtime yet, so no shutdown to watch: the deadline
+/// bounds it instead. Returns the time it succeeded at.
+pub(super) async fn register_owner(
+    store: &dyn ServerTaskStore,
+    clock: &dyn mcptask_core::clock::Clock,
+    owner: &str,
+    lease_ms: i64,
+) -> Result<i64, StoreError> {
+    let give_up = tokio::time::Instant::now() + START_STORE_WAIT;
+    let mut pause = Duration::from_millis(100);
+    loop {
+        let now = clock.now_ms();
+        match store.heartbeat(owner, now, lease_ms).await {
+            Ok(_) => return Ok(now),
+            Err(e) if e.is_transient() && tokio::time::Instant::now() + pause < give_up => {
+                tracing::warn!(error = %e, retry_in_ms = pause.as_millis() as u64,
+                    "the task store is unreachable at start; waiting for it");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(2));
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
