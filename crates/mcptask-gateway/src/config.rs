@@ -245,13 +245,22 @@ pub struct ApiSection {
     pub max_body_bytes: usize,
     /// The URL clients reach this gateway at (behind a proxy: its public
     /// one), e.g. `https://mcptask.example.com`: the base of the OAuth
-    /// resource identifier and metadata URLs. Default: the request's `Host`.
+    /// resource identifier and metadata URLs. Required with `[[api.oauth]]`
+    /// (the audience is never taken from a request's `Host`).
     #[serde(default)]
     pub public_url: Option<Spanned<String>>,
     /// `[[api.oauth]]`: authorization servers whose access tokens (JWTs)
     /// this gateway accepts, beside the static tokens.
     #[serde(default)]
     pub oauth: Vec<IssuerSection>,
+}
+
+impl ApiSection {
+    /// The host of `public_url` (`mcptask.example.com`), if one is set.
+    pub fn public_host(&self) -> Option<String> {
+        let url = url::Url::parse(self.public_url.as_ref()?.get_ref()).ok()?;
+        url.host_str().map(str::to_string)
+    }
 }
 
 impl Default for ApiSection {
@@ -276,7 +285,7 @@ pub struct IssuerSection {
     /// named in the protected resource metadata.
     pub issuer: Spanned<String>,
     /// The audience a token must carry (`aud`). Default: this resource's
-    /// identifier (`public_url`, or the request's origin, with `/mcp`).
+    /// identifier, `public_url` + `/mcp`.
     #[serde(default)]
     pub audience: Option<String>,
     /// Where the issuer's keys are. Default: `jwks_uri` of its metadata
@@ -615,6 +624,19 @@ impl Config {
                 ));
             }
         }
+        // The resource identifier (the audience every OAuth token must
+        // carry) is configuration, never a request's Host: without it a
+        // token minted for another resource could be presented with that
+        // resource's name in the Host header and be accepted.
+        if let (Some(first), None) = (self.api.oauth.first(), &self.api.public_url) {
+            return Err(at(
+                path,
+                text,
+                first.issuer.span(),
+                "[[api.oauth]] needs [api] public_url: OAuth tokens are checked against this gateway's resource identifier, public_url + \"/mcp\", which is never taken from a request",
+                "add public_url = \"https://mcptask.example.com\" under [api] (the URL clients reach this gateway at, e.g. \"http://127.0.0.1:7777\" for local use), or set MCPTASK_PUBLIC_URL",
+            ));
+        }
         if let Some(url) = &self.api.public_url {
             let u = url.get_ref();
             if !(u.starts_with("https://") || u.starts_with("http://")) || u.ends_with('/') {
@@ -723,7 +745,7 @@ impl Config {
     }
 
     /// Environment overrides: `MCPTASK_DATABASE_URL`, `MCPTASK_LISTEN`,
-    /// `MCPTASK_AUTH` (`token`|`none`), `MCPTASK_OPERATOR_TOKEN` (an operator
+    /// `MCPTASK_PUBLIC_URL`, `MCPTASK_AUTH` (`token`|`none`), `MCPTASK_OPERATOR_TOKEN` (an operator
     /// token). `MCPTASK_API_TOKEN` is deliberately not read: it is the CLI's
     /// credential, often a principal's token, and a `serve` started in a
     /// shell that exports it must not turn that token into an operator's.
@@ -735,6 +757,9 @@ impl Config {
             self.api.listen = listen.parse().map_err(|_| {
                 ConfigError(format!("MCPTASK_LISTEN={listen:?} is not an address\n  fix: use HOST:PORT, e.g. 127.0.0.1:7777"))
             })?;
+        }
+        if let Some(url) = get("MCPTASK_PUBLIC_URL") {
+            self.api.public_url = Some(Spanned::new(0..0, url));
         }
         if let Some(auth) = get("MCPTASK_AUTH") {
             self.api.auth = match auth.as_str() {
@@ -1086,6 +1111,38 @@ secret = "s3cret"
         assert_eq!(c.tracker.policy.poll.min_ms, 100);
         assert_eq!(c.tracker.idle_tick, Duration::from_millis(50));
         assert_eq!(c.api.tokens[0].principal.as_deref(), Some("alice"));
+    }
+
+    /// The audience of OAuth tokens is configuration: an issuer without a
+    /// `public_url` is refused, at the issuer's line, with the fix; the
+    /// environment can supply it.
+    #[test]
+    fn oauth_needs_a_public_url() {
+        let text = "[api]\n[[api.oauth]]\nissuer = \"https://login.example.com\"\n";
+        let e = Config::parse("gw.toml", text).unwrap_err().0;
+        assert!(e.starts_with("gw.toml:3:"), "{e}");
+        assert!(
+            e.contains("public_url")
+                && e.contains("never taken from a request")
+                && e.contains("fix:"),
+            "{e}"
+        );
+        let with = text.replace(
+            "[api]\n",
+            "[api]\npublic_url = \"https://gw.example.com\"\n",
+        );
+        assert!(Config::parse("gw.toml", &with).is_ok());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gw.toml");
+        std::fs::write(&path, text).unwrap();
+        let c = Config::load_with_env(&path, |k| {
+            (k == "MCPTASK_PUBLIC_URL").then(|| "https://gw.example.com".to_string())
+        })
+        .unwrap();
+        assert_eq!(
+            c.api.public_url.as_ref().map(|u| u.get_ref().as_str()),
+            Some("https://gw.example.com")
+        );
     }
 
     #[test]

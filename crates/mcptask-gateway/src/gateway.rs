@@ -248,11 +248,15 @@ impl Gateway {
         let state = AppState::with_auth(self.calls.clone(), self.auth.clone(), metrics)
             .with_config(self.live.clone());
         let max_body = self.config.api.max_body_bytes;
-        let mcp = self
-            .config
-            .proxy
-            .enabled
-            .then(|| front::http_service(&self.calls, max_body, self.stop.clone()));
+        let public_host = self.config.api.public_host();
+        let mcp = self.config.proxy.enabled.then(|| {
+            front::http_service(
+                &self.calls,
+                max_body,
+                public_host.as_deref(),
+                self.stop.clone(),
+            )
+        });
         api::router_with_mcp(state, max_body, mcp)
     }
 

@@ -40,6 +40,7 @@ pub mod auth;
 pub mod calls;
 pub mod config;
 mod drivers;
+pub mod failure;
 pub mod front;
 mod gateway;
 pub mod live;

@@ -5,6 +5,7 @@
 //! variant with one message.
 
 use mcptask_core::StoreError;
+use mcptask_core::redact::{Internal, Redacted};
 use rmcp::ErrorData;
 
 /// The message every "no such task for you" answer carries, so unknown,
@@ -63,10 +64,8 @@ impl From<TaskError> for ErrorData {
             ),
             // The driver's text names tables, statements and paths: it goes
             // to the log, the client learns only that the store failed.
-            TaskError::Store(e) => {
-                tracing::warn!(error = %e, "task request failed in the store");
-                ErrorData::internal_error("task store unavailable; retry later", None)
-            }
+            TaskError::Store(e) => redacted_error(&redact(Internal::Store, &e)),
+            TaskError::Internal(e) => redacted_error(&redact(Internal::Bug, &e)),
             TaskError::Overloaded(why) => ErrorData::new(
                 rmcp::model::ErrorCode(SERVER_BUSY),
                 format!("server busy: {why}; retry later"),
@@ -75,4 +74,22 @@ impl From<TaskError> for ErrorData {
             other => ErrorData::internal_error(other.to_string(), None),
         }
     }
+}
+
+/// Log `detail` (an error whose text is for the operator only) under a new
+/// incident of `kind`, and return what the caller is told: the one
+/// redaction rule of [`mcptask_core::redact`], used by every face.
+pub fn redact(kind: Internal, detail: &dyn std::fmt::Display) -> Redacted {
+    let redacted = Redacted::new(kind);
+    tracing::warn!(incident = %redacted.incident, error = %detail, "a request failed: {}", kind.public_message());
+    redacted
+}
+
+/// A redacted failure as a JSON-RPC error (`-32603`, the incident in
+/// `data`).
+pub fn redacted_error(redacted: &Redacted) -> ErrorData {
+    ErrorData::internal_error(
+        redacted.message(),
+        Some(serde_json::json!({"incident": redacted.incident})),
+    )
 }

@@ -69,7 +69,7 @@ pub use engine::{
     CreateRequest, MAX_LIST_LIMIT, Maintenance, RuntimeBuilder, TaskChange, TaskOverview,
     TaskRuntime,
 };
-pub use error::{SERVER_BUSY, TASK_NOT_FOUND, TaskError};
+pub use error::{SERVER_BUSY, TASK_NOT_FOUND, TaskError, redact, redacted_error};
 pub use mcp::{DurableTaskServer, Principal, TaskListenLayer, TaskListenService};
 pub use mcptask_core::server::{InterruptPolicy, TaskSupport};
 pub use tool::input;

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use mcptask_core::store::{RemoteTaskStore, ServerTaskStore};
 
 pub use error::OpenError;
-pub use flows::SqlStore;
+pub use flows::{NotReady, SqlStore};
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
@@ -74,7 +74,7 @@ impl Store {
 
     /// Whether the store can serve (see [`SqlStore::readiness`]): reachable
     /// within `within`, with every migration applied.
-    pub async fn readiness(&self, within: std::time::Duration) -> Result<(), String> {
+    pub async fn readiness(&self, within: std::time::Duration) -> Result<(), NotReady> {
         match self {
             Store::Sqlite(s) => s.readiness(within).await,
             Store::Postgres(s) => s.readiness(within).await,

@@ -4,6 +4,8 @@ use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use mcptask_client::TrackerError;
+
+use crate::failure::Failure;
 use serde_json::json;
 
 /// An API error: HTTP status, stable machine code, human message.
@@ -69,72 +71,64 @@ impl IntoResponse for ApiError {
     }
 }
 
-impl From<TrackerError> for ApiError {
-    fn from(e: TrackerError) -> Self {
-        let message = e.to_string();
-        match e {
-            TrackerError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "not_found", message),
-            TrackerError::InvalidInput(_) => {
-                ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+/// A failure as REST renders it: its stable code, an HTTP status, the
+/// caller's message (`crate::failure` decided both, and redacted).
+impl From<Failure> for ApiError {
+    fn from(f: Failure) -> Self {
+        let status = match &f {
+            Failure::BadRequest(_) | Failure::InvalidAnswer { .. } => StatusCode::BAD_REQUEST,
+            Failure::TaskNotFound
+            | Failure::NotFound(_)
+            | Failure::UnknownServer(_)
+            | Failure::UnknownTool(_) => StatusCode::NOT_FOUND,
+            Failure::Forbidden(_) => StatusCode::FORBIDDEN,
+            Failure::Remote(_) | Failure::Protocol(_) | Failure::Unreachable { .. } => {
+                StatusCode::BAD_GATEWAY
             }
-            TrackerError::AnswerRejected {
-                ref key,
-                ref field,
-                ref reason,
-            } => ApiError {
-                details: Some(json!({"key": key, "field": field, "reason": reason})),
-                ..ApiError::new(StatusCode::BAD_REQUEST, "invalid_answer", message)
-            },
-            TrackerError::UnknownServer(_) => {
-                ApiError::new(StatusCode::NOT_FOUND, "unknown_server", message)
+            Failure::InputNeeded { .. } | Failure::Cancelled => StatusCode::CONFLICT,
+            Failure::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            Failure::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            Failure::MissingCapability => StatusCode::BAD_REQUEST,
+            Failure::Busy(_) | Failure::ShuttingDown | Failure::Store(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
             }
-            TrackerError::Remote(data) => ApiError {
-                details: Some(
-                    json!({"code": data.code.0, "message": data.message, "data": data.data}),
-                ),
-                ..ApiError::new(StatusCode::BAD_GATEWAY, "remote_error", message)
-            },
-            TrackerError::Unavailable(_) => {
-                ApiError::new(StatusCode::BAD_GATEWAY, "unavailable", message)
+            Failure::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        let mut error = ApiError::new(status, f.code(), f.message());
+        match f {
+            Failure::InvalidAnswer {
+                key, field, reason, ..
+            } => error.details = Some(json!({"key": key, "field": field, "reason": reason})),
+            Failure::Remote(data) => {
+                error.details =
+                    Some(json!({"code": data.code.0, "message": data.message, "data": data.data}))
             }
-            TrackerError::Busy(_) => ApiError {
-                retry_after: Some(1),
-                ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "busy", message)
-            },
-            TrackerError::AlreadyTracked(_) => {
-                ApiError::new(StatusCode::BAD_GATEWAY, "protocol_error", message)
-            }
-            TrackerError::Protocol(_) => {
-                ApiError::new(StatusCode::BAD_GATEWAY, "protocol_error", message)
-            }
-            TrackerError::InputNeeded {
+            Failure::InputNeeded {
                 requests,
                 request_state,
                 ..
-            } => ApiError {
-                details: Some(json!({"inputRequests": requests, "requestState": request_state})),
-                ..ApiError::new(StatusCode::CONFLICT, "input_needed", message)
-            },
-            TrackerError::Timeout(_) => {
-                ApiError::new(StatusCode::GATEWAY_TIMEOUT, "timeout", message)
+            } => {
+                error.details =
+                    Some(json!({"inputRequests": requests, "requestState": request_state}))
             }
-            TrackerError::ShuttingDown => {
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", message)
+            Failure::RateLimited(busy) => {
+                // 0 once a held refusal has waited its time out.
+                error.retry_after = Some(((busy.retry_after_ms + 999) / 1000).max(0) as u64);
+                error.details = Some(json!({"retryAfterMs": busy.retry_after_ms}));
             }
-            // The driver's text names tables, constraints and file paths:
-            // it goes to the log, never to the client.
-            TrackerError::Store(e) => {
-                tracing::warn!(error = %e, "API request failed in the task store");
-                ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "store_unavailable",
-                    "the task store is unavailable or busy; retry later",
-                )
+            Failure::Busy(_) => error.retry_after = Some(1),
+            Failure::Unreachable { redacted: r, .. } | Failure::Store(r) | Failure::Internal(r) => {
+                error.details = Some(json!({"incident": r.incident}))
             }
-            // `TrackerError` is non-exhaustive: a kind added later is an
-            // internal error until it is given its own code here.
-            _ => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message),
+            _ => {}
         }
+        error
+    }
+}
+
+impl From<TrackerError> for ApiError {
+    fn from(e: TrackerError) -> Self {
+        Failure::from(e).into()
     }
 }
 
@@ -176,40 +170,12 @@ where
 
 impl From<crate::auth::NotAllowed> for ApiError {
     fn from(e: crate::auth::NotAllowed) -> Self {
-        ApiError::forbidden(e.0)
+        Failure::from(e).into()
     }
 }
 
 impl From<crate::calls::CallError> for ApiError {
     fn from(e: crate::calls::CallError) -> Self {
-        use mcptask_server::TaskError;
-        match e {
-            crate::calls::CallError::Tracker(e) => e.into(),
-            crate::calls::CallError::Busy(busy) => ApiError {
-                // 0 once a held refusal has waited its time out.
-                retry_after: Some(((busy.retry_after_ms + 999) / 1000).max(0) as u64),
-                details: Some(json!({"retryAfterMs": busy.retry_after_ms})),
-                ..ApiError::new(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "rate_limited",
-                    busy.to_string(),
-                )
-            },
-            e @ crate::calls::CallError::UnknownTool { .. } => {
-                ApiError::new(StatusCode::NOT_FOUND, "unknown_tool", e.to_string())
-            }
-            crate::calls::CallError::Runtime(TaskError::Overloaded(why)) => ApiError {
-                retry_after: Some(1),
-                ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "busy", why)
-            },
-            crate::calls::CallError::Runtime(TaskError::InvalidParams(why)) => {
-                ApiError::bad_request(why)
-            }
-            crate::calls::CallError::Runtime(other) => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "unavailable",
-                other.to_string(),
-            ),
-        }
+        Failure::from(e).into()
     }
 }

@@ -277,7 +277,8 @@ pub async fn call_tool(
             caller: caller.clone(),
         })
         .instrument(span)
-        .await?;
+        .await
+        .map_err(|e| crate::failure::Failure::from(e).for_caller(&caller))?;
     match outcome {
         Started::Completed(result) => Ok((
             StatusCode::OK,

@@ -124,21 +124,9 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The origin a request reached this gateway at (`http://HOST`), for the
-/// URLs of the OAuth metadata when no `public_url` is configured.
-fn origin(request: &Request) -> String {
-    let host = request
-        .headers()
-        .get(axum::http::header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or("localhost");
-    format!("http://{host}")
-}
-
 async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
-    let origin = origin(&request);
     let bearer = bearer(&request);
-    match state.auth.authenticate(bearer.as_deref(), &origin).await {
+    match state.auth.authenticate(bearer.as_deref()).await {
         Ok(caller) => {
             request.extensions_mut().insert(caller);
             next.run(request).await
@@ -160,7 +148,7 @@ async fn authenticate(State(state): State<AppState>, mut request: Request, next:
                 _ => ApiError::unauthorized(),
             }
             .into_response();
-            if let Ok(value) = state.auth.challenge(&refusal, &origin).parse() {
+            if let Ok(value) = state.auth.challenge(&refusal).parse() {
                 response
                     .headers_mut()
                     .insert(axum::http::header::WWW_AUTHENTICATE, value);
@@ -180,21 +168,34 @@ async fn ready(State(state): State<AppState>) -> Response {
         .await
     {
         Ok(()) => "ready".into_response(),
-        Err(why) => ApiError::new(
+        Err(why @ mcptask_sql::NotReady::MigrationsPending { .. }) => ApiError::new(
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
             "not_ready",
-            why,
+            why.to_string(),
         )
         .into_response(),
+        // Unauthenticated: the driver's text is for the log only.
+        Err(why) => {
+            let failure = crate::failure::Failure::store(&why);
+            let mut error = ApiError::new(
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                "not_ready",
+                failure.message(),
+            );
+            error.details = failure
+                .incident()
+                .map(|i| serde_json::json!({"incident": i}));
+            error.into_response()
+        }
     }
 }
 
 /// The protected resource metadata (RFC 9728), when OAuth is configured.
-async fn resource_metadata(State(state): State<AppState>, request: Request) -> Response {
-    if !state.auth.oauth() {
-        return ApiError::not_found("route").into_response();
+async fn resource_metadata(State(state): State<AppState>) -> Response {
+    match state.auth.resource_metadata() {
+        Some(metadata) => axum::Json(metadata).into_response(),
+        None => ApiError::not_found("route").into_response(),
     }
-    axum::Json(state.auth.resource_metadata(&origin(&request))).into_response()
 }
 
 /// A call of a caller over its fair limits, refused from its headers

@@ -71,7 +71,7 @@ pub async fn list_tools(
                 }
                 _ => "",
             };
-            let mut error = ApiError::from(e);
+            let mut error = ApiError::from(crate::failure::Failure::from(e).for_caller(&caller));
             error.message = format!(
                 "cannot list the tools of server {name:?}: {}{fix}",
                 error.message

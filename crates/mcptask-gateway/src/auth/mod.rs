@@ -136,12 +136,20 @@ impl Settings {
         }
     }
 
-    fn base<'a>(&'a self, origin: &'a str) -> &'a str {
-        self.public_url.as_deref().unwrap_or(origin)
+    /// The resource identifier of the MCP endpoint: `public_url` + `/mcp`.
+    /// Configuration only (a configuration with `[[api.oauth]]` and no
+    /// `public_url` is refused), never a request's `Host` or forwarded
+    /// headers: the audience check, the metadata and the challenge all read
+    /// this one value.
+    fn resource(&self) -> Option<String> {
+        self.public_url.as_ref().map(|base| format!("{base}/mcp"))
     }
 
-    fn resource(&self, origin: &str) -> String {
-        format!("{}/mcp", self.base(origin))
+    /// RFC 9728's well-known URL of the resource's metadata.
+    fn metadata_url(&self) -> Option<String> {
+        self.public_url
+            .as_ref()
+            .map(|base| format!("{base}/.well-known/oauth-protected-resource/mcp"))
     }
 }
 
@@ -174,23 +182,14 @@ impl Authenticator {
         !self.settings().issuers.is_empty()
     }
 
-    /// This gateway's base URL: `public_url`, else from the request's
-    /// `Host` (`origin`, e.g. `http://127.0.0.1:7777`).
-    pub fn base(&self, origin: &str) -> String {
-        self.settings().base(origin).to_string()
-    }
-
-    /// The resource identifier of the MCP endpoint (the default audience).
-    pub fn resource(&self, origin: &str) -> String {
-        self.settings().resource(origin)
+    /// The resource identifier of the MCP endpoint (the default audience):
+    /// `public_url` + `/mcp`, when one is configured.
+    pub fn resource(&self) -> Option<String> {
+        self.settings().resource()
     }
 
     /// The caller `bearer` speaks for.
-    pub async fn authenticate(
-        &self,
-        bearer: Option<&str>,
-        origin: &str,
-    ) -> Result<Caller, Refusal> {
+    pub async fn authenticate(&self, bearer: Option<&str>) -> Result<Caller, Refusal> {
         let settings = self.settings();
         if settings.mode == AuthMode::None {
             return Ok(Caller {
@@ -219,12 +218,20 @@ impl Authenticator {
             .iter()
             .find(|i| Some(i.issuer()) == named.as_deref())
             .ok_or_else(|| Refusal::invalid(format!("issuer {named:?} is not configured")))?;
-        issuer.verify(token, &settings.resource(origin)).await
+        // Checked at start: OAuth is configured only with a public_url.
+        let resource = settings
+            .resource()
+            .ok_or_else(|| Refusal::invalid("no public_url is configured"))?;
+        issuer.verify(token, &resource).await
     }
 
-    /// The protected resource metadata (RFC 9728).
-    pub fn resource_metadata(&self, origin: &str) -> Value {
+    /// The protected resource metadata (RFC 9728), when OAuth is
+    /// configured.
+    pub fn resource_metadata(&self) -> Option<Value> {
         let settings = self.settings();
+        if settings.issuers.is_empty() {
+            return None;
+        }
         let mut scopes: Vec<&str> = settings
             .issuers
             .iter()
@@ -232,30 +239,32 @@ impl Authenticator {
             .collect();
         scopes.sort_unstable();
         scopes.dedup();
-        json!({
-            "resource": settings.resource(origin),
+        Some(json!({
+            "resource": settings.resource()?,
             "authorization_servers": settings.issuers.iter().map(|i| i.issuer()).collect::<Vec<_>>(),
             "scopes_supported": scopes,
             "bearer_methods_supported": ["header"],
             "resource_name": "mcptask",
-        })
+        }))
     }
 
-    /// Where the metadata is: RFC 9728's well-known URL of the resource.
-    pub fn metadata_url(&self, origin: &str) -> String {
-        format!(
-            "{}/.well-known/oauth-protected-resource/mcp",
-            self.base(origin)
-        )
-    }
-
-    /// The `WWW-Authenticate` value of a refusal.
-    pub fn challenge(&self, refusal: &Refusal, origin: &str) -> String {
+    /// The `WWW-Authenticate` value of a refusal (RFC 6750): a token that
+    /// was refused says `error="invalid_token"`, so a host tells its user
+    /// the token is wrong instead of starting a login; where to get a token
+    /// (`resource_metadata`, RFC 9728) only when OAuth is configured.
+    pub fn challenge(&self, refusal: &Refusal) -> String {
         let settings = self.settings();
-        if settings.issuers.is_empty() {
-            return "Bearer".into();
-        }
-        let metadata = self.metadata_url(origin);
+        let metadata = match settings.metadata_url() {
+            Some(url) if !settings.issuers.is_empty() => url,
+            _ => {
+                return match refusal {
+                    Refusal::Missing => "Bearer".into(),
+                    Refusal::Invalid(_) | Refusal::InsufficientScope(_) => {
+                        "Bearer error=\"invalid_token\", error_description=\"the token is not one this gateway accepts\"".into()
+                    }
+                };
+            }
+        };
         let scopes: Vec<&str> = settings
             .issuers
             .iter()

@@ -302,6 +302,8 @@ impl HandleCommit for Mirror {
                     row.record.remote_task_id.clone(),
                 ))
             }
+            Err(TaskError::Store(e)) => Err(TrackerError::Store(e)),
+            Err(TaskError::ShuttingDown) => Err(TrackerError::ShuttingDown),
             Err(e) => Err(TrackerError::Unavailable(e.to_string())),
         }
     }

@@ -10,6 +10,7 @@
 //! of servers, never to the number of tasks. A server that offers none, or
 //! cannot be reached, is left out of the list and logged.
 
+use crate::failure::Failure;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Mutex;
@@ -41,7 +42,7 @@ pub struct Directory {
 fn error_of(e: ServiceError) -> ErrorData {
     match e {
         ServiceError::McpError(data) => data,
-        other => ErrorData::internal_error(other.to_string(), None),
+        other => Failure::unreachable(&other).into(),
     }
 }
 
@@ -54,13 +55,10 @@ where
 {
     let pool = upstreams
         .lanes(server)
-        .map_err(|e| ErrorData::internal_error(e, None))?;
+        .map_err(|e| Failure::unreachable(&e))?;
     let limit = pool.options().call_timeout;
     let call = async {
-        let lane = pool
-            .acquire()
-            .await
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let lane = pool.acquire().await.map_err(|e| Failure::unreachable(&e))?;
         op(lane.peer().clone()).await.map_err(error_of)
     };
     match tokio::time::timeout(limit, call).await {

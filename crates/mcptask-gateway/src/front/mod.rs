@@ -6,6 +6,7 @@ pub mod agent_tools;
 mod directory;
 mod pass_through;
 mod server;
+mod sessions;
 
 use std::sync::Arc;
 
@@ -16,14 +17,20 @@ use tokio_util::sync::CancellationToken;
 
 pub use pass_through::PassThrough;
 pub use server::{CallerFn, FrontServer};
+pub use sessions::{Owned, OwnedSessions, SessionOwners};
 
 use crate::auth::Caller;
 use crate::calls::Calls;
 
-/// The front's MCP endpoint over Streamable HTTP, with task notifications
-/// and the fast path of stateless pass-through calls.
-pub type FrontService = PassThrough<
-    mcptask_server::TaskListenService<StreamableHttpService<FrontServer, LocalSessionManager>>,
+/// The front's MCP endpoint over Streamable HTTP, with task notifications,
+/// the fast path of stateless pass-through calls, and sessions bound to the
+/// callers that opened them.
+pub type FrontService = OwnedSessions<
+    PassThrough<
+        mcptask_server::TaskListenService<
+            StreamableHttpService<FrontServer, Owned<LocalSessionManager>>,
+        >,
+    >,
 >;
 
 /// The front server, with callers identified by `caller`.
@@ -34,8 +41,23 @@ pub fn server(calls: &Calls, caller: CallerFn) -> FrontServer {
 /// The Streamable HTTP service for `/mcp` (2026-07-28 stateless, older
 /// clients in sessions). Callers are those the HTTP layer authenticated
 /// (a [`Caller`] in the request's extensions).
-pub fn http_service(calls: &Calls, max_body_bytes: usize, stop: CancellationToken) -> FrontService {
-    let config = StreamableHttpServerConfig::default()
+///
+/// `public_host` (the host of `[api] public_url`) is accepted in `Host`
+/// beside the loopback names rmcp accepts by default (its DNS-rebinding
+/// guard), so a reverse proxy that keeps the public `Host` reaches `/mcp`.
+pub fn http_service(
+    calls: &Calls,
+    max_body_bytes: usize,
+    public_host: Option<&str>,
+    stop: CancellationToken,
+) -> FrontService {
+    let mut config = StreamableHttpServerConfig::default();
+    if let Some(host) = public_host {
+        let mut hosts = config.allowed_hosts.clone();
+        hosts.push(host.to_string());
+        config = config.with_allowed_hosts(hosts);
+    }
+    let config = config
         .with_json_response(true)
         .with_max_request_body_bytes(max_body_bytes)
         .with_cancellation_token(stop);
@@ -50,9 +72,10 @@ pub fn http_service(calls: &Calls, max_body_bytes: usize, stop: CancellationToke
                 .unwrap_or_default()
         }),
     );
+    let owners = SessionOwners::default();
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
-        Arc::new(LocalSessionManager::default()),
+        Arc::new(Owned::new(LocalSessionManager::default(), owners.clone())),
         config,
     );
     // Front task notifications on `subscriptions/listen` (rmcp cannot
@@ -60,7 +83,10 @@ pub fn http_service(calls: &Calls, max_body_bytes: usize, stop: CancellationToke
     let service = mcptask_server::TaskListenLayer::new()
         .max_inspected_bytes(max_body_bytes)
         .wrap(service);
-    PassThrough::new(service, calls.clone(), max_body_bytes)
+    OwnedSessions::new(
+        PassThrough::new(service, calls.clone(), max_body_bytes),
+        owners,
+    )
 }
 
 /// Serve the front on stdin/stdout, every call bound to `principal`, until

@@ -42,6 +42,7 @@ use serde_json::{Value, json};
 use super::agent_tools;
 use crate::auth::Caller;
 use crate::calls::{Admitted, Busy, Calls};
+use crate::failure::Failure;
 
 /// The request headers an upstream gets from the caller: the protocol's
 /// routing headers, the tool's mirrored parameters (`Mcp-Param-*`) and the
@@ -356,7 +357,8 @@ async fn relay(
     let answer = match tokio::time::timeout_at(deadline, request.body(body).send()).await {
         Ok(Ok(answer)) => answer,
         Ok(Err(e)) if e.is_connect() => return Err(NotSent),
-        Ok(Err(e)) => return Ok(rpc_error(&call.id, format!("tools/call: {e}"))),
+        // reqwest's text names the upstream's URL: logged, not relayed.
+        Ok(Err(e)) => return Ok(rpc_answer(&call.id, Failure::unreachable(&e).into())),
         Err(_) => {
             let timeout = upstream.timeout;
             return Ok(rpc_error(

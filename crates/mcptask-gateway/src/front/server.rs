@@ -27,6 +27,7 @@ use super::agent_tools;
 use super::directory::Directory;
 use crate::auth::Caller;
 use crate::calls::{CallError, Calls};
+use crate::failure::Failure;
 use crate::upstreams::Upstreams;
 use crate::upstreams::catalog::Route;
 
@@ -58,29 +59,14 @@ fn started(task: Task, route: &Route, declares: bool) -> CallToolResponse {
     }
 }
 
-/// A call that could not be made, as the caller's JSON-RPC error.
-fn refused(e: CallError) -> ErrorData {
-    match e {
-        CallError::Runtime(e) => e.into(),
-        CallError::Tracker(TrackerError::Remote(data)) => data,
-        CallError::Tracker(TrackerError::Busy(why)) => TaskError::Overloaded(why).into(),
-        CallError::Tracker(TrackerError::InvalidInput(why)) => ErrorData::invalid_params(why, None),
-        CallError::Tracker(e @ TrackerError::AnswerRejected { .. }) => {
-            ErrorData::invalid_params(e.to_string(), None)
-        }
-        CallError::Tracker(e) => ErrorData::internal_error(e.to_string(), None),
-        CallError::UnknownTool { tool, .. } => TaskError::UnknownTool(tool).into(),
-        CallError::Busy(busy) => busy_error(&busy),
-    }
+/// A call that could not be made, as `caller`'s JSON-RPC error.
+fn refused(e: CallError, caller: &Caller) -> ErrorData {
+    Failure::from(e).for_caller(caller).into()
 }
 
 /// The protocol's busy error for a caller over its fair limits.
 pub(super) fn busy_error(busy: &crate::calls::Busy) -> ErrorData {
-    ErrorData::new(
-        rmcp::model::ErrorCode(mcptask_server::SERVER_BUSY),
-        busy.to_string(),
-        Some(json!({"reason": "rate_limited", "retryAfterMs": busy.retry_after_ms})),
-    )
+    Failure::RateLimited(busy.clone()).into()
 }
 
 impl FrontServer {
@@ -118,12 +104,12 @@ impl FrontServer {
         route: &Route,
         driver: Driver,
         arguments: JsonObject,
-        principal: Option<String>,
+        caller: &Caller,
         request: &CallToolRequestParams,
         declares: bool,
     ) -> Result<CallToolResponse, ErrorData> {
         let options = CallOptions {
-            principal,
+            principal: caller.principal.clone(),
             face: Some(Face::Mcp),
             ..Default::default()
         };
@@ -132,7 +118,7 @@ impl FrontServer {
             .calls
             .run(route, driver, arguments, &options, inputs)
             .await
-            .map_err(refused)?;
+            .map_err(|e| refused(e, caller))?;
         Ok(started(task, route, declares))
     }
 
@@ -145,13 +131,13 @@ impl FrontServer {
         route: &Route,
         driver: Driver,
         arguments: JsonObject,
-        principal: Option<String>,
+        caller: &Caller,
         request: &CallToolRequestParams,
         declares: bool,
     ) -> Result<CallToolResponse, ErrorData> {
         let mirror = self.calls.mirrored(route, arguments.clone());
         let options = CallOptions {
-            principal: principal.clone(),
+            principal: caller.principal.clone(),
             correlation: Some(json!({"frontTool": route.front})),
             input_responses: request.input_responses.clone().unwrap_or_default(),
             request_state: request.request_state.clone(),
@@ -177,10 +163,11 @@ impl FrontServer {
             Ok(CallOutcome::Completed(result)) => Ok(CallToolResponse::Complete(result)),
             Ok(CallOutcome::Task(record)) => match mirror.created() {
                 Some(task) => Ok(started(task, route, declares)),
-                None => Err(ErrorData::internal_error(
-                    format!("call {} was kept without its task", record.id),
-                    None,
-                )),
+                None => Err(Failure::internal(&format!(
+                    "call {} was kept without its task",
+                    record.id
+                ))
+                .into()),
             },
             Err(TrackerError::InputNeeded {
                 requests,
@@ -188,10 +175,9 @@ impl FrontServer {
                 ..
             }) if declares => {
                 let requests: InputRequests = serde_json::from_value(requests).map_err(|e| {
-                    ErrorData::internal_error(
-                        format!("the upstream's input requests cannot be relayed: {e}"),
-                        None,
-                    )
+                    Failure::internal(&format!(
+                        "the upstream's input requests cannot be relayed: {e}"
+                    ))
                 })?;
                 let mut round = InputRequiredResult::from_input_requests(requests);
                 round.request_state = request_state;
@@ -210,7 +196,7 @@ impl FrontServer {
                     )),
                 ])))
             }
-            Err(e) => Err(refused(e.into())),
+            Err(e) => Err(refused(e.into(), caller)),
         }
     }
 
@@ -226,11 +212,8 @@ impl FrontServer {
         let pool = self
             .upstreams
             .lanes(&route.server)
-            .map_err(|e| ErrorData::internal_error(e, None))?;
-        let lane = pool
-            .acquire()
-            .await
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+            .map_err(|e| Failure::unreachable(&e))?;
+        let lane = pool.acquire().await.map_err(|e| Failure::unreachable(&e))?;
         let mut running = sync_call(
             lane,
             &route.tool,
@@ -333,9 +316,7 @@ async fn relay_ask(peer: rmcp::Peer<RoleServer>, ask: mcptask_client::upstream::
         answer = peer.send_request(request) => answer,
     };
     ask.respond(match answer {
-        Ok(result) => {
-            serde_json::to_value(result).map_err(|e| ErrorData::internal_error(e.to_string(), None))
-        }
+        Ok(result) => serde_json::to_value(result).map_err(|e| Failure::internal(&e).into()),
         Err(rmcp::service::ServiceError::McpError(data)) => Err(data),
         Err(e) => Err(ErrorData::internal_error(
             format!("the client did not answer: {e}"),
@@ -345,12 +326,7 @@ async fn relay_ask(peer: rmcp::Peer<RoleServer>, ask: mcptask_client::upstream::
 }
 
 fn error_of(e: mcptask_client::upstream::UpstreamError) -> ErrorData {
-    use mcptask_client::upstream::UpstreamError;
-    match e {
-        UpstreamError::Rpc(data) => data,
-        UpstreamError::Remote(e) => ErrorData::internal_error(e.to_string(), None),
-        UpstreamError::Cancelled => ErrorData::internal_error("the call was cancelled", None),
-    }
+    Failure::from(e).into()
 }
 
 /// How often a session's list-change follower checks that its session lives.
@@ -437,7 +413,6 @@ impl ServerHandler for FrontServer {
             .cloned()
             .ok_or_else(|| ErrorData::from(TaskError::UnknownTool(name.clone())))?;
         let arguments = request.arguments.clone().unwrap_or_default();
-        let principal = caller.principal.clone();
         let declares = declares_tasks(&context);
         // A caller that does not declare tasks gets the synchronous answer,
         // unless the tool runs in the background (configured, or it can
@@ -454,12 +429,12 @@ impl ServerHandler for FrontServer {
                     .await
             }
             Plan::Track(driver) => {
-                self.tracked(&route, driver, arguments, principal, &request, declares)
+                self.tracked(&route, driver, arguments, &caller, &request, declares)
                     .instrument(span)
                     .await
             }
             Plan::Run(driver) => {
-                self.run(&route, driver, arguments, principal, &request, declares)
+                self.run(&route, driver, arguments, &caller, &request, declares)
                     .instrument(span)
                     .await
             }

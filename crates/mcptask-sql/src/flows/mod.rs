@@ -160,36 +160,39 @@ impl<D: Backend> SqlStore<D> {
 
     /// Whether the store can serve: reachable within `within`, and every
     /// migration this build knows applied. The error says which is not.
-    pub async fn readiness(&self, within: std::time::Duration) -> Result<(), String> {
-        let check = async {
-            let mut conn = self
-                .reader
-                .acquire()
+    pub async fn readiness(&self, within: std::time::Duration) -> Result<(), NotReady> {
+        let check =
+            async {
+                let mut conn =
+                    self.reader.acquire().await.map_err(|e| {
+                        NotReady::Database(format!("the database is unreachable: {e}"))
+                    })?;
+                let row = D::fetch_optional(
+                    &mut conn,
+                    "SELECT count(*) AS n FROM _sqlx_migrations WHERE success",
+                    Vec::new(),
+                )
                 .await
-                .map_err(|e| format!("the database is unreachable: {e}"))?;
-            let row = D::fetch_optional(
-                &mut conn,
-                "SELECT count(*) AS n FROM _sqlx_migrations WHERE success",
-                Vec::new(),
-            )
-            .await
-            .map_err(|e| format!("the schema cannot be read: {e}"))?;
-            let applied = match row {
-                Some(row) => D::column::<i64>(&row, "n").map_err(|e| e.to_string())?,
-                None => 0,
+                .map_err(|e| NotReady::Database(format!("the schema cannot be read: {e}")))?;
+                let applied = match row {
+                    Some(row) => D::column::<i64>(&row, "n")
+                        .map_err(|e| NotReady::Database(e.to_string()))?,
+                    None => 0,
+                };
+                let known = D::migrator().iter().count() as i64;
+                if applied < known {
+                    return Err(NotReady::MigrationsPending {
+                        pending: known - applied,
+                        known,
+                    });
+                }
+                Ok(())
             };
-            let known = D::migrator().iter().count() as i64;
-            if applied < known {
-                return Err(format!(
-                    "{} of {known} migrations are not applied yet (`mcptask migrate`)",
-                    known - applied
-                ));
-            }
-            Ok(())
-        };
         match tokio::time::timeout(within, check).await {
             Ok(r) => r,
-            Err(_) => Err(format!("the database did not answer within {within:?}")),
+            Err(_) => Err(NotReady::Database(format!(
+                "the database did not answer within {within:?}"
+            ))),
         }
     }
 
@@ -280,4 +283,21 @@ impl<'a> DynamicSql<'a> {
     pub(crate) fn build(self) -> (Sql, Vec<Arg<'a>>) {
         (Sql::Owned(self.text), self.args)
     }
+}
+
+/// Why a store cannot serve yet ([`SqlStore::readiness`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotReady {
+    /// The database is unreachable, or did not answer in time; the text is
+    /// the driver's, for the log.
+    #[error("{0}")]
+    Database(String),
+    /// Migrations this build knows are not applied yet.
+    #[error("{pending} of {known} migrations are not applied yet (`mcptask migrate`)")]
+    MigrationsPending {
+        /// How many are missing.
+        pending: i64,
+        /// How many this build knows.
+        known: i64,
+    },
 }

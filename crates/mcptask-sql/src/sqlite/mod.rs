@@ -51,6 +51,7 @@ impl SqlStore<Sqlite> {
             .busy_timeout(busy_timeout);
         let path = options.get_filename().to_path_buf();
         crate::diagnose::sqlite_preflight(&path).map_err(|reason| connect_err(reason, None))?;
+        create_private(&path);
         let failed =
             |e: sqlx::Error| connect_err(crate::diagnose::sqlite_reason(&path, &e), Some(e));
         let acquire = Duration::from_secs(60);
@@ -78,6 +79,19 @@ impl SqlStore<Sqlite> {
     pub fn writer_pool(&self) -> &SqlitePool {
         &self.writer
     }
+}
+
+/// Create the database file, readable by its owner only, if it does not
+/// exist yet: it holds every call's arguments and results and the sealed
+/// OAuth tokens, and SQLite gives its -wal and -shm files the main file's
+/// mode. An existing file keeps the mode its owner gave it; a failure here
+/// is left to the connection to report.
+fn create_private(path: &std::path::Path) {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let _ = options.open(path);
 }
 
 /// Each connection's page cache (`PRAGMA cache_size`; negative: KiB), 8 MiB

@@ -98,6 +98,9 @@ pub fn init(output: Option<&Path>, force: bool) -> anyhow::Result<()> {
     } else {
         options.create_new(true);
     }
+    // It holds the operator token: readable by its owner only.
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     let mut file = match options.open(path) {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => bail!(
             "{} already exists\n  fix: pass --force to replace it, or choose another --output",
@@ -105,6 +108,13 @@ pub fn init(output: Option<&Path>, force: bool) -> anyhow::Result<()> {
         ),
         other => other.with_context(|| format!("cannot create {}", path.display()))?,
     };
+    // A file replaced with --force keeps its old mode unless told.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .with_context(|| format!("cannot make {} private", path.display()))?;
+    }
     file.write_all(text.as_bytes())
         .with_context(|| format!("cannot write {}", path.display()))?;
     if !key_path.exists() {

@@ -252,6 +252,17 @@ fn config_init_writes_a_valid_file_once_and_completions_generate() {
     assert_eq!(init.status.code(), Some(0), "{init:?}");
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.contains("[[api.tokens]]"), "{text}");
+    // It holds the operator token, the key file the sealing key: owner only.
+    let mode = |p: &std::path::Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+    };
+    assert_eq!(mode(&path), 0o600, "mcptask.toml");
+    assert_eq!(
+        mode(&dir.path().join("mcptask-secret.key")),
+        0o600,
+        "the key file"
+    );
     let check = run(&["config", "check"]);
     assert_eq!(check.status.code(), Some(0), "{check:?}");
     let summary = String::from_utf8_lossy(&check.stdout);
@@ -264,6 +275,14 @@ fn config_init_writes_a_valid_file_once_and_completions_generate() {
     assert_eq!(again.status.code(), Some(1), "{again:?}");
     assert!(String::from_utf8_lossy(&again.stderr).contains("--force"));
     assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "untouched");
+    // Replaced with --force over a world-readable file: private again.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let forced = run(&["config", "init", "--output", "mcptask.toml", "--force"]);
+    assert_eq!(forced.status.code(), Some(0), "{forced:?}");
+    assert_eq!(mode(&path), 0o600, "mcptask.toml after --force");
 
     std::fs::write(&path, text.replace("auth = \"token\"", "auth = \"tokens\"")).unwrap();
     let bad = run(&["config", "check"]);

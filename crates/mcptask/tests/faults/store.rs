@@ -533,12 +533,18 @@ async fn sqlite_busy() {
     let file = dir.path().join("gateway.db");
     // A short busy timeout, so that "longer than the busy timeout" is short.
     let url = format!("sqlite:{}?busy_timeout_ms=1000", file.display());
-    let gateway = GatewayProcess::start(
-        "gateway",
-        &GatewaySpec::open(&url, &[("demo", &server.url)]),
-    )
-    .await;
+    // The front too: its errors follow the same redaction.
+    let toml =
+        GatewaySpec::open(&url, &[("demo", &server.url)]).toml() + "\n[proxy]\nenabled = true\n";
+    let gateway = GatewayProcess::start_toml("gateway", &toml, &[]).await;
     let api = gateway.client(None);
+    let front = TestClient::http(
+        &format!("{}/mcp", gateway.base),
+        None,
+        Lifecycle::Modern { tasks: true },
+    )
+    .await
+    .expect("connect to the front");
 
     let done = api
         .start_task("slow_compute", json!({"seconds": 0.2, "label": "before"}))
@@ -579,6 +585,38 @@ async fn sqlite_busy() {
     assert!(
         waited >= Duration::from_millis(900),
         "the write waited for the lock ({waited:?})"
+    );
+    // At the front, a task-declaring caller's call: the same redaction, a
+    // JSON-RPC error naming the incident, not the driver's words.
+    let refused = front
+        .call("demo__slow_compute", json!({"seconds": 0.1}))
+        .await
+        .expect_err("the store is locked: no task can be created");
+    let rmcp::service::ServiceError::McpError(error) = refused else {
+        panic!("not a JSON-RPC error: {refused:?}");
+    };
+    for leak in ["locked", "sqlite", "sqlx", "database is", "busy_timeout"] {
+        assert!(
+            !error.message.to_lowercase().contains(leak),
+            "the driver's error text must not reach an MCP client: {error:?}"
+        );
+    }
+    assert!(
+        error.message.contains("task store")
+            && error
+                .data
+                .as_ref()
+                .is_some_and(|d| d["incident"].is_string()),
+        "{error:?}"
+    );
+    // The operator finds it in the log under that incident.
+    let incident = error.data.as_ref().unwrap()["incident"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        gateway.log().contains(&incident),
+        "the incident {incident} is logged"
     );
     // Reads do not need the write lock (WAL).
     let listed = api.get("/api/v1/tasks").await;
