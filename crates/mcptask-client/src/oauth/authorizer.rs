@@ -73,6 +73,14 @@ pub(crate) struct Credential {
     scheme: Scheme,
 }
 
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credential")
+            .field("scheme", &self.scheme)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Credential {
     /// The access token.
     pub(crate) fn token(&self) -> &str {
@@ -781,3 +789,7 @@ impl ServerAuth {
         self.vault.clear().await
     }
 }
+
+#[cfg(test)]
+#[path = "authorizer_tests.rs"]
+mod tests;
