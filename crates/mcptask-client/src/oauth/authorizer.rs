@@ -5,7 +5,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::{HeaderName, HeaderValue};
 use mcptask_core::oauth::{REFRESH_LEASE_MS, TokenFreshness, freshness};
 use oauth2::TokenResponse as _;
 use rmcp::transport::auth::{
@@ -14,11 +13,15 @@ use rmcp::transport::auth::{
     StoredCredentials, WWWAuthenticateParams,
 };
 
-use super::dpop::{self, Dpop, Scheme};
+use super::dpop::{self, Dpop};
 use super::grant::{Unattended, grant_name};
 use super::http::OAuthHttp;
 use super::vault::{RegisteredClient, Sealed, Vault, VaultCredentials};
 use super::{Grant, OAuthRuntime, OAuthSettings};
+
+mod present;
+
+pub(crate) use present::Credential;
 
 /// Authorizations in a row without a request getting through, before the
 /// server is given up on for [`GIVE_UP_MS`].
@@ -64,41 +67,6 @@ struct Cached {
     credential: Credential,
     expires_at_ms: Option<i64>,
     obtained_at_ms: i64,
-}
-
-/// A token as the server gets it.
-#[derive(Clone, PartialEq, Eq)]
-pub(crate) struct Credential {
-    token: String,
-    scheme: Scheme,
-}
-
-impl std::fmt::Debug for Credential {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Credential")
-            .field("scheme", &self.scheme)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Credential {
-    /// The access token.
-    pub(crate) fn token(&self) -> &str {
-        &self.token
-    }
-
-    /// Whether it is DPoP-bound.
-    pub(crate) fn is_dpop(&self) -> bool {
-        self.scheme == Scheme::Dpop
-    }
-}
-
-/// A header value that is never logged nor indexed (HTTP/2 HPACK).
-fn sensitive(text: String) -> Result<HeaderValue, String> {
-    let mut value = HeaderValue::from_str(&text)
-        .map_err(|_| "the OAuth token is not a header value".to_string())?;
-    value.set_sensitive(true);
-    Ok(value)
 }
 
 impl std::fmt::Debug for ServerAuth {
@@ -211,7 +179,7 @@ impl ServerAuth {
     /// is refreshed first, once across replicas; an expired token whose
     /// refresh fails fails the call with the reason.
     pub async fn bearer(&self) -> Result<Option<String>, String> {
-        Ok(self.credential().await?.map(|c| c.token))
+        Ok(self.credential().await?.map(Credential::into_token))
     }
 
     /// [`ServerAuth::bearer`], with how it is presented.
@@ -248,80 +216,10 @@ impl ServerAuth {
         }
     }
 
-    /// The headers presenting `credential` on a `method` request to `url`:
-    /// `Authorization: Bearer …`, or `Authorization: DPoP …` with a fresh
-    /// proof of the server's key (RFC 9449 §7.1).
-    pub(crate) fn authorization(
-        &self,
-        credential: &Credential,
-        method: &str,
-        url: &str,
-    ) -> Result<Vec<(HeaderName, HeaderValue)>, String> {
-        let token = &credential.token;
-        match (credential.scheme, &self.dpop) {
-            (Scheme::Bearer, _) => Ok(vec![(
-                http::header::AUTHORIZATION,
-                sensitive(format!("Bearer {token}"))?,
-            )]),
-            (Scheme::Dpop, Some(dpop)) => {
-                let proof = dpop.proof(method, url, Some(token), self.now())?;
-                Ok(vec![
-                    (
-                        http::header::AUTHORIZATION,
-                        sensitive(format!("DPoP {token}"))?,
-                    ),
-                    (HeaderName::from_static("dpop"), sensitive(proof)?),
-                ])
-            }
-            (Scheme::Dpop, None) => Err(format!(
-                "server {:?}: a DPoP-bound token without a DPoP key",
-                self.name
-            )),
-        }
-    }
-
-    /// Remember the DPoP nonce a response from `url` carries; whether it did.
-    pub(crate) fn learn_nonce(&self, url: &str, headers: &http::HeaderMap) -> bool {
-        self.dpop.as_ref().is_some_and(|d| d.learn(url, headers))
-    }
-
-    /// How the token in `sealed` is presented, if it can be (see
-    /// [`dpop::scheme`]).
-    fn presentable(&self, sealed: &Sealed) -> Result<Option<Credential>, String> {
-        match sealed
-            .credentials
-            .as_ref()
-            .and_then(|c| c.token_response.as_ref())
-        {
-            Some(response) => self.present(response, sealed.dpop_key.is_some()),
-            None => Ok(None),
-        }
-    }
-
-    fn present(
-        &self,
-        response: &OAuthTokenResponse,
-        proved: bool,
-    ) -> Result<Option<Credential>, String> {
-        let scheme = dpop::scheme(self.settings.dpop, response.token_type().as_ref(), proved)
-            .map_err(|e| format!("server {:?}: {e}", self.name))?;
-        Ok(scheme.map(|scheme| Credential {
-            token: response.access_token().secret().to_string(),
-            scheme,
-        }))
-    }
-
-    /// A token just obtained, as it is presented (DPoP proofs went with
-    /// its request whenever DPoP is on).
-    fn obtained(&self, response: &OAuthTokenResponse) -> Result<Credential, String> {
-        self.present(response, self.dpop.is_some())?
-            .ok_or_else(|| format!("server {:?}: the new token cannot be presented", self.name))
-    }
-
     /// Refresh the stored token (or get a new one, for the grants without a
     /// user), unless another task or replica just did; the new access token.
     pub async fn refresh(&self) -> Result<String, String> {
-        self.refresh_credential().await.map(|c| c.token)
+        self.refresh_credential().await.map(Credential::into_token)
     }
 
     async fn refresh_credential(&self) -> Result<Credential, String> {

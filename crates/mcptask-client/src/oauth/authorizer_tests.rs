@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use http::{HeaderName, HeaderValue};
 use mcptask_core::ManualClock;
 use oauth2::basic::BasicTokenType;
 use oauth2::{AccessToken, StandardTokenResponse};

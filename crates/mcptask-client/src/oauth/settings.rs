@@ -28,14 +28,6 @@ pub enum Grant {
     EnterpriseManaged,
 }
 
-impl Grant {
-    /// Whether tokens are obtained without a user, each time anew (no
-    /// refresh token behind them).
-    pub fn is_unattended(self) -> bool {
-        !matches!(self, Grant::AuthorizationCode)
-    }
-}
-
 /// How the client authenticates at the token endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
