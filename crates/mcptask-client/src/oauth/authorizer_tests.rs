@@ -126,3 +126,41 @@ async fn a_token_from_before_dpop_is_replaced_and_a_downgrade_refused() {
         .unwrap_err();
     assert!(e.contains("does not support DPoP"), "{e}");
 }
+
+#[tokio::test]
+async fn a_token_in_hand_keeps_its_key_when_a_replica_stores_another() {
+    let (first, second, _clock) = replicas();
+    let key_a = Arc::new(Dpop::default());
+    let jkt_a = key_a.key().unwrap().thumbprint().to_string();
+    stored_token(
+        &first,
+        BasicTokenType::Extension("dpop".into()),
+        Some(key_a),
+    )
+    .await;
+    let auth = second.server("files", URL, "e1", &dpop_settings());
+    let in_hand = auth.credential().await.unwrap().expect("the stored token");
+
+    // Another replica authorizes meanwhile with a key of its own, and this
+    // replica reads its row (and takes its key for later token requests).
+    let key_b = Arc::new(Dpop::default());
+    let jkt_b = key_b.key().unwrap().thumbprint().to_string();
+    stored_token(
+        &first,
+        BasicTokenType::Extension("dpop".into()),
+        Some(key_b),
+    )
+    .await;
+    auth.vault.load().await.unwrap();
+    assert_eq!(
+        auth.dpop.as_ref().unwrap().key().unwrap().thumbprint(),
+        jkt_b
+    );
+
+    let headers = auth.authorization(&in_hand, "POST", URL).unwrap();
+    assert_eq!(
+        proof_key(&headers),
+        jkt_a,
+        "the token read before is still proved with the key it is bound to"
+    );
+}

@@ -241,9 +241,34 @@ impl Dpop {
         *self.key.lock().expect("dpop key lock") = None;
     }
 
-    /// A proof for `method` `url`, with the nonce that origin last gave.
+    /// The key stored as `text` (the current one, when it is that).
+    pub(crate) fn key_for(&self, text: &str) -> Result<Arc<ProofKey>, String> {
+        if let Some(key) = self.key.lock().expect("dpop key lock").as_ref()
+            && key.to_text() == text
+        {
+            return Ok(key.clone());
+        }
+        ProofKey::from_text(text).map(Arc::new)
+    }
+
+    /// A proof for `method` `url` with the current key (a token request),
+    /// with the nonce that origin last gave.
     pub(crate) fn proof(
         &self,
+        method: &str,
+        url: &str,
+        access_token: Option<&str>,
+        now_ms: i64,
+    ) -> Result<String, String> {
+        let key = self.key()?;
+        self.prove(&key, method, url, access_token, now_ms)
+    }
+
+    /// A proof for `method` `url` with `key` (the one `access_token` is
+    /// bound to), with the nonce that origin last gave.
+    pub(crate) fn prove(
+        &self,
+        key: &ProofKey,
         method: &str,
         url: &str,
         access_token: Option<&str>,
@@ -255,8 +280,7 @@ impl Dpop {
             .expect("dpop nonce lock")
             .get(&origin(url))
             .cloned();
-        self.key()?
-            .proof(method, url, access_token, nonce.as_deref(), now_ms / 1000)
+        key.proof(method, url, access_token, nonce.as_deref(), now_ms / 1000)
     }
 
     /// Remember the nonce a response from `url` carries (§8.2, §9), if any;

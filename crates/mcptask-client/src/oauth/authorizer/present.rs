@@ -7,14 +7,18 @@ use oauth2::TokenResponse as _;
 use rmcp::transport::auth::OAuthTokenResponse;
 
 use super::ServerAuth;
-use crate::oauth::dpop::{self, Scheme};
+use std::sync::Arc;
+
+use crate::oauth::dpop::{self, ProofKey, Scheme};
 use crate::oauth::vault::Sealed;
 
-/// A token as the server gets it.
-#[derive(Clone, PartialEq, Eq)]
+/// A token as the server gets it, with the key it is bound to (read with
+/// it, so the two are never apart, whatever key this process holds now).
+#[derive(Clone)]
 pub(crate) struct Credential {
     token: String,
     scheme: Scheme,
+    key: Option<Arc<ProofKey>>,
 }
 
 impl std::fmt::Debug for Credential {
@@ -61,13 +65,13 @@ impl ServerAuth {
         url: &str,
     ) -> Result<Vec<(HeaderName, HeaderValue)>, String> {
         let token = &credential.token;
-        match (credential.scheme, &self.dpop) {
-            (Scheme::Bearer, _) => Ok(vec![(
+        match (credential.scheme, &credential.key, &self.dpop) {
+            (Scheme::Bearer, _, _) => Ok(vec![(
                 http::header::AUTHORIZATION,
                 sensitive(format!("Bearer {token}"))?,
             )]),
-            (Scheme::Dpop, Some(dpop)) => {
-                let proof = dpop.proof(method, url, Some(token), self.now())?;
+            (Scheme::Dpop, Some(key), Some(dpop)) => {
+                let proof = dpop.prove(key, method, url, Some(token), self.now())?;
                 Ok(vec![
                     (
                         http::header::AUTHORIZATION,
@@ -76,7 +80,7 @@ impl ServerAuth {
                     (HeaderName::from_static("dpop"), sensitive(proof)?),
                 ])
             }
-            (Scheme::Dpop, None) => Err(format!(
+            (Scheme::Dpop, _, _) => Err(format!(
                 "server {:?}: a DPoP-bound token without a DPoP key",
                 self.name
             )),
@@ -91,33 +95,44 @@ impl ServerAuth {
     /// How the token in `sealed` is presented, if it can be (see
     /// [`dpop::scheme`]).
     pub(super) fn presentable(&self, sealed: &Sealed) -> Result<Option<Credential>, String> {
-        match sealed
+        let Some(response) = sealed
             .credentials
             .as_ref()
             .and_then(|c| c.token_response.as_ref())
-        {
-            Some(response) => self.present(response, sealed.dpop_key.is_some()),
-            None => Ok(None),
-        }
+        else {
+            return Ok(None);
+        };
+        let key = match (&self.dpop, &sealed.dpop_key) {
+            (Some(dpop), Some(text)) => Some(dpop.key_for(text)?),
+            _ => None,
+        };
+        self.present(response, key)
     }
 
+    /// `response` as presented, `key` being what its request proved with.
     fn present(
         &self,
         response: &OAuthTokenResponse,
-        proved: bool,
+        key: Option<Arc<ProofKey>>,
     ) -> Result<Option<Credential>, String> {
-        let scheme = dpop::scheme(self.settings.dpop, response.token_type().as_ref(), proved)
-            .map_err(|e| format!("server {:?}: {e}", self.name))?;
+        let scheme = dpop::scheme(
+            self.settings.dpop,
+            response.token_type().as_ref(),
+            key.is_some(),
+        )
+        .map_err(|e| format!("server {:?}: {e}", self.name))?;
         Ok(scheme.map(|scheme| Credential {
             token: response.access_token().secret().to_string(),
             scheme,
+            key: key.filter(|_| scheme == Scheme::Dpop),
         }))
     }
 
-    /// A token just obtained, as it is presented (DPoP proofs went with
-    /// its request whenever DPoP is on).
+    /// A token just obtained, as it is presented (its request proved with
+    /// the current key whenever DPoP is on).
     pub(super) fn obtained(&self, response: &OAuthTokenResponse) -> Result<Credential, String> {
-        self.present(response, self.dpop.is_some())?
+        let key = self.dpop.as_ref().map(|d| d.key()).transpose()?;
+        self.present(response, key)?
             .ok_or_else(|| format!("server {:?}: the new token cannot be presented", self.name))
     }
 }
