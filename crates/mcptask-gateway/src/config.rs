@@ -10,6 +10,10 @@ use mcptask_client::{ServerDef, TrackerConfig, Transport};
 use serde::Deserialize;
 use toml::Spanned;
 
+mod upstream_auth;
+
+pub use upstream_auth::IdentityProviderSection;
+
 /// The whole configuration file.
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -133,11 +137,25 @@ pub struct OAuthSection {
     /// http://127.0.0.1:8976/callback).
     #[serde(default)]
     pub redirect_uri: Option<String>,
+    /// Bind tokens to a key of this gateway (DPoP, RFC 9449).
+    #[serde(default)]
+    pub dpop: bool,
+    /// `jwt_bearer`: the file the platform keeps the workload's JWT in
+    /// (read for every token request), or the variable holding it.
+    #[serde(default)]
+    pub assertion_file: Option<String>,
+    #[serde(default)]
+    pub assertion_env: Option<String>,
+    /// `enterprise_managed`: `[servers.oauth.identity_provider]`.
+    #[serde(default)]
+    pub identity_provider: Option<IdentityProviderSection>,
     /// The secret and key read at load time.
     #[serde(skip)]
     pub resolved_secret: Option<String>,
     #[serde(skip)]
     pub resolved_private_key: Option<String>,
+    #[serde(skip)]
+    pub resolved_assertion: Option<mcptask_client::oauth::TokenSource>,
 }
 
 /// `[proxy]`: serve the configured servers' tools as one MCP server (`/mcp`
@@ -881,7 +899,7 @@ impl OAuthSection {
     /// The client's settings (secrets as resolved at load time).
     pub fn settings(&self) -> mcptask_client::oauth::OAuthSettings {
         use mcptask_client::oauth::{OAuthSettings, Secret};
-        OAuthSettings {
+        let mut settings = OAuthSettings {
             grant: self.grant,
             client_id: self.client_id.clone(),
             client_secret: self
@@ -898,7 +916,9 @@ impl OAuthSection {
             client_name: self.client_name.clone(),
             redirect_uri: self.redirect_uri.clone(),
             ..OAuthSettings::default()
-        }
+        };
+        upstream_auth::apply(self, &mut settings);
+        settings
     }
 }
 
@@ -979,6 +999,9 @@ fn validate_oauth(
             "add client_secret_env = \"VAR\" (or client_secret), or private_key_file for private_key_jwt",
         );
     }
+    if let Err((problem, fix)) = upstream_auth::check(name, o) {
+        return fail(problem, &fix);
+    }
     if let Some(alg) = &o.signing_algorithm
         && !matches!(
             alg.as_str(),
@@ -1033,6 +1056,9 @@ impl Config {
             let Some(oauth) = &mut s.oauth else { continue };
             let span = oauth.span();
             let o = oauth.get_mut();
+            if let Err((problem, fix)) = upstream_auth::resolve(&name, o, base, get) {
+                return Err(at(path, text, span, &problem, &fix));
+            }
             if let Some(var) = &o.client_secret_env {
                 match get(var) {
                     Some(secret) if !secret.is_empty() => o.resolved_secret = Some(secret),

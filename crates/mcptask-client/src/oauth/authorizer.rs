@@ -1,10 +1,10 @@
-//! One server's authorization: which token to send, when to refresh it
-//! (once across replicas), and what to do when the server challenges.
+//! One server's authorization: which token to send and how (bearer, or
+//! DPoP-bound), when to refresh it (once across replicas), and what to do
+//! when the server challenges.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use base64::Engine as _;
 use mcptask_core::oauth::{REFRESH_LEASE_MS, TokenFreshness, freshness};
 use oauth2::TokenResponse as _;
 use rmcp::transport::auth::{
@@ -13,9 +13,15 @@ use rmcp::transport::auth::{
     StoredCredentials, WWWAuthenticateParams,
 };
 
+use super::dpop::{self, Dpop};
+use super::grant::{Unattended, grant_name};
 use super::http::OAuthHttp;
 use super::vault::{RegisteredClient, Sealed, Vault, VaultCredentials};
-use super::{Grant, OAuthRuntime, OAuthSettings, TokenEndpointAuth, jwt};
+use super::{Grant, OAuthRuntime, OAuthSettings};
+
+mod present;
+
+pub(crate) use present::Credential;
 
 /// Authorizations in a row without a request getting through, before the
 /// server is given up on for [`GIVE_UP_MS`].
@@ -45,6 +51,8 @@ pub struct ServerAuth {
     settings: OAuthSettings,
     vault: Arc<Vault>,
     http: Result<Arc<OAuthHttp>, String>,
+    /// With `dpop = true`: the key the tokens are bound to, and the nonces.
+    dpop: Option<Arc<Dpop>>,
     /// One authorization or refresh at a time in this process; keeps the
     /// rmcp manager of the last authorization for its refreshes.
     flow: tokio::sync::Mutex<Option<AuthorizationManager>>,
@@ -56,7 +64,7 @@ pub struct ServerAuth {
 
 #[derive(Clone)]
 struct Cached {
-    token: String,
+    credential: Credential,
     expires_at_ms: Option<i64>,
     obtained_at_ms: i64,
 }
@@ -95,15 +103,6 @@ fn union(a: &[String], b: &[String]) -> Vec<String> {
     out
 }
 
-fn is_loopback(url: &url::Url) -> bool {
-    match url.host() {
-        Some(url::Host::Domain(d)) => d == "localhost" || d.ends_with(".localhost"),
-        Some(url::Host::Ipv4(a)) => a.is_loopback(),
-        Some(url::Host::Ipv6(a)) => a.is_loopback(),
-        None => false,
-    }
-}
-
 impl ServerAuth {
     pub(super) fn new(
         runtime: OAuthRuntime,
@@ -112,14 +111,23 @@ impl ServerAuth {
         endpoint: String,
         settings: OAuthSettings,
     ) -> Self {
-        let vault = Arc::new(Vault::new(runtime.inner.clone(), name.clone(), endpoint));
+        let dpop = settings.dpop.then(|| Arc::new(Dpop::default()));
+        let vault = Arc::new(Vault::new(
+            runtime.inner.clone(),
+            name.clone(),
+            endpoint,
+            dpop.clone(),
+        ));
+        let http =
+            OAuthHttp::new(dpop.clone().map(|d| (d, runtime.inner.clock.clone()))).map(Arc::new);
         Self {
             runtime,
             name,
             url,
             settings,
             vault,
-            http: OAuthHttp::new().map(Arc::new),
+            http,
+            dpop,
             flow: tokio::sync::Mutex::new(None),
             failure: Default::default(),
             cached: Default::default(),
@@ -166,46 +174,55 @@ impl ServerAuth {
         (self.now() - at < within_ms).then(|| message.clone())
     }
 
-    /// The bearer token to send now: `None` when there is none yet (the
+    /// The access token to send now: `None` when there is none yet (the
     /// server's 401 then starts an authorization). A token due for refresh
     /// is refreshed first, once across replicas; an expired token whose
     /// refresh fails fails the call with the reason.
     pub async fn bearer(&self) -> Result<Option<String>, String> {
+        Ok(self.credential().await?.map(Credential::into_token))
+    }
+
+    /// [`ServerAuth::bearer`], with how it is presented.
+    pub(crate) async fn credential(&self) -> Result<Option<Credential>, String> {
         if let Some(c) = self.cached.lock().expect("cache lock").clone()
             && freshness(c.expires_at_ms, c.obtained_at_ms, self.now()) == TokenFreshness::Fresh
         {
-            return Ok(Some(c.token));
+            return Ok(Some(c.credential));
         }
         self.forget_cached();
         let Some((row, sealed)) = self.vault.load().await? else {
             return Ok(None);
         };
-        let Some(token) = sealed.access_token() else {
+        let Some(credential) = self.presentable(&sealed)? else {
             return Ok(None);
         };
         match freshness(row.expires_at_ms, row.updated_at_ms, self.now()) {
             TokenFreshness::Fresh => {
                 *self.cached.lock().expect("cache lock") = Some(Cached {
-                    token: token.clone(),
+                    credential: credential.clone(),
                     expires_at_ms: row.expires_at_ms,
                     obtained_at_ms: row.updated_at_ms,
                 });
-                Ok(Some(token))
+                Ok(Some(credential))
             }
-            TokenFreshness::RefreshDue => match self.refresh().await {
+            TokenFreshness::RefreshDue => match self.refresh_credential().await {
                 Ok(fresh) => Ok(Some(fresh)),
                 Err(e) => {
                     tracing::warn!(server = %self.name, error = %e, "OAuth token refresh failed; the current token is still valid");
-                    Ok(Some(token))
+                    Ok(Some(credential))
                 }
             },
-            TokenFreshness::Expired => self.refresh().await.map(Some),
+            TokenFreshness::Expired => self.refresh_credential().await.map(Some),
         }
     }
 
-    /// Refresh the stored token (or get a new one, for client credentials),
-    /// unless another task or replica just did.
+    /// Refresh the stored token (or get a new one, for the grants without a
+    /// user), unless another task or replica just did; the new access token.
     pub async fn refresh(&self) -> Result<String, String> {
+        self.refresh_credential().await.map(Credential::into_token)
+    }
+
+    async fn refresh_credential(&self) -> Result<Credential, String> {
         if let Some(reason) = self.standing_failure(RETRY_REFRESH_AFTER_MS) {
             return Err(reason);
         }
@@ -220,7 +237,7 @@ impl ServerAuth {
         &self,
         flow: &mut Option<AuthorizationManager>,
         refused: Option<&str>,
-    ) -> Result<String, String> {
+    ) -> Result<Credential, String> {
         let store = &self.runtime.inner.store;
         let holder = &self.runtime.inner.holder;
         let started = std::time::Instant::now();
@@ -235,15 +252,15 @@ impl ServerAuth {
                 })?;
             let now = self.now();
             if freshness(row.expires_at_ms, row.updated_at_ms, now) == TokenFreshness::Fresh
-                && let Some(token) = sealed.access_token()
-                && Some(token.as_str()) != refused
+                && let Ok(Some(current)) = self.presentable(&sealed)
+                && Some(current.token()) != refused
             {
                 if leased {
                     // Not kept: a replica whose token the server refuses
                     // later must not wait for a lease nobody uses.
                     let _ = store.release_refresh(&self.name, holder).await;
                 }
-                return Ok(token);
+                return Ok(current);
             }
             if leased {
                 break sealed;
@@ -283,9 +300,9 @@ impl ServerAuth {
         &self,
         flow: &mut Option<AuthorizationManager>,
         sealed: &Sealed,
-    ) -> Result<String, String> {
+    ) -> Result<Credential, String> {
         match self.settings.grant {
-            Grant::ClientCredentials => {
+            Grant::ClientCredentials | Grant::JwtBearer | Grant::EnterpriseManaged => {
                 let metadata = match &sealed.metadata {
                     Some(m) => m.clone(),
                     None => {
@@ -300,7 +317,8 @@ impl ServerAuth {
                         .map(|c| c.granted_scopes.join(" "))
                         .unwrap_or_default(),
                 ));
-                self.client_credentials(&metadata, &scopes).await
+                let token = self.unattended(&metadata, &scopes).await?;
+                self.obtained(&token)
             }
             Grant::AuthorizationCode => {
                 let refreshable = sealed
@@ -327,7 +345,7 @@ impl ServerAuth {
                     }
                     other => words(other),
                 })?;
-                Ok(fresh.access_token().secret().to_string())
+                self.obtained(&fresh)
             }
         }
     }
@@ -395,6 +413,15 @@ impl ServerAuth {
                 self.name
             ));
         }
+        if self.dpop.is_some() {
+            dpop::check_algorithms(
+                resolution
+                    .metadata
+                    .additional_fields
+                    .get("dpop_signing_alg_values_supported"),
+            )
+            .map_err(|e| format!("server {:?}: {e}", self.name))?;
+        }
         Ok(resolution.metadata)
     }
 
@@ -410,8 +437,8 @@ impl ServerAuth {
         let mut flow = self.flow.lock().await;
         // Another task may have authorized while this one waited.
         if let Some((row, sealed)) = self.vault.load().await?
-            && let Some(current) = sealed.access_token()
-            && Some(current.as_str()) != sent
+            && let Ok(Some(current)) = self.presentable(&sealed)
+            && Some(current.token()) != sent
             && freshness(row.expires_at_ms, row.updated_at_ms, self.now())
                 != TokenFreshness::Expired
         {
@@ -519,13 +546,14 @@ impl ServerAuth {
         self.vault
             .set_extra(Some(metadata.clone()), registered.clone());
         match self.settings.grant {
-            Grant::ClientCredentials => {
+            Grant::ClientCredentials | Grant::JwtBearer | Grant::EnterpriseManaged => {
                 let scopes = if scopes.is_empty() {
                     manager.select_scopes(None, &[])
                 } else {
                     scopes
                 };
-                self.client_credentials(&metadata, &scopes).await?;
+                let token = self.unattended(&metadata, &scopes).await?;
+                self.obtained(&token)?;
                 *flow = None;
                 Ok(())
             }
@@ -620,172 +648,36 @@ impl ServerAuth {
         Ok(session.auth_manager)
     }
 
-    /// The client credentials grant: the client's own credentials buy a
-    /// token (RFC 6749 §4.4), authenticated as configured or as the
-    /// authorization server supports.
-    async fn client_credentials(
+    /// A token obtained without a user (see [`super::grant`]), stored.
+    async fn unattended(
         &self,
         metadata: &AuthorizationMetadata,
         scopes: &[String],
-    ) -> Result<String, String> {
-        let settings = &self.settings;
-        let client_id = settings.client_id.clone().ok_or_else(|| {
-            format!(
-                "server {:?}: the client_credentials grant needs client_id under [servers.oauth]",
-                self.name
-            )
-        })?;
-        let supported: Vec<String> = metadata
-            .additional_fields
-            .get("token_endpoint_auth_methods_supported")
-            .and_then(|v| v.as_array())
-            .map(|a| {
-                a.iter()
-                    .filter_map(|m| m.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let method = settings.token_endpoint_auth.unwrap_or_else(|| {
-            if settings.private_key_pem.is_some() {
-                TokenEndpointAuth::PrivateKeyJwt
-            } else if settings.client_secret.is_some() {
-                if supported.is_empty() || supported.iter().any(|m| m == "client_secret_basic") {
-                    TokenEndpointAuth::ClientSecretBasic
-                } else {
-                    TokenEndpointAuth::ClientSecretPost
-                }
-            } else {
-                TokenEndpointAuth::None
-            }
-        });
-        let token_endpoint = url::Url::parse(&metadata.token_endpoint)
-            .map_err(|e| format!("the token endpoint is not a URL: {e}"))?;
-        if token_endpoint.scheme() != "https" && !is_loopback(&token_endpoint) {
-            return Err(format!(
-                "the token endpoint {token_endpoint} is not https; refusing to send client credentials in clear"
-            ));
-        }
+    ) -> Result<OAuthTokenResponse, String> {
         let mut resource = url::Url::parse(&self.url).map_err(|e| e.to_string())?;
         resource.set_fragment(None);
-        let mut form: Vec<(&str, String)> = vec![("grant_type", "client_credentials".into())];
-        if !scopes.is_empty() {
-            form.push(("scope", scopes.join(" ")));
-        }
-        form.push(("resource", resource.to_string()));
-        let secret = || {
-            settings
-                .client_secret
-                .as_ref()
-                .map(|s| s.expose().to_string())
-                .ok_or_else(|| {
-                    format!(
-                        "server {:?}: {method:?} needs client_secret (or client_secret_env) under [servers.oauth]",
-                        self.name
-                    )
-                })
-        };
-        let mut basic = None;
-        match method {
-            TokenEndpointAuth::ClientSecretBasic => {
-                let enc = |s: &str| {
-                    url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>()
-                };
-                basic = Some(format!(
-                    "Basic {}",
-                    base64::engine::general_purpose::STANDARD.encode(format!(
-                        "{}:{}",
-                        enc(&client_id),
-                        enc(&secret()?)
-                    ))
-                ));
-            }
-            TokenEndpointAuth::ClientSecretPost => {
-                form.push(("client_id", client_id.clone()));
-                form.push(("client_secret", secret()?));
-            }
-            TokenEndpointAuth::PrivateKeyJwt => {
-                let pem = settings.private_key_pem.as_ref().ok_or_else(|| {
-                    format!(
-                        "server {:?}: private_key_jwt needs private_key_file under [servers.oauth]",
-                        self.name
-                    )
-                })?;
-                let audience = metadata
-                    .issuer
-                    .clone()
-                    .unwrap_or_else(|| metadata.token_endpoint.clone());
-                let assertion = jwt::client_assertion(
-                    &client_id,
-                    &audience,
-                    pem.expose(),
-                    settings.signing_algorithm.as_deref(),
-                    self.now() / 1000,
-                )?;
-                form.push(("client_assertion_type", jwt::ASSERTION_TYPE.into()));
-                form.push(("client_assertion", assertion));
-            }
-            TokenEndpointAuth::None => {
-                form.push(("client_id", client_id.clone()));
-            }
-        }
         let http = self.http()?;
-        let mut request = http
-            .stop_client()
-            .post(token_endpoint.clone())
-            .header(
-                http::header::CONTENT_TYPE,
-                "application/x-www-form-urlencoded",
-            )
-            .header(http::header::ACCEPT, "application/json")
-            .body(
-                url::form_urlencoded::Serializer::new(String::new())
-                    .extend_pairs(form)
-                    .finish(),
-            );
-        if let Some(basic) = basic {
-            request = request.header(http::header::AUTHORIZATION, basic);
+        let (token, granted) = Unattended {
+            server: &self.name,
+            settings: &self.settings,
+            metadata,
+            resource: resource.as_str(),
+            scopes,
+            now_secs: self.now() / 1000,
         }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| format!("cannot reach the token endpoint {token_endpoint}: {e}"))?;
-        let status = response.status();
-        let body = response
-            .bytes()
-            .await
-            .map_err(|e| format!("reading the token response: {e}"))?;
-        if !status.is_success() {
-            let detail = serde_json::from_slice::<serde_json::Value>(&body)
-                .ok()
-                .map(|v| {
-                    format!(
-                        "{}: {}",
-                        v["error"].as_str().unwrap_or("error"),
-                        v["error_description"].as_str().unwrap_or("")
-                    )
-                })
-                .unwrap_or_else(|| format!("HTTP {status}"));
-            return Err(format!(
-                "the authorization server refused the client credentials ({detail})"
-            ));
-        }
-        let token: OAuthTokenResponse = serde_json::from_slice(&body)
-            .map_err(|e| format!("the token response is not an OAuth token: {e}"))?;
-        let granted = token
-            .scopes()
-            .map(|s| s.iter().map(|s| s.to_string()).collect())
-            .unwrap_or_else(|| scopes.to_vec());
-        let access = token.access_token().secret().to_string();
+        .obtain(&http)
+        .await?;
         let credentials = StoredCredentials::new(
-            client_id,
-            Some(token),
+            self.settings.client_id.clone().unwrap_or_default(),
+            Some(token.clone()),
             granted,
             Some((self.now() / 1000) as u64),
         )
         .with_issuer(metadata.issuer.clone());
         self.vault.set_extra(Some(metadata.clone()), None);
         self.vault.save(Some(credentials)).await?;
-        Ok(access)
+        tracing::debug!(server = %self.name, grant = grant_name(self.settings.grant), "OAuth token obtained");
+        Ok(token)
     }
 
     /// Forget the stored credentials of this server.
@@ -795,3 +687,7 @@ impl ServerAuth {
         self.vault.clear().await
     }
 }
+
+#[cfg(test)]
+#[path = "authorizer_tests.rs"]
+mod tests;

@@ -1,9 +1,11 @@
 //! OAuth 2.1 to upstream MCP servers (the MCP authorization spec,
 //! 2026-07-28): a server that answers 401 is discovered (RFC 9728 protected
 //! resource metadata, then RFC 8414 / OpenID authorization server metadata),
-//! a token is obtained (client credentials, or an authorization code with
-//! PKCE), kept sealed in the store, sent as a bearer token, refreshed before
-//! it expires, and stepped up on a 403 `insufficient_scope`.
+//! a token is obtained (client credentials, an authorization code with PKCE,
+//! a workload's JWT (RFC 7523), or an enterprise ID token exchanged for an
+//! ID-JAG (RFC 8693)), kept sealed in the store, sent as a bearer token or
+//! bound to a key with DPoP (RFC 9449), refreshed before it expires, and
+//! stepped up on a 403 `insufficient_scope`.
 //!
 //! rmcp's `auth` module does the protocol (discovery, issuer and resource
 //! checks, PKCE, dynamic registration, client ID metadata documents, scope
@@ -16,9 +18,13 @@
 //! authorization).
 
 mod authorizer;
+mod dpop;
+mod grant;
 mod http;
 mod jwt;
+mod resource;
 mod seal;
+mod settings;
 mod vault;
 
 use std::collections::HashMap;
@@ -27,181 +33,16 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use mcptask_core::Clock;
 use mcptask_core::store::OAuthTokenStore;
-use serde::{Deserialize, Serialize};
 
 pub use authorizer::ServerAuth;
-pub(crate) use http::AuthorizingClient;
+pub use dpop::ProofKey;
+pub(crate) use resource::AuthorizingClient;
 pub use seal::{SealError, SecretKey};
+pub use settings::{
+    DEFAULT_REDIRECT_URI, Grant, IdentityProvider, OAuthSettings, RuntimeSlot, Secret,
+    TokenEndpointAuth, TokenSource,
+};
 pub use vault::MemoryTokenStore;
-
-/// How tokens are obtained.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum Grant {
-    /// Machine to machine: the client's own credentials (secret or signed
-    /// assertion) buy the token; no user involved.
-    #[default]
-    ClientCredentials,
-    /// A user approves once (`mcptask login`); the refresh token keeps it going.
-    AuthorizationCode,
-}
-
-/// How the client authenticates at the token endpoint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TokenEndpointAuth {
-    /// HTTP Basic with the client id and secret.
-    ClientSecretBasic,
-    /// The id and secret in the form body.
-    ClientSecretPost,
-    /// A JWT assertion signed with the client's private key (RFC 7523).
-    PrivateKeyJwt,
-    /// A public client: the client id only.
-    None,
-}
-
-/// A secret value: never printed, never serialized.
-#[derive(Clone, PartialEq, Eq, Default)]
-pub struct Secret(pub String);
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(…)")
-    }
-}
-
-impl Secret {
-    /// The secret text.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-/// A server's OAuth settings (`[servers.oauth]`).
-///
-/// ```
-/// use mcptask_client::oauth::{Grant, OAuthSettings};
-/// let s = OAuthSettings::client_credentials("svc", "s3cret");
-/// assert_eq!(s.grant, Grant::ClientCredentials);
-/// assert!(!format!("{s:?}").contains("s3cret"), "secrets never show");
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub struct OAuthSettings {
-    /// How tokens are obtained.
-    #[serde(default)]
-    pub grant: Grant,
-    /// A client id registered with the authorization server beforehand
-    /// (without one, authorization-code clients use a client ID metadata
-    /// document or dynamic registration).
-    #[serde(default)]
-    pub client_id: Option<String>,
-    /// Its secret.
-    #[serde(skip)]
-    pub client_secret: Option<Secret>,
-    /// How to authenticate at the token endpoint (default: what the
-    /// authorization server supports, preferring the secret when there is one).
-    #[serde(default)]
-    pub token_endpoint_auth: Option<TokenEndpointAuth>,
-    /// PEM private key (PKCS#8, EC or RSA) for `private_key_jwt`.
-    #[serde(skip)]
-    pub private_key_pem: Option<Secret>,
-    /// Its JWS algorithm (default ES256).
-    #[serde(default)]
-    pub signing_algorithm: Option<String>,
-    /// Scopes to ask for (default: what the server's challenge or metadata names).
-    #[serde(default)]
-    pub scopes: Vec<String>,
-    /// The authorization server to use instead of the one the server's
-    /// metadata names (its issuer URL).
-    #[serde(default)]
-    pub authorization_server: Option<String>,
-    /// An https URL of this client's metadata document, used as its client
-    /// id where the authorization server supports that.
-    #[serde(default)]
-    pub client_metadata_url: Option<String>,
-    /// The name to register under (dynamic registration).
-    #[serde(default)]
-    pub client_name: Option<String>,
-    /// Where the authorization server sends the user back (`mcptask login`
-    /// listens there).
-    #[serde(default)]
-    pub redirect_uri: Option<String>,
-    /// The process's token store and key (see [`OAuthRuntime`]); the
-    /// in-memory fallback when unset.
-    #[serde(skip)]
-    pub runtime: RuntimeSlot,
-}
-
-/// An optional [`OAuthRuntime`] carried by settings: not configuration, so
-/// it never makes two settings differ.
-#[derive(Clone, Default)]
-pub struct RuntimeSlot(Option<OAuthRuntime>);
-
-impl RuntimeSlot {
-    /// A slot holding `runtime`.
-    pub fn new(runtime: OAuthRuntime) -> Self {
-        Self(Some(runtime))
-    }
-
-    /// The runtime, if one was installed.
-    pub fn get(&self) -> Option<OAuthRuntime> {
-        self.0.clone()
-    }
-}
-
-impl PartialEq for RuntimeSlot {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl Eq for RuntimeSlot {}
-
-impl std::fmt::Debug for RuntimeSlot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "RuntimeSlot(set)"
-        } else {
-            "RuntimeSlot(unset)"
-        })
-    }
-}
-
-impl OAuthSettings {
-    /// Client credentials with a secret.
-    pub fn client_credentials(client_id: impl Into<String>, secret: impl Into<String>) -> Self {
-        Self {
-            grant: Grant::ClientCredentials,
-            client_id: Some(client_id.into()),
-            client_secret: Some(Secret(secret.into())),
-            ..Self::default()
-        }
-    }
-
-    /// Authorization code with PKCE, for a client that needs a user.
-    pub fn authorization_code() -> Self {
-        Self {
-            grant: Grant::AuthorizationCode,
-            ..Self::default()
-        }
-    }
-
-    /// These settings, using `runtime`.
-    pub fn with_runtime(mut self, runtime: OAuthRuntime) -> Self {
-        self.runtime = RuntimeSlot::new(runtime);
-        self
-    }
-
-    /// The redirect URI, or the default loopback one.
-    pub fn redirect_uri(&self) -> String {
-        self.redirect_uri
-            .clone()
-            .unwrap_or_else(|| DEFAULT_REDIRECT_URI.to_string())
-    }
-}
-
-/// Where `mcptask login` listens unless told otherwise.
-pub const DEFAULT_REDIRECT_URI: &str = "http://127.0.0.1:8976/callback";
 
 /// Who approves an authorization request of the authorization-code grant.
 #[async_trait]

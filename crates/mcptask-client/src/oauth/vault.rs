@@ -14,6 +14,7 @@ use rmcp::transport::auth::{AuthError, AuthorizationMetadata, CredentialStore, S
 use serde::{Deserialize, Serialize};
 
 use super::RuntimeInner;
+use super::dpop::Dpop;
 
 /// What the sealed blob holds.
 #[derive(Clone, Default, Serialize, Deserialize)]
@@ -28,6 +29,9 @@ pub(crate) struct Sealed {
     /// The authorization server's metadata, so a refresh needs no discovery.
     #[serde(default)]
     pub(crate) metadata: Option<AuthorizationMetadata>,
+    /// The DPoP key the token is bound to (PKCS#8, base64url).
+    #[serde(default)]
+    pub(crate) dpop_key: Option<String>,
 }
 
 #[derive(Clone, Serialize, Deserialize)]
@@ -35,17 +39,6 @@ pub(crate) struct RegisteredClient {
     pub(crate) client_id: String,
     pub(crate) client_secret: Option<String>,
     pub(crate) issuer: Option<String>,
-}
-
-impl Sealed {
-    /// The bearer token, if there is one.
-    pub(crate) fn access_token(&self) -> Option<String> {
-        self.credentials
-            .as_ref()?
-            .token_response
-            .as_ref()
-            .map(|t| t.access_token().secret().to_string())
-    }
 }
 
 /// One server's view of the token store.
@@ -56,15 +49,24 @@ pub(crate) struct Vault {
     /// What this process last saved or read beside the credentials (the
     /// registered client, the metadata), so an rmcp save keeps them.
     extra: Mutex<Sealed>,
+    /// With DPoP: the key, adopted from what is loaded and saved with what
+    /// is saved, so a token and its key are never apart.
+    dpop: Option<Arc<Dpop>>,
 }
 
 impl Vault {
-    pub(crate) fn new(runtime: Arc<RuntimeInner>, server: String, endpoint: String) -> Self {
+    pub(crate) fn new(
+        runtime: Arc<RuntimeInner>,
+        server: String,
+        endpoint: String,
+        dpop: Option<Arc<Dpop>>,
+    ) -> Self {
         Self {
             runtime,
             server,
             endpoint,
             extra: Mutex::new(Sealed::default()),
+            dpop,
         }
     }
 
@@ -109,6 +111,13 @@ impl Vault {
                 extra.metadata = sealed.metadata.clone();
             }
         }
+        if let (Some(dpop), Some(key)) = (&self.dpop, &sealed.dpop_key)
+            && let Err(e) = dpop.adopt(key)
+        {
+            // A token whose key is lost is as good as none, too.
+            tracing::warn!(server = %self.server, "{e}");
+            return Ok(None);
+        }
         Ok(Some((row, sealed)))
     }
 
@@ -148,6 +157,7 @@ impl Vault {
             None => (None, false, None, String::new()),
         };
         sealed.credentials = credentials;
+        sealed.dpop_key = self.dpop.as_ref().and_then(|d| d.stored());
         let plain = serde_json::to_vec(&sealed).map_err(|e| e.to_string())?;
         let blob = self
             .runtime
@@ -176,6 +186,9 @@ impl Vault {
     /// Forget the server's credentials (the registered client too).
     pub(crate) async fn clear(&self) -> Result<(), String> {
         *self.extra.lock().expect("vault lock") = Sealed::default();
+        if let Some(dpop) = &self.dpop {
+            dpop.reset();
+        }
         self.runtime
             .store
             .delete_token(&self.server)

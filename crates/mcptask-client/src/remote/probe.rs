@@ -32,19 +32,27 @@ pub(crate) async fn discover(def: &ServerDef) -> Result<(Value, Vec<Value>), Rem
         base.insert(name, value);
     }
     // An OAuth server: the token its sessions use (by the time a probe runs,
-    // a session has authorized).
-    if let Some(settings) = &def.oauth {
-        let runtime = settings
-            .runtime
-            .get()
-            .unwrap_or_else(crate::oauth::OAuthRuntime::fallback);
-        let auth = runtime.server(&def.name, url, &def.hash(), settings);
-        if let Some(token) = auth.bearer().await.map_err(fail)? {
-            let value = HeaderValue::from_str(&format!("Bearer {token}"))
-                .map_err(|_| fail("the OAuth token is not a header value".into()))?;
-            base.insert(reqwest::header::AUTHORIZATION, value);
+    // a session has authorized), presented anew on each request (a DPoP
+    // proof is for one request only).
+    let oauth = match &def.oauth {
+        Some(settings) => {
+            let runtime = settings
+                .runtime
+                .get()
+                .unwrap_or_else(crate::oauth::OAuthRuntime::fallback);
+            let auth = runtime.server(&def.name, url, &def.hash(), settings);
+            let credential = auth.credential().await.map_err(fail)?;
+            credential.map(|c| (auth, c))
         }
-    }
+        None => None,
+    };
+    let authorized = |headers: &HeaderMap, method: &str| -> Result<HeaderMap, RemoteError> {
+        let mut headers = headers.clone();
+        if let Some((auth, credential)) = &oauth {
+            headers.extend(auth.authorization(credential, method, url).map_err(fail)?);
+        }
+        Ok(headers)
+    };
     base.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     base.insert(
         ACCEPT,
@@ -62,7 +70,7 @@ pub(crate) async fn discover(def: &ServerDef) -> Result<(Value, Vec<Value>), Rem
         "clientInfo": {"name": "mcptask-probe", "version": env!("CARGO_PKG_VERSION")}}});
     let resp = http
         .post(url)
-        .headers(base.clone())
+        .headers(authorized(&base, "POST")?)
         .json(&init)
         .send()
         .await
@@ -82,7 +90,7 @@ pub(crate) async fn discover(def: &ServerDef) -> Result<(Value, Vec<Value>), Rem
     }
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     http.post(url)
-        .headers(headers.clone())
+        .headers(authorized(&headers, "POST")?)
         .json(&initialized)
         .send()
         .await
@@ -98,7 +106,7 @@ pub(crate) async fn discover(def: &ServerDef) -> Result<(Value, Vec<Value>), Rem
         let list = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": params});
         let resp = http
             .post(url)
-            .headers(headers.clone())
+            .headers(authorized(&headers, "POST")?)
             .json(&list)
             .send()
             .await
@@ -117,7 +125,9 @@ pub(crate) async fn discover(def: &ServerDef) -> Result<(Value, Vec<Value>), Rem
     }
     if session.is_some() {
         // Best effort: let the server drop the probe's session now.
-        let _ = http.delete(url).headers(headers).send().await;
+        if let Ok(headers) = authorized(&headers, "DELETE") {
+            let _ = http.delete(url).headers(headers).send().await;
+        }
     }
     Ok((init_result, tools))
 }

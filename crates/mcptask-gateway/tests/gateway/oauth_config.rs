@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use mcptask_client::oauth::{Grant, TokenEndpointAuth};
+use mcptask_client::oauth::{Grant, TokenEndpointAuth, TokenSource};
 use mcptask_gateway::config::Config;
 
 const HEAD: &str = r#"
@@ -206,4 +206,160 @@ fn mistakes_name_the_line_and_the_fix() {
     )
     .unwrap_err();
     assert!(e.contains("cannot read private_key_file"), "{e}");
+}
+
+#[test]
+fn a_workload_token_file_and_dpop() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = load_in(
+        &dir,
+        &with_server(
+            "grant = \"jwt_bearer\"\nclient_id = \"workload\"\nassertion_file = \"token.jwt\"\ndpop = true\n",
+        ),
+        &[],
+        &[("token.jwt", "eyJ.workload.jwt\n")],
+    )
+    .unwrap();
+    let oauth = config.server_defs()[0]
+        .oauth
+        .clone()
+        .expect("oauth settings");
+    assert_eq!(oauth.grant, Grant::JwtBearer);
+    assert!(oauth.dpop);
+    let source = oauth.assertion.expect("the workload token");
+    assert_eq!(
+        source,
+        TokenSource::File(dir.path().join("token.jwt")),
+        "beside the configuration"
+    );
+    std::fs::write(dir.path().join("token.jwt"), "eyJ.rotated.jwt").unwrap();
+    assert_eq!(
+        source.read().unwrap(),
+        "eyJ.rotated.jwt",
+        "read when a token is bought, not only at load"
+    );
+}
+
+#[test]
+fn an_enterprise_identity_provider() {
+    let config = load(
+        &with_server(
+            "grant = \"enterprise_managed\"\nclient_id = \"mcp-client\"\nclient_secret_env = \"AS_SECRET\"\n\n[servers.oauth.identity_provider]\nissuer = \"https://idp.example.com\"\ntoken_endpoint = \"https://idp.example.com/oauth2/token\"\nclient_id = \"idp-client\"\nclient_secret_env = \"IDP_SECRET\"\nid_token_env = \"ID_TOKEN\"\n",
+        ),
+        &[
+            ("AS_SECRET", "as-s3cret"),
+            ("IDP_SECRET", "idp-s3cret"),
+            ("ID_TOKEN", "eyJ.id.token"),
+        ],
+        &[],
+    )
+    .unwrap();
+    let def = &config.server_defs()[0];
+    let oauth = def.oauth.as_ref().expect("oauth settings");
+    assert_eq!(oauth.grant, Grant::EnterpriseManaged);
+    assert!(!oauth.dpop);
+    let idp = oauth.identity_provider.as_ref().expect("identity provider");
+    assert_eq!(idp.issuer, "https://idp.example.com");
+    assert_eq!(idp.token_endpoint, "https://idp.example.com/oauth2/token");
+    assert_eq!(idp.client_id, "idp-client");
+    assert_eq!(
+        idp.client_secret.as_ref().map(|s| s.expose()),
+        Some("idp-s3cret")
+    );
+    assert_eq!(idp.id_token.read().unwrap(), "eyJ.id.token");
+    let shown = format!("{def:?}");
+    assert!(
+        !shown.contains("idp-s3cret") && !shown.contains("eyJ.id.token"),
+        "secrets never show: {shown}"
+    );
+}
+
+/// Each mistake in the DPoP, JWT bearer and identity provider keys is
+/// reported at the `[servers.oauth]` line with a fix.
+#[test]
+fn extension_mistakes_name_the_line_and_the_fix() {
+    const IDP: &str = "\n[servers.oauth.identity_provider]\nissuer = \"https://idp.example.com\"\ntoken_endpoint = \"https://idp.example.com/token\"\nclient_id = \"c\"\nid_token_env = \"T\"\n";
+    let enterprise = |extra: &str| format!("grant = \"enterprise_managed\"\n{extra}");
+    let cases: Vec<(String, &str)> = vec![
+        (
+            "grant = \"jwt_bearer\"\n".into(),
+            "needs the workload's JWT",
+        ),
+        (
+            "grant = \"jwt_bearer\"\nassertion_file = \"a\"\nassertion_env = \"B\"\n".into(),
+            "both assertion_file and assertion_env",
+        ),
+        (
+            "client_id = \"a\"\nclient_secret = \"x\"\nassertion_env = \"B\"\n".into(),
+            "are for grant = \"jwt_bearer\"",
+        ),
+        (
+            enterprise("client_id = \"a\"\n"),
+            "needs an identity provider",
+        ),
+        (
+            format!("client_id = \"a\"\nclient_secret = \"x\"\n{IDP}"),
+            "is for grant = \"enterprise_managed\"",
+        ),
+        (enterprise(IDP), "enterprise_managed grant needs client_id"),
+        (
+            enterprise(&format!("client_id = \"a\"\ndpop = true\n{IDP}")),
+            "bearer tokens only",
+        ),
+        (
+            enterprise(&format!(
+                "client_id = \"a\"\n{}",
+                IDP.replace("https://idp.example.com/token", "idp/token")
+            )),
+            "token_endpoint \"idp/token\" is not an http(s) URL",
+        ),
+        (
+            enterprise(&format!(
+                "client_id = \"a\"\n{}",
+                IDP.replace("id_token_env = \"T\"\n", "")
+            )),
+            "needs the user's ID token",
+        ),
+        (
+            enterprise(&format!("client_id = \"a\"\n{IDP}id_token_file = \"t\"\n")),
+            "both id_token_file and id_token_env",
+        ),
+    ];
+    let line = with_server("")
+        .lines()
+        .position(|l| l == "[servers.oauth]")
+        .unwrap()
+        + 1;
+    for (oauth, problem) in cases {
+        let e = Config::parse("mcptask.toml", &with_server(&oauth))
+            .map(|_| ())
+            .unwrap_err()
+            .0;
+        assert!(e.contains(problem), "{oauth:?}: {e}");
+        assert!(e.contains("fix:"), "{e}");
+        assert!(
+            e.starts_with(&format!("mcptask.toml:{line}:")),
+            "{oauth:?}: at the [servers.oauth] line {line}: {e}"
+        );
+    }
+    let e = load(
+        &with_server("grant = \"jwt_bearer\"\nassertion_env = \"NOT_SET\"\n"),
+        &[],
+        &[],
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("assertion_env \"NOT_SET\" is not set") && e.contains("export NOT_SET"),
+        "{e}"
+    );
+    let e = load(
+        &with_server("grant = \"jwt_bearer\"\nassertion_file = \"missing.jwt\"\n"),
+        &[],
+        &[],
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("cannot read the token file") && e.contains("missing.jwt"),
+        "{e}"
+    );
 }

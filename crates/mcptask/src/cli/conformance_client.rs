@@ -15,8 +15,8 @@ use std::time::Duration;
 use anyhow::{Context as _, anyhow, bail};
 use async_trait::async_trait;
 use mcptask_client::oauth::{
-    Grant, MemoryTokenStore, OAuthRuntime, OAuthSettings, Secret, SecretKey, TokenEndpointAuth,
-    UserAgent,
+    Grant, IdentityProvider, MemoryTokenStore, OAuthRuntime, OAuthSettings, Secret, SecretKey,
+    TokenEndpointAuth, TokenSource, UserAgent,
 };
 use mcptask_client::remote::Timeouts;
 use mcptask_client::upstream::{LaneOptions, SyncEvent, SyncOptions, sync_call};
@@ -80,6 +80,37 @@ fn settings_for(scenario: &str, context: &Value) -> OAuthSettings {
             settings.token_endpoint_auth = Some(TokenEndpointAuth::PrivateKeyJwt);
             settings.private_key_pem = text("private_key_pem").map(Secret);
             settings.signing_algorithm = text("signing_algorithm");
+        }
+        // RFC 9449: a user's authorization, the tokens bound to our key.
+        "auth/dpop" | "auth/dpop-nonce" => settings.dpop = true,
+        // SEP-1933: the workload's JWT is the grant (only the valid one;
+        // the scenario's wrong-audience and expired ones are for clients
+        // that test their own error paths).
+        "auth/wif-jwt-bearer" => {
+            settings.grant = Grant::JwtBearer;
+            settings.assertion = text("valid_jwt").map(|t| TokenSource::Value(Secret(t)));
+        }
+        // SEP-990: the user's ID token, exchanged at the enterprise
+        // identity provider for an ID-JAG, buys the token.
+        "auth/enterprise-managed-authorization" => {
+            settings.grant = Grant::EnterpriseManaged;
+            settings.identity_provider = match (
+                text("idp_issuer"),
+                text("idp_token_endpoint"),
+                text("idp_client_id"),
+                text("idp_id_token"),
+            ) {
+                (Some(issuer), Some(token_endpoint), Some(client_id), Some(id_token)) => {
+                    Some(IdentityProvider {
+                        issuer,
+                        token_endpoint,
+                        client_id,
+                        client_secret: None,
+                        id_token: TokenSource::Value(Secret(id_token)),
+                    })
+                }
+                _ => None,
+            };
         }
         _ => {}
     }

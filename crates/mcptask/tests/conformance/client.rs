@@ -1,7 +1,9 @@
 //! The official MCP conformance suite's CLIENT side against mcptask's
 //! upstream client: every scenario the 2026-07-28 revision requires of a
-//! client (the `auth/*` ones included), the client-credentials extension
-//! scenarios and the schema preservation scenario added after the release, run by `conformance client --requirements
+//! client (the `auth/*` ones included), every extension scenario it runs
+//! beside them (client credentials, DPoP, workload identity federation,
+//! enterprise-managed authorization) and the schema preservation scenario
+//! added after the release, run by `conformance client --requirements
 //! 2026-07-28` with `mcptask conformance-client` as the client.
 //!
 //! The tooling lives in `<repo>/.tools` (see `scripts/install-conformance`).
@@ -54,11 +56,18 @@ const REQUIRED: [&str; 32] = [
 ];
 
 /// Run in the same pass but not scored by the suite, held to the same bar
-/// here: the client-credentials extension (SEP-1046), and the schema
-/// preservation scenario added after the release.
-const EXTENSIONS: [&str; 3] = [
+/// here: the authorization extensions (client credentials, SEP-1046; DPoP,
+/// SEP-1932 / RFC 9449, with and without nonces; workload identity
+/// federation, SEP-1933 / RFC 7523; enterprise-managed authorization,
+/// SEP-990 / RFC 8693), and the schema preservation scenario added after the
+/// release.
+const EXTENSIONS: [&str; 7] = [
     "auth/client-credentials-basic",
     "auth/client-credentials-jwt",
+    "auth/dpop",
+    "auth/dpop-nonce",
+    "auth/wif-jwt-bearer",
+    "auth/enterprise-managed-authorization",
     "json-schema-2020-12-preservation",
 ];
 
@@ -114,9 +123,8 @@ fn problems(scenario: &str, checks: &Value) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conformance_client_requirements_and_client_credentials() {
-    let Some(bin) = tooling_or_skip("conformance_client_requirements_and_client_credentials")
-    else {
+async fn conformance_client_requirements_and_extensions() {
+    let Some(bin) = tooling_or_skip("conformance_client_requirements_and_extensions") else {
         return;
     };
     let out_dir = tempfile::tempdir().expect("temp dir");
@@ -187,7 +195,7 @@ async fn conformance_client_requirements_and_client_credentials() {
         failures.join("\n")
     );
     eprintln!(
-        "conformance client: all {passed} scenarios pass ({} required by 2026-07-28, {} more: client credentials, schema preservation)",
+        "conformance client: all {passed} scenarios pass ({} required by 2026-07-28, {} more: the authorization extensions, schema preservation)",
         REQUIRED.len(),
         EXTENSIONS.len()
     );

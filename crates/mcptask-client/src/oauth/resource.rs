@@ -1,0 +1,340 @@
+//! The Streamable HTTP client of every upstream session: with OAuth it
+//! presents the server's token on every MCP request (as a bearer token, or
+//! DPoP-bound with a fresh proof each time) and answers the server's
+//! challenges: a 401 or a 403 `insufficient_scope` by authorizing and
+//! retrying, a DPoP `use_dpop_nonce` by retrying with the server's nonce.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::stream::BoxStream;
+use http::{HeaderName, HeaderValue};
+use rmcp::model::ClientJsonRpcMessage;
+use rmcp::transport::auth::{AuthError, WWWAuthenticateParams};
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+    StreamableHttpResponseLimits,
+};
+
+use super::ServerAuth;
+use super::authorizer::Credential;
+use super::dpop;
+
+/// How many times one request authorizes before the challenge is reported.
+const ROUNDS_PER_REQUEST: usize = 3;
+/// How many nonces one request asks for before the challenge is reported.
+const NONCES_PER_REQUEST: usize = 2;
+
+/// The Streamable HTTP client of every upstream session: with OAuth it
+/// authorizes (see the module docs); without, it sends the configured
+/// `Authorization` header, if any, as it is.
+#[derive(Clone)]
+pub(crate) struct AuthorizingClient {
+    inner: reqwest::Client,
+    auth: Option<Arc<ServerAuth>>,
+}
+
+impl AuthorizingClient {
+    pub(crate) fn new(inner: reqwest::Client, auth: Option<Arc<ServerAuth>>) -> Self {
+        Self { inner, auth }
+    }
+
+    /// One request (`call`, given the token rmcp is to send as a bearer
+    /// token and the headers to add) made for `method` `uri`, authorized.
+    async fn run<T, F, Fut>(
+        &self,
+        method: &str,
+        uri: &str,
+        static_header: Option<String>,
+        custom: &HashMap<HeaderName, HeaderValue>,
+        call: F,
+    ) -> Result<T, StreamableHttpError<reqwest::Error>>
+    where
+        F: Fn(Option<String>, HashMap<HeaderName, HeaderValue>) -> Fut,
+        Fut: Future<Output = Result<T, StreamableHttpError<reqwest::Error>>>,
+    {
+        let Some(auth) = &self.auth else {
+            return call(static_header, custom.clone()).await;
+        };
+        let mut rounds = 0;
+        let mut nonces = 0;
+        loop {
+            let credential = auth.credential().await.map_err(failed)?;
+            let mut headers = custom.clone();
+            if let Some(c) = &credential {
+                headers.extend(auth.authorization(c, method, uri).map_err(failed)?);
+            }
+            let (challenge, insufficient_scope) = match call(None, headers).await {
+                Err(StreamableHttpError::AuthRequired(e)) => (e.www_authenticate_header, false),
+                Err(StreamableHttpError::InsufficientScope(e)) => (e.www_authenticate_header, true),
+                Ok(value) => {
+                    auth.succeeded();
+                    return Ok(value);
+                }
+                Err(other) => return Err(other),
+            };
+            if let Some(c) = &credential
+                && c.is_dpop()
+                && nonces < NONCES_PER_REQUEST
+                && wants_nonce(&challenge, uri)
+            {
+                nonces += 1;
+                self.fetch_nonce(auth, c, uri).await.map_err(failed)?;
+                continue;
+            }
+            if rounds >= ROUNDS_PER_REQUEST {
+                return Err(failed(format!(
+                    "server {:?} still refuses the request after {rounds} authorizations ({}); check the client's grants and scopes at the authorization server",
+                    auth.name(),
+                    challenge_summary(&challenge)
+                )));
+            }
+            rounds += 1;
+            let sent = credential.as_ref().map(Credential::token);
+            auth.on_challenge(sent, &challenge, insufficient_scope)
+                .await
+                .map_err(failed)?;
+        }
+    }
+
+    /// Learn the nonce a resource server asks for (RFC 9449 §9). rmcp's
+    /// client reports the 401 but not its `DPoP-Nonce` header, so the server
+    /// is asked once more with an empty object for a body: no JSON-RPC
+    /// message, nothing a server could act on, and refused for want of the
+    /// nonce all the same, with the nonce in its answer.
+    async fn fetch_nonce(
+        &self,
+        auth: &ServerAuth,
+        credential: &Credential,
+        uri: &str,
+    ) -> Result<(), String> {
+        let mut request = self
+            .inner
+            .post(uri)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .header(http::header::ACCEPT, "application/json, text/event-stream")
+            .body("{}");
+        for (name, value) in auth.authorization(credential, "POST", uri)? {
+            request = request.header(name, value);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| format!("asking {:?} for its DPoP nonce: {e}", auth.name()))?;
+        if auth.learn_nonce(uri, response.headers()) {
+            Ok(())
+        } else {
+            Err(format!(
+                "server {:?} asks for a DPoP nonce (use_dpop_nonce) but sends none (HTTP {})",
+                auth.name(),
+                response.status()
+            ))
+        }
+    }
+}
+
+/// Whether a 401's challenge asks for a DPoP nonce.
+fn wants_nonce(challenge: &str, uri: &str) -> bool {
+    url::Url::parse(uri).is_ok_and(|base| {
+        WWWAuthenticateParams::parse(challenge, &base)
+            .error
+            .as_deref()
+            == Some(dpop::USE_NONCE)
+    })
+}
+
+/// The challenge without anything secret (it never carries a token).
+fn challenge_summary(challenge: &str) -> String {
+    let mut s = challenge.to_string();
+    s.truncate(300);
+    format!("WWW-Authenticate: {s}")
+}
+
+fn failed(message: String) -> StreamableHttpError<reqwest::Error> {
+    StreamableHttpError::Auth(AuthError::AuthorizationFailed(message))
+}
+
+impl StreamableHttpClient for AuthorizingClient {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        self.run(
+            "POST",
+            &uri,
+            auth_header,
+            &custom_headers,
+            |token, headers| {
+                self.inner.post_message(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    token,
+                    headers,
+                )
+            },
+        )
+        .await
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        self.run(
+            "POST",
+            &uri,
+            auth_header,
+            &custom_headers,
+            |token, headers| {
+                self.inner.post_message_with_max_sse_event_size(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    token,
+                    headers,
+                    max_sse_event_size,
+                )
+            },
+        )
+        .await
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        self.run(
+            "POST",
+            &uri,
+            auth_header,
+            &custom_headers,
+            |token, headers| {
+                self.inner.post_message_with_response_limits(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    token,
+                    headers,
+                    limits,
+                )
+            },
+        )
+        .await
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), StreamableHttpError<Self::Error>> {
+        self.run(
+            "DELETE",
+            &uri,
+            auth_header,
+            &custom_headers,
+            |token, headers| {
+                self.inner
+                    .delete_session(uri.clone(), session_id.clone(), token, headers)
+            },
+        )
+        .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<
+        BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>,
+        StreamableHttpError<Self::Error>,
+    > {
+        self.run(
+            "GET",
+            &uri,
+            auth_header,
+            &custom_headers,
+            |token, headers| {
+                self.inner.get_stream(
+                    uri.clone(),
+                    session_id.clone(),
+                    last_event_id.clone(),
+                    token,
+                    headers,
+                )
+            },
+        )
+        .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<
+        BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>,
+        StreamableHttpError<Self::Error>,
+    > {
+        self.run(
+            "GET",
+            &uri,
+            auth_header,
+            &custom_headers,
+            |token, headers| {
+                self.inner.get_stream_with_max_sse_event_size(
+                    uri.clone(),
+                    session_id.clone(),
+                    last_event_id.clone(),
+                    token,
+                    headers,
+                    max_sse_event_size,
+                )
+            },
+        )
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nonce_challenge_is_told_from_other_401s() {
+        let uri = "https://rs.example/mcp";
+        assert!(wants_nonce(
+            r#"DPoP error="use_dpop_nonce", error_description="Resource server requires nonce""#,
+            uri
+        ));
+        assert!(!wants_nonce(r#"DPoP error="invalid_token""#, uri));
+        assert!(!wants_nonce(
+            r#"Bearer resource_metadata="https://rs.example/.well-known/x""#,
+            uri
+        ));
+    }
+}
