@@ -10,6 +10,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::server::InterruptPolicy;
+
 /// How a call's work reaches its upstream.
 ///
 /// ```
@@ -77,6 +79,42 @@ impl Driver {
     /// work runs in the call runtime and the tracker follows that).
     pub fn is_tracked(self) -> bool {
         matches!(self, Driver::Sep2663 | Driver::Toolset)
+    }
+}
+
+/// A driver the tracker follows upstream: what [`Plan::Track`] carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TrackDriver {
+    /// [`Driver::Sep2663`].
+    Sep2663,
+    /// [`Driver::Toolset`].
+    Toolset,
+}
+
+/// A driver the call runtime runs: what [`Plan::Run`] carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RunDriver {
+    /// [`Driver::Sep1686`].
+    Sep1686,
+    /// [`Driver::Sync`].
+    Sync,
+}
+
+impl From<TrackDriver> for Driver {
+    fn from(d: TrackDriver) -> Driver {
+        match d {
+            TrackDriver::Sep2663 => Driver::Sep2663,
+            TrackDriver::Toolset => Driver::Toolset,
+        }
+    }
+}
+
+impl From<RunDriver> for Driver {
+    fn from(d: RunDriver) -> Driver {
+        match d {
+            RunDriver::Sep1686 => Driver::Sep1686,
+            RunDriver::Sync => Driver::Sync,
+        }
     }
 }
 
@@ -201,14 +239,16 @@ pub enum Wants {
     Sync,
 }
 
-/// How a call is made.
+/// How a call is made. The driver's kind is in the type: a tracked plan
+/// can only carry a tracked driver, a run plan a driver the call runtime
+/// runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Plan {
     /// Call the upstream with tasks declared; a task it hands out is kept
     /// and tracked with `driver` (its synchronous answer is returned as is).
-    Track(Driver),
+    Track(TrackDriver),
     /// Keep the call as a task of the call runtime running `driver`.
-    Run(Driver),
+    Run(RunDriver),
     /// Call the upstream synchronously; nothing is kept.
     PassThrough,
 }
@@ -219,26 +259,26 @@ pub enum Plan {
 /// kept whatever was asked (neither has a synchronous answer worth having).
 ///
 /// ```
-/// use mcptask_core::call::{plan, Driver, Plan, Protocol, TaskSupport, ToolFacts, Wants};
+/// use mcptask_core::call::{plan, Plan, Protocol, RunDriver, TaskSupport, ToolFacts, TrackDriver, Wants};
 /// let tool = |protocol, task_support| ToolFacts { protocol, task_support, toolset_submit: false };
 /// let plain = tool(Protocol::Sync, TaskSupport::Forbidden);
-/// assert_eq!(plan(plain, Wants::Durable), Plan::Run(Driver::Sync));
+/// assert_eq!(plan(plain, Wants::Durable), Plan::Run(RunDriver::Sync));
 /// assert_eq!(plan(plain, Wants::Either), Plan::PassThrough);
 /// let research = tool(Protocol::Sep1686, TaskSupport::Required);
-/// assert_eq!(plan(research, Wants::Sync), Plan::Run(Driver::Sep1686));
+/// assert_eq!(plan(research, Wants::Sync), Plan::Run(RunDriver::Sep1686));
 /// let durable = tool(Protocol::Sep2663, TaskSupport::Optional);
-/// assert_eq!(plan(durable, Wants::Either), Plan::Track(Driver::Sep2663));
+/// assert_eq!(plan(durable, Wants::Either), Plan::Track(TrackDriver::Sep2663));
 /// ```
 pub fn plan(tool: ToolFacts, wants: Wants) -> Plan {
     if tool.toolset_submit {
-        return Plan::Track(Driver::Toolset);
+        return Plan::Track(TrackDriver::Toolset);
     }
     match (tool.protocol, tool.task_support, wants) {
         (Protocol::Sep2663, _, Wants::Sync) => Plan::PassThrough,
-        (Protocol::Sep2663, _, _) => Plan::Track(Driver::Sep2663),
-        (Protocol::Sep1686, TaskSupport::Required, _) => Plan::Run(Driver::Sep1686),
-        (Protocol::Sep1686, TaskSupport::Optional, Wants::Durable) => Plan::Run(Driver::Sep1686),
-        (_, _, Wants::Durable) => Plan::Run(Driver::Sync),
+        (Protocol::Sep2663, _, _) => Plan::Track(TrackDriver::Sep2663),
+        (Protocol::Sep1686, TaskSupport::Required, _) => Plan::Run(RunDriver::Sep1686),
+        (Protocol::Sep1686, TaskSupport::Optional, Wants::Durable) => Plan::Run(RunDriver::Sep1686),
+        (_, _, Wants::Durable) => Plan::Run(RunDriver::Sync),
         _ => Plan::PassThrough,
     }
 }
@@ -250,10 +290,15 @@ pub fn plan(tool: ToolFacts, wants: Wants) -> Plan {
 ///
 /// ```
 /// use mcptask_core::call::{CallState, Driver};
+/// use mcptask_core::server::InterruptPolicy;
 /// let state = CallState::Sep1686 { upstream_task: Some("t-1".into()) };
 /// let json = state.to_json();
 /// assert_eq!(json, serde_json::json!({"driver": "sep1686", "upstreamTask": "t-1"}));
 /// assert_eq!(CallState::from_json(&json, None).unwrap(), state);
+/// // A synchronous call keeps the interrupt policy it was made with.
+/// let sync = CallState::Sync { interrupt: InterruptPolicy::Rerun };
+/// assert_eq!(sync.to_json(), serde_json::json!({"driver": "sync", "interrupt": "rerun"}));
+/// assert_eq!(CallState::from_json(&sync.to_json(), None).unwrap().interrupt(), InterruptPolicy::Rerun);
 /// // A front task written before states named their driver: the driver
 /// // comes from the task's `driver` column.
 /// let old = serde_json::json!({"remote": "rt_1"});
@@ -278,8 +323,13 @@ pub enum CallState {
         /// session that a restart ends).
         upstream_task: Option<String>,
     },
-    /// A synchronous call run as durable work (no state of its own).
-    Sync,
+    /// A synchronous call run as durable work: what a crash does to it
+    /// was decided when it was made (the server's `interrupt` then) and is
+    /// kept, so a recovery never re-decides it from today's catalog.
+    Sync {
+        /// Fail it (at most once) or run it again (at least once).
+        interrupt: InterruptPolicy,
+    },
 }
 
 #[derive(Default, Serialize, Deserialize)]
@@ -291,20 +341,55 @@ struct StateJson {
     remote: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     upstream_task: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    interrupt: Option<StoredInterrupt>,
+}
+
+/// [`InterruptPolicy`] as a call state stores it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum StoredInterrupt {
+    Fail,
+    Rerun,
+}
+
+impl From<InterruptPolicy> for StoredInterrupt {
+    fn from(p: InterruptPolicy) -> Self {
+        match p {
+            InterruptPolicy::Fail => StoredInterrupt::Fail,
+            InterruptPolicy::Rerun => StoredInterrupt::Rerun,
+        }
+    }
+}
+
+impl From<StoredInterrupt> for InterruptPolicy {
+    fn from(p: StoredInterrupt) -> Self {
+        match p {
+            StoredInterrupt::Fail => InterruptPolicy::Fail,
+            StoredInterrupt::Rerun => InterruptPolicy::Rerun,
+        }
+    }
 }
 
 impl CallState {
-    /// The fresh state of a call task run by `driver`.
-    pub fn new(driver: Driver) -> Self {
+    /// The fresh state of a call task that mirrors a call tracked with
+    /// `driver`.
+    pub fn tracked(driver: TrackDriver) -> Self {
+        CallState::Tracked {
+            driver: driver.into(),
+            tracked: None,
+        }
+    }
+
+    /// The fresh state of a call task running `driver`; `interrupt` is what
+    /// a crash does to a synchronous call (a SEP-1686 task resumes or
+    /// reports its loss in its driver).
+    pub fn run(driver: RunDriver, interrupt: InterruptPolicy) -> Self {
         match driver {
-            Driver::Sep2663 | Driver::Toolset => CallState::Tracked {
-                driver,
-                tracked: None,
-            },
-            Driver::Sep1686 => CallState::Sep1686 {
+            RunDriver::Sep1686 => CallState::Sep1686 {
                 upstream_task: None,
             },
-            Driver::Sync => CallState::Sync,
+            RunDriver::Sync => CallState::Sync { interrupt },
         }
     }
 
@@ -313,7 +398,18 @@ impl CallState {
         match self {
             CallState::Tracked { driver, .. } => *driver,
             CallState::Sep1686 { .. } => Driver::Sep1686,
-            CallState::Sync => Driver::Sync,
+            CallState::Sync { .. } => Driver::Sync,
+        }
+    }
+
+    /// What recovery does with the call task when its process died: decided
+    /// by the stored state alone. A mirror and a SEP-1686 driver resume
+    /// (they follow work that lives upstream); a synchronous call as it was
+    /// made to.
+    pub fn interrupt(&self) -> InterruptPolicy {
+        match self {
+            CallState::Tracked { .. } | CallState::Sep1686 { .. } => InterruptPolicy::Rerun,
+            CallState::Sync { interrupt } => *interrupt,
         }
     }
 
@@ -326,13 +422,15 @@ impl CallState {
         match self {
             CallState::Tracked { tracked, .. } => json.remote = tracked.clone(),
             CallState::Sep1686 { upstream_task } => json.upstream_task = upstream_task.clone(),
-            CallState::Sync => {}
+            CallState::Sync { interrupt } => json.interrupt = Some((*interrupt).into()),
         }
         serde_json::to_value(json).unwrap_or(serde_json::Value::Null)
     }
 
     /// Read the stored form back; `driver` is the task's `driver` column,
-    /// for states written before they named their driver.
+    /// for states written before they named their driver. A synchronous
+    /// call's state written before it kept its interrupt policy reads as
+    /// [`InterruptPolicy::Fail`]: at most once, the honest default.
     pub fn from_json(state: &serde_json::Value, driver: Option<&str>) -> Result<Self, String> {
         let json: StateJson = match state {
             serde_json::Value::Null => StateJson::default(),
@@ -354,7 +452,9 @@ impl CallState {
             Driver::Sep1686 => CallState::Sep1686 {
                 upstream_task: json.upstream_task,
             },
-            Driver::Sync => CallState::Sync,
+            Driver::Sync => CallState::Sync {
+                interrupt: json.interrupt.map_or(InterruptPolicy::Fail, Into::into),
+            },
         })
     }
 }
@@ -394,8 +494,9 @@ mod tests {
         /// is one its upstream can carry.
         #[test]
         fn durable_is_always_kept_by_a_fitting_driver(tool in facts()) {
-            let driver = match plan(tool, Wants::Durable) {
-                Plan::Track(d) | Plan::Run(d) => d,
+            let driver: Driver = match plan(tool, Wants::Durable) {
+                Plan::Track(d) => d.into(),
+                Plan::Run(d) => d.into(),
                 Plan::PassThrough => panic!("a durable call passed through: {tool:?}"),
             };
             match driver {
@@ -414,22 +515,23 @@ mod tests {
                 prop_assert_eq!(plan(tool, Wants::Sync), Plan::PassThrough);
             }
             if let Plan::Run(d) = plan(tool, w) {
-                prop_assert!(!d.is_tracked());
+                prop_assert!(!Driver::from(d).is_tracked());
             }
             if let Plan::Track(d) = plan(tool, w) {
-                prop_assert!(d.is_tracked());
+                prop_assert!(Driver::from(d).is_tracked());
             }
         }
 
         /// Whatever a call task's state, it reads back the same, with or
         /// without the driver column beside it.
         #[test]
-        fn call_state_round_trips(upstream in proptest::option::of("[a-z0-9-]{1,12}"), which in 0..4usize) {
+        fn call_state_round_trips(upstream in proptest::option::of("[a-z0-9-]{1,12}"), which in 0..5usize) {
             let state = match which {
                 0 => CallState::Tracked { driver: Driver::Sep2663, tracked: upstream.clone() },
                 1 => CallState::Tracked { driver: Driver::Toolset, tracked: None },
                 2 => CallState::Sep1686 { upstream_task: upstream.clone() },
-                _ => CallState::Sync,
+                3 => CallState::Sync { interrupt: InterruptPolicy::Rerun },
+                _ => CallState::Sync { interrupt: InterruptPolicy::Fail },
             };
             let json = state.to_json();
             prop_assert_eq!(CallState::from_json(&json, None).unwrap(), state.clone());
@@ -450,8 +552,8 @@ mod tests {
             toolset_submit: true,
         };
         for w in [Wants::Durable, Wants::Either, Wants::Sync] {
-            assert_eq!(plan(research, w), Plan::Run(Driver::Sep1686));
-            assert_eq!(plan(submit, w), Plan::Track(Driver::Toolset));
+            assert_eq!(plan(research, w), Plan::Run(RunDriver::Sep1686));
+            assert_eq!(plan(submit, w), Plan::Track(TrackDriver::Toolset));
         }
     }
 
@@ -473,7 +575,9 @@ mod tests {
         );
         assert_eq!(
             CallState::from_json(&serde_json::Value::Null, Some("sync")).unwrap(),
-            CallState::Sync
+            CallState::Sync {
+                interrupt: InterruptPolicy::Fail
+            }
         );
         assert!(CallState::from_json(&serde_json::Value::Null, Some("native")).is_err());
         assert!(CallState::from_json(&serde_json::json!({}), None).is_err());

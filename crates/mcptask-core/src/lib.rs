@@ -29,6 +29,7 @@ pub mod limits;
 pub mod oauth;
 pub mod payload;
 pub mod policy;
+pub mod protocol;
 pub mod redact;
 pub mod server;
 pub mod status;

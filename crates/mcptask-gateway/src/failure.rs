@@ -44,8 +44,14 @@ pub enum Failure {
     NotFound(String),
     /// No server of this name is configured.
     UnknownServer(String),
-    /// The server offers no such tool, or not to this caller.
-    UnknownTool(String),
+    /// The server offers no such tool, or not to this caller (the two read
+    /// the same). `server`: the caller named one (REST, CLI).
+    UnknownTool {
+        /// The server the caller named, if it named one.
+        server: Option<String>,
+        /// The tool, as the caller named it.
+        tool: String,
+    },
     /// The caller may not act for another principal.
     Forbidden(String),
     /// The upstream answered with this JSON-RPC error.
@@ -134,7 +140,7 @@ impl Failure {
             Failure::InvalidAnswer { .. } => "invalid_answer",
             Failure::TaskNotFound | Failure::NotFound(_) => "not_found",
             Failure::UnknownServer(_) => "unknown_server",
-            Failure::UnknownTool(_) => "unknown_tool",
+            Failure::UnknownTool { .. } => "unknown_tool",
             Failure::Forbidden(_) => "forbidden",
             Failure::Remote(_) => "remote_error",
             Failure::Protocol(_) => "protocol_error",
@@ -162,7 +168,11 @@ impl Failure {
             Failure::TaskNotFound => TASK_NOT_FOUND.to_string(),
             Failure::NotFound(m) => m.clone(),
             Failure::UnknownServer(name) => TrackerError::UnknownServer(name.clone()).to_string(),
-            Failure::UnknownTool(tool) => format!("unknown tool: {tool}"),
+            Failure::UnknownTool {
+                server: Some(server),
+                tool,
+            } => format!("server {server:?} offers no tool {tool:?}"),
+            Failure::UnknownTool { server: None, tool } => format!("unknown tool: {tool}"),
             Failure::Remote(data) => format!(
                 "the server returned an error: {} ({})",
                 data.message, data.code.0
@@ -237,7 +247,7 @@ impl From<TaskError> for Failure {
         match e {
             TaskError::NotFound => Failure::TaskNotFound,
             TaskError::InvalidParams(m) => Failure::BadRequest(m),
-            TaskError::UnknownTool(tool) => Failure::UnknownTool(tool),
+            TaskError::UnknownTool(tool) => Failure::UnknownTool { server: None, tool },
             TaskError::MissingCapability => Failure::MissingCapability,
             TaskError::Overloaded(why) => Failure::Busy(why),
             TaskError::ShuttingDown => Failure::ShuttingDown,
@@ -253,8 +263,7 @@ impl From<CallError> for Failure {
         match e {
             CallError::Tracker(e) => e.into(),
             CallError::Runtime(e) => e.into(),
-            CallError::Busy(busy) => Failure::RateLimited(busy),
-            CallError::UnknownTool { tool, .. } => Failure::UnknownTool(tool),
+            CallError::Refused(f) => f,
         }
     }
 }
@@ -307,7 +316,7 @@ impl From<Failure> for ErrorData {
             }
             ref f @ (Failure::BadRequest(_)
             | Failure::UnknownServer(_)
-            | Failure::UnknownTool(_)
+            | Failure::UnknownTool { .. }
             | Failure::Forbidden(_)) => ErrorData::invalid_params(f.message(), None),
             ref f @ Failure::Unreachable {
                 redacted: ref r,

@@ -45,6 +45,7 @@ pub mod front;
 mod gateway;
 pub mod live;
 pub mod metrics;
+pub mod route;
 pub mod spans;
 pub mod telemetry;
 pub mod test_hooks;

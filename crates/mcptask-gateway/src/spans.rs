@@ -13,9 +13,25 @@ use rmcp::service::RequestContext;
 use tracing::Span;
 use tracing::field::Empty;
 
-/// The server span of a `tools/call` at the MCP front (`/mcp` or stdio).
-pub fn front_call(request: &CallToolRequestParams, context: &RequestContext<RoleServer>) -> Span {
-    let name = &*request.name;
+/// How a front request arrived, for its span.
+pub enum Arrival<'a> {
+    /// Over HTTP, with its headers (a legacy session's id among them).
+    Http(&'a axum::http::HeaderMap),
+    /// Over stdio.
+    Pipe,
+}
+
+/// The server span of a `tools/call` of `name` at the MCP front (`/mcp` or
+/// stdio), whichever path serves it (the full way, or the fast path's
+/// relay). Its parent is the caller's: the `traceparent` of the request's
+/// `_meta` (SEP-414), else of the HTTP headers.
+pub fn front_call_span(
+    name: &str,
+    request_id: &dyn std::fmt::Display,
+    protocol_version: Option<&str>,
+    meta: Option<&serde_json::Map<String, serde_json::Value>>,
+    arrival: Arrival<'_>,
+) -> Span {
     let span = tracing::info_span!(
         target: TARGET,
         "tools/call",
@@ -24,7 +40,7 @@ pub fn front_call(request: &CallToolRequestParams, context: &RequestContext<Role
         mcp.method.name = "tools/call",
         gen_ai.operation.name = "execute_tool",
         gen_ai.tool.name = name,
-        jsonrpc.request.id = %context.id,
+        jsonrpc.request.id = %request_id,
         jsonrpc.protocol.version = "2.0",
         mcp.protocol.version = Empty,
         mcp.session.id = Empty,
@@ -34,34 +50,51 @@ pub fn front_call(request: &CallToolRequestParams, context: &RequestContext<Role
     if span.is_disabled() {
         return span;
     }
-    if let Some(version) = context.protocol_version() {
-        span.record("mcp.protocol.version", tracing::field::display(version));
+    if let Some(version) = protocol_version {
+        span.record("mcp.protocol.version", version);
     }
-    match context.extensions.get::<axum::http::request::Parts>() {
-        Some(parts) => {
+    let mut parent = meta.and_then(from_meta);
+    match arrival {
+        Arrival::Http(headers) => {
             span.record("network.transport", "tcp");
             span.record("network.protocol.name", "http");
-            if let Some(id) = parts
-                .headers
-                .get("mcp-session-id")
-                .and_then(|v| v.to_str().ok())
-            {
+            if let Some(id) = headers.get("mcp-session-id").and_then(|v| v.to_str().ok()) {
                 span.record("mcp.session.id", id);
             }
+            if parent.is_none() {
+                parent = from_headers(headers);
+            }
         }
-        None => {
+        Arrival::Pipe => {
             span.record("network.transport", "pipe");
         }
     }
+    set_parent(&span, parent.as_ref());
+    span
+}
+
+/// [`front_call_span`] of a request rmcp decoded (the full way).
+pub fn front_call(request: &CallToolRequestParams, context: &RequestContext<RoleServer>) -> Span {
+    let version = context.protocol_version().map(|v| v.to_string());
     // rmcp hands the request's `_meta` to the handler in the context; a
     // client that put it in the params is read too.
-    let cx = request
+    let meta = request
         .meta
         .as_ref()
-        .and_then(|m| from_meta(&m.0.0))
-        .or_else(|| from_meta(&context.meta.0.0));
-    set_parent(&span, cx.as_ref());
-    span
+        .map(|m| &m.0.0)
+        .filter(|m| from_meta(m).is_some())
+        .unwrap_or(&context.meta.0.0);
+    let arrival = match context.extensions.get::<axum::http::request::Parts>() {
+        Some(parts) => Arrival::Http(&parts.headers),
+        None => Arrival::Pipe,
+    };
+    front_call_span(
+        &request.name,
+        &context.id,
+        version.as_deref(),
+        Some(meta),
+        arrival,
+    )
 }
 
 /// The server span of `POST /api/v1/calls`, in the trace of the request's

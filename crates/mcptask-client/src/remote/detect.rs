@@ -61,8 +61,8 @@ pub(crate) fn classify(
         .map(str::to_string)
         .or_else(|| negotiated.map(|v| v.to_string()))
         .unwrap_or_default();
-    let modern = negotiated.is_some_and(|v| *v >= ProtocolVersion::V_2026_07_28)
-        || version.as_str() >= "2026-07-28";
+    let modern = negotiated.is_some_and(|v| mcptask_core::protocol::is_modern(v.as_str()))
+        || mcptask_core::protocol::is_modern(&version);
     let extension = declares_tasks_extension
         || raw_initialize
             .and_then(|r| r.pointer("/capabilities/extensions"))

@@ -15,8 +15,8 @@
 use std::time::Duration;
 
 use rmcp::model::{
-    ClientRequest, ProtocolVersion, ServerCapabilities, SubscriptionFilter,
-    SubscriptionsListenRequest, SubscriptionsListenRequestParams,
+    ClientRequest, ServerCapabilities, SubscriptionFilter, SubscriptionsListenRequest,
+    SubscriptionsListenRequestParams,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use tokio_util::sync::CancellationToken;
@@ -123,7 +123,7 @@ async fn watch_once(
     if filter == SubscriptionFilter::new() {
         return Ended::NothingToFollow;
     }
-    if info.protocol_version < ProtocolVersion::V_2026_07_28 {
+    if !mcptask_core::protocol::is_modern(info.protocol_version.as_str()) {
         // The server notifies on the session itself.
         if missed {
             bump_all(signals, &filter);

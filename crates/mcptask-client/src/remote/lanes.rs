@@ -111,9 +111,7 @@ impl LanePool {
         if let Some(t) = def.connect_timeout {
             opts.connect_timeout = t;
         }
-        if let Some(t) = def.call_timeout {
-            opts.call_timeout = t;
-        }
+        opts.call_timeout = def.call_timeout_or(opts.call_timeout);
         let inner = Arc::new(PoolInner {
             def,
             opts,

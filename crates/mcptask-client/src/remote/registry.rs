@@ -277,7 +277,7 @@ impl ServerRegistry {
                 "server {name:?} was redefined with another endpoint (URL, or command/args/cwd) since this task started; the task cannot be reached there"
             )));
         }
-        let call_timeout = entry.def.call_timeout.unwrap_or(defaults.call);
+        let call_timeout = entry.def.call_timeout_or(defaults.call);
         let connection = |session: Arc<super::connection::Session>| Connection {
             peer: session.peer().clone(),
             call_timeout,

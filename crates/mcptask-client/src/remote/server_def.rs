@@ -136,6 +136,22 @@ mod opt_ms {
 }
 
 impl ServerDef {
+    /// The bound on each call to this server: its own `call_timeout`, else
+    /// `default` (the tracker's). Every path that calls the server reads it
+    /// here.
+    ///
+    /// ```
+    /// use mcptask_client::ServerDef;
+    /// use std::time::Duration;
+    /// let mut def = ServerDef::stdio("s", "cmd", vec![]);
+    /// assert_eq!(def.call_timeout_or(Duration::from_secs(30)), Duration::from_secs(30));
+    /// def.call_timeout = Some(Duration::from_secs(3));
+    /// assert_eq!(def.call_timeout_or(Duration::from_secs(30)), Duration::from_secs(3));
+    /// ```
+    pub fn call_timeout_or(&self, default: Duration) -> Duration {
+        self.call_timeout.unwrap_or(default)
+    }
+
     /// A Streamable HTTP server at `url`.
     pub fn http(name: impl Into<String>, url: impl Into<String>) -> Self {
         Self {

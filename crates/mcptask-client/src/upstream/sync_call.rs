@@ -6,7 +6,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
-    ClientCapabilities, ClientRequest, InputResponses, ProgressNotificationParam, ProtocolVersion,
+    ClientCapabilities, ClientRequest, InputResponses, ProgressNotificationParam,
     RequestMetaObject, ServerResult,
 };
 use rmcp::service::PeerRequestOptions;
@@ -125,7 +125,7 @@ pub async fn sync_call(
     let modern = lane
         .peer()
         .peer_info()
-        .is_some_and(|i| i.protocol_version >= ProtocolVersion::V_2026_07_28);
+        .is_some_and(|i| mcptask_core::protocol::is_modern(i.protocol_version.as_str()));
     // Sampling is deprecated (SEP-2577) but still relayed; see remote::handler.
     #[allow(deprecated)]
     if modern && !options.declare_tasks {

@@ -80,7 +80,7 @@ impl From<Failure> for ApiError {
             Failure::TaskNotFound
             | Failure::NotFound(_)
             | Failure::UnknownServer(_)
-            | Failure::UnknownTool(_) => StatusCode::NOT_FOUND,
+            | Failure::UnknownTool { .. } => StatusCode::NOT_FOUND,
             Failure::Forbidden(_) => StatusCode::FORBIDDEN,
             Failure::Remote(_) | Failure::Protocol(_) | Failure::Unreachable { .. } => {
                 StatusCode::BAD_GATEWAY

@@ -18,6 +18,7 @@ use axum::routing::{get, post};
 use mcptask_client::Tracker;
 
 use crate::calls::Calls;
+use crate::failure::Failure;
 
 pub use crate::auth::Caller;
 use crate::auth::{Authenticator, Refusal};
@@ -216,7 +217,7 @@ async fn refuse_over_limits(
         Err(busy) => {
             drop(request);
             let busy = limiter.hold(principal.as_deref(), busy).await;
-            ApiError::from(crate::calls::CallError::Busy(busy)).into_response()
+            ApiError::from(Failure::RateLimited(busy)).into_response()
         }
     }
 }

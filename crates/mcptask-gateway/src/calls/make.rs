@@ -9,16 +9,19 @@ use async_trait::async_trait;
 use mcptask_client::{
     CallOptions, CallOutcome, CommitWith, HandleCommit, RemoteTaskRecord, TrackerError,
 };
-use mcptask_core::call::{CallState, Driver, Plan, Wants, plan};
+use mcptask_core::call::{CallState, Driver, Plan, RunDriver, TrackDriver};
 use mcptask_core::client::RemoteDriver;
 use mcptask_core::client::transition::Change;
 use mcptask_core::ids;
+use mcptask_core::server::InterruptPolicy;
 use mcptask_server::{CreateRequest, TaskError, TaskRuntime};
 use rmcp::model::{CallToolResult, InputResponses, JsonObject, Task};
 use serde_json::Value;
 
 use super::Calls;
 use crate::auth::Caller;
+use crate::failure::Failure;
+use crate::route::{self, Ask, Decided, Intent, Routed, Target};
 use crate::upstreams::catalog::Route;
 
 /// One tool call, as a face asks for it.
@@ -60,18 +63,11 @@ pub enum CallError {
     /// The call runtime refused a new call task; nothing was kept.
     #[error(transparent)]
     Runtime(#[from] TaskError),
-    /// The caller is over its fair limits; nothing was done.
-    #[error(transparent)]
-    Busy(#[from] super::Busy),
-    /// The server offers no such tool, or not to this caller (the two read
-    /// the same).
-    #[error("server {server:?} offers no tool {tool:?}")]
-    UnknownTool {
-        /// The server named.
-        server: String,
-        /// The tool named.
-        tool: String,
-    },
+    /// The route refused the call before anything was done: no such
+    /// server or tool for this caller, or the caller is over its fair
+    /// limits.
+    #[error("{}", .0.message())]
+    Refused(Failure),
 }
 
 impl From<CallOutcome> for Started {
@@ -114,48 +110,51 @@ impl Calls {
             options,
             caller,
         } = request;
-        // A tool the caller may not call reads as one that does not exist.
-        let unknown = || CallError::UnknownTool {
-            server: server.clone(),
-            tool: tool.clone(),
+        let intent = Intent {
+            caller: &caller,
+            target: Target::Upstream {
+                server: &server,
+                tool: &tool,
+            },
+            ask: Ask::Background(background),
         };
-        if !self.permits(&caller, &server, &tool) {
-            return Err(unknown());
-        }
-        // A server removed by a reload (its live tasks still followed)
-        // takes no new calls.
-        if !self.upstreams.is_configured(&server) {
-            return Err(mcptask_client::TrackerError::UnknownServer(server).into());
-        }
-        let _admitted = self
-            .limiter
-            .admit_or_hold(caller.principal.as_deref())
-            .await?;
-        // A toolset's submit tool is the configuration's to say.
-        let toolset = tracker
-            .servers()
-            .get(&server)
-            .is_some_and(|(def, _)| def.toolset_for(&tool).is_some());
-        if toolset {
-            return Ok(tracker
-                .call_toolset(&server, &tool, arguments, options)
-                .await?
-                .into());
-        }
-        let route = self.upstreams.route_of(&server, &tool).await;
-        // A listed server that lacks the tool: unknown (a server never
-        // listed, being down, answers for itself below).
-        if route.is_none() && self.upstreams.has_listing(&server) {
-            return Err(unknown());
-        }
-        if let Some(route) = route {
-            let wants = match background {
-                Some(true) => Wants::Durable,
-                Some(false) => Wants::Sync,
-                None if route.background => Wants::Durable,
-                None => Wants::Either,
-            };
-            if let Plan::Run(driver) = plan(route.facts, wants) {
+        let routed = match route::decide(self, intent)
+            .await
+            .map_err(CallError::Refused)?
+        {
+            Decided::Call(routed) => routed,
+            // A server never listed (down since the gateway started): the
+            // upstream says what it makes of the call.
+            Decided::Unlisted {
+                server,
+                tool,
+                toolset,
+                admitted: _admitted,
+            } => {
+                let outcome = if toolset {
+                    tracker
+                        .call_toolset(&server, &tool, arguments, options)
+                        .await
+                } else {
+                    tracker.call_tool(&server, &tool, arguments, options).await
+                };
+                return Ok(outcome?.into());
+            }
+            Decided::Agent(..) => {
+                return Err(CallError::Refused(Failure::UnknownTool {
+                    server: Some(server),
+                    tool,
+                }));
+            }
+        };
+        let Routed {
+            route,
+            plan,
+            admitted: _admitted,
+            ..
+        } = *routed;
+        match plan {
+            Plan::Run(driver) => {
                 let arguments = match arguments {
                     Value::Object(map) => map,
                     Value::Null => JsonObject::new(),
@@ -169,15 +168,19 @@ impl Calls {
                 let (_, record) = self
                     .run(&route, driver, arguments, &options, InputResponses::new())
                     .await?;
-                return Ok(Started::Task(Box::new(record)));
+                Ok(Started::Task(Box::new(record)))
             }
+            Plan::Track(TrackDriver::Toolset) => Ok(tracker
+                .call_toolset(&route.server, &route.tool, arguments, options)
+                .await?
+                .into()),
+            // A SEP-2663 upstream (its task tracked, or its synchronous
+            // answer), or a synchronous answer.
+            Plan::Track(TrackDriver::Sep2663) | Plan::PassThrough => Ok(tracker
+                .call_tool(&route.server, &route.tool, arguments, options)
+                .await?
+                .into()),
         }
-        // A SEP-2663 upstream, a synchronous answer, or a tool the catalog
-        // does not know (the upstream says what it makes of it).
-        Ok(tracker
-            .call_tool(&server, &tool, arguments, options)
-            .await?
-            .into())
     }
 
     /// Start a call task of `route` running `driver` (SEP-1686 or
@@ -186,21 +189,22 @@ impl Calls {
     pub async fn run(
         &self,
         route: &Route,
-        driver: Driver,
+        driver: RunDriver,
         arguments: JsonObject,
         options: &CallOptions,
         call_inputs: InputResponses,
     ) -> Result<(Task, RemoteTaskRecord), CallError> {
         let tracker = &self.upstreams.tracker;
         let local = match driver {
-            Driver::Sep1686 => RemoteDriver::Sep1686,
-            Driver::Sync => RemoteDriver::Sync,
-            tracked => {
-                return Err(TrackerError::InvalidInput(format!(
-                    "the {tracked} driver is tracked upstream, not run"
-                ))
-                .into());
-            }
+            RunDriver::Sep1686 => RemoteDriver::Sep1686,
+            RunDriver::Sync => RemoteDriver::Sync,
+        };
+        // What a crash does to the call is decided now, with the call, and
+        // kept in its state: recovery reads it back, never today's catalog.
+        let interrupt = if route.rerun {
+            InterruptPolicy::Rerun
+        } else {
+            InterruptPolicy::Fail
         };
         let options = CallOptions {
             id: Some(options.id.clone().unwrap_or_else(ids::new_local_task_id)),
@@ -221,8 +225,8 @@ impl Calls {
                 arguments,
                 principal: options.principal.clone(),
                 call_inputs,
-                driver: Some(driver.as_str().to_string()),
-                state: Some(CallState::new(driver).to_json()),
+                driver: Some(Driver::from(driver).as_str().to_string()),
+                state: Some(CallState::run(driver, interrupt).to_json()),
                 id: Some(record.id.clone()),
                 call_row: Some(Box::new(row)),
                 max_ttl_ms: None,
@@ -271,7 +275,11 @@ impl Mirror {
 impl HandleCommit for Mirror {
     async fn commit(&self, row: Change) -> Result<(), TrackerError> {
         let record = &row.record;
-        let state = CallState::new(record.driver.driver());
+        let driver = match record.driver.driver() {
+            Driver::Toolset => TrackDriver::Toolset,
+            _ => TrackDriver::Sep2663,
+        };
+        let state = CallState::tracked(driver);
         let request = CreateRequest {
             tool: self.tool.clone(),
             arguments: self.arguments.clone(),

@@ -3,15 +3,14 @@
 
 use std::sync::Arc;
 
+use mcptask_server::TaskTool;
 use mcptask_server::tool::{Lookup, ToolSource};
-use mcptask_server::{InterruptPolicy, TaskTool};
 use rmcp::model::Tool;
 use tokio::sync::watch;
 
 use crate::drivers;
 use crate::upstreams::Upstreams;
 use crate::upstreams::catalog::Route;
-use mcptask_core::call::Driver;
 
 /// [`Upstreams`] as the call runtime's tool source.
 #[derive(Clone)]
@@ -23,18 +22,15 @@ impl Source {
     pub fn task_tool(&self, route: &Route) -> TaskTool {
         let upstreams = self.0.clone();
         let route_for_work = route.clone();
+        let route_for_recovery = route.clone();
         // A tracked or SEP-1686 task resumes (or reports its loss) in the
-        // driver; a synchronous call follows the configured policy.
-        let policy = match drivers::durable_driver(route) {
-            Driver::Sync if !route.rerun => InterruptPolicy::Fail,
-            _ => InterruptPolicy::Rerun,
-        };
+        // driver; a synchronous call as it was made to (its stored state).
         TaskTool::new(route.definition.clone(), move |call| {
             let upstreams = upstreams.clone();
             let route = route_for_work.clone();
             async move { drivers::run(&upstreams, &route, call).await }
         })
-        .interrupt(policy)
+        .interrupt_by(move |record| drivers::interrupt_of(&route_for_recovery, record))
     }
 }
 

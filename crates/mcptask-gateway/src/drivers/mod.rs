@@ -14,18 +14,37 @@ use rmcp::ErrorData;
 use rmcp::model::CallToolResult;
 use tracing::Instrument;
 
-use mcptask_core::call::{CallState, Driver, Plan, Wants, plan};
+use mcptask_core::call::{CallState, Plan, RunDriver, Wants, plan};
+use mcptask_core::server::{InterruptPolicy, ServerTaskRecord};
 
 use crate::upstreams::Upstreams;
 use crate::upstreams::catalog::Route;
 
-/// The driver a call task of `route` runs when its state does not name one
-/// (front tasks written before states named their driver).
-pub fn durable_driver(route: &Route) -> Driver {
+/// The state of a call task of `route` whose stored state cannot be read
+/// (a front task written before states named their driver, which no
+/// version since writes): planned as it was then, from the catalog.
+fn legacy_state(route: &Route) -> CallState {
+    let interrupt = if route.rerun {
+        InterruptPolicy::Rerun
+    } else {
+        InterruptPolicy::Fail
+    };
     match plan(route.facts, Wants::Durable) {
-        Plan::Track(driver) | Plan::Run(driver) => driver,
-        Plan::PassThrough => Driver::Sync,
+        Plan::Track(driver) => CallState::tracked(driver),
+        Plan::Run(driver) => CallState::run(driver, interrupt),
+        Plan::PassThrough => CallState::run(RunDriver::Sync, interrupt),
     }
+}
+
+/// What recovery does with an interrupted call task of `route`: what its
+/// stored state says (decided when the call was made), never a plan of
+/// today's catalog, whose upstream may speak another protocol by now.
+pub fn interrupt_of(route: &Route, record: &ServerTaskRecord) -> InterruptPolicy {
+    let stored = record
+        .driver_state
+        .as_ref()
+        .and_then(|s| CallState::from_json(s, record.driver.as_deref()).ok());
+    stored.unwrap_or_else(|| legacy_state(route)).interrupt()
 }
 
 /// A call task's work, by the driver its state names.
@@ -38,7 +57,7 @@ pub async fn run(
         .ctx
         .state()
         .and_then(|s| CallState::from_json(&s, None).ok())
-        .unwrap_or_else(|| CallState::new(durable_driver(route)));
+        .unwrap_or_else(|| legacy_state(route));
     let span = driver_span(upstreams, route, &call, &state).await;
     match state {
         CallState::Tracked { tracked, .. } => {
@@ -46,7 +65,7 @@ pub async fn run(
                 .instrument(span)
                 .await
         }
-        CallState::Sync => {
+        CallState::Sync { .. } => {
             sync::synchronous(upstreams, route, call)
                 .instrument(span)
                 .await
@@ -100,5 +119,89 @@ pub fn exit_of(e: UpstreamError) -> TaskExit {
         UpstreamError::Rpc(data) => TaskExit::Error(data),
         UpstreamError::Remote(e) => internal(e.to_string()),
         UpstreamError::Cancelled => TaskExit::Cancelled,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcptask_core::call::{Protocol, TaskSupport, ToolFacts};
+    use mcptask_core::server::NewServerTask;
+
+    fn route(protocol: Protocol, rerun: bool) -> Route {
+        Route {
+            front: "s__t".into(),
+            server: "s".into(),
+            tool: "t".into(),
+            facts: ToolFacts {
+                protocol,
+                task_support: TaskSupport::Optional,
+                toolset_submit: false,
+            },
+            rerun,
+            background: false,
+            definition: rmcp::model::Tool::new(
+                "s__t",
+                "t",
+                std::sync::Arc::new(Default::default()),
+            ),
+        }
+    }
+
+    fn task(state: &CallState) -> ServerTaskRecord {
+        NewServerTask {
+            id: "ft_1".into(),
+            principal: None,
+            tool: "s__t".into(),
+            arguments: serde_json::json!({}),
+            call_inputs: None,
+            created_at: 0,
+            ttl_ms: None,
+            poll_interval_ms: None,
+            status_message: None,
+            owner: "A".into(),
+            claim_token: "k".into(),
+            driver: Some(state.driver().as_str().into()),
+            driver_state: Some(state.to_json()),
+            call_row: None,
+        }
+        .into_record()
+    }
+
+    /// A synchronous call made on a server whose `interrupt` was `fail`
+    /// stays at most once after the upstream learned the tasks protocol
+    /// (today's catalog would plan a tracked driver, which resumes): the
+    /// policy is the one stored with the call.
+    #[test]
+    fn recovery_keeps_the_interrupt_policy_the_call_was_made_with() {
+        let made = CallState::run(RunDriver::Sync, InterruptPolicy::Fail);
+        let upgraded = route(Protocol::Sep2663, false);
+        assert_eq!(interrupt_of(&upgraded, &task(&made)), InterruptPolicy::Fail);
+        // And the other way round: a rerun call stays a rerun call after
+        // the server's setting changed.
+        let rerun = CallState::run(RunDriver::Sync, InterruptPolicy::Rerun);
+        let now_fail = route(Protocol::Sync, false);
+        assert_eq!(
+            interrupt_of(&now_fail, &task(&rerun)),
+            InterruptPolicy::Rerun
+        );
+        // Work that lives upstream resumes, whatever the catalog says.
+        let tracked = CallState::tracked(mcptask_core::call::TrackDriver::Sep2663);
+        assert_eq!(
+            interrupt_of(&route(Protocol::Sync, false), &task(&tracked)),
+            InterruptPolicy::Rerun
+        );
+    }
+
+    /// A row of an older release (a synchronous call's state without its
+    /// policy) is at most once: never rerun on a guess.
+    #[test]
+    fn an_old_synchronous_state_is_failed_not_rerun() {
+        let mut old = task(&CallState::run(RunDriver::Sync, InterruptPolicy::Rerun));
+        old.driver_state = Some(serde_json::json!({"driver": "sync"}));
+        assert_eq!(
+            interrupt_of(&route(Protocol::Sep2663, true), &old),
+            InterruptPolicy::Fail
+        );
     }
 }

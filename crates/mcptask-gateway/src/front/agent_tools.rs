@@ -14,18 +14,15 @@ use rmcp::model::{
 };
 use serde_json::{Value, json};
 
-pub const LIST: &str = "mcptask_list_tasks";
-pub const GET: &str = "mcptask_get_task";
-pub const ANSWER: &str = "mcptask_answer_task";
-pub const CANCEL: &str = "mcptask_cancel_task";
+use crate::route::AgentTool;
+
+const LIST: &str = AgentTool::List.name();
+const GET: &str = AgentTool::Get.name();
+const ANSWER: &str = AgentTool::Answer.name();
+const CANCEL: &str = AgentTool::Cancel.name();
 
 /// The most tasks one `mcptask_list_tasks` call returns.
 const MAX_LIMIT: i64 = 50;
-
-/// Whether `name` is one of the agent tools.
-pub fn is_agent_tool(name: &str) -> bool {
-    matches!(name, LIST | GET | ANSWER | CANCEL)
-}
 
 fn schema(value: Value) -> Arc<JsonObject> {
     match value {
@@ -133,23 +130,23 @@ fn task_id(arguments: &JsonObject) -> Result<String, CallToolResult> {
     }
 }
 
-/// Run agent tool `name` for `principal`.
+/// Run agent tool `tool` for `principal`.
 pub async fn call(
     runtime: &TaskRuntime,
-    name: &str,
+    tool: AgentTool,
     arguments: JsonObject,
     principal: Option<&str>,
 ) -> Result<CallToolResult, ErrorData> {
-    match name {
-        LIST => list(runtime, &arguments, principal).await,
-        GET => {
+    match tool {
+        AgentTool::List => list(runtime, &arguments, principal).await,
+        AgentTool::Get => {
             let id = match task_id(&arguments) {
                 Ok(id) => id,
                 Err(refusal) => return Ok(refusal),
             };
             get(runtime, &id, principal).await
         }
-        ANSWER => {
+        AgentTool::Answer => {
             let id = match task_id(&arguments) {
                 Ok(id) => id,
                 Err(refusal) => return Ok(refusal),
@@ -180,7 +177,7 @@ pub async fn call(
                 Err(e) => failed(&id, e),
             }
         }
-        CANCEL => {
+        AgentTool::Cancel => {
             let id = match task_id(&arguments) {
                 Ok(id) => id,
                 Err(refusal) => return Ok(refusal),
@@ -195,7 +192,6 @@ pub async fn call(
                 Err(e) => failed(&id, e),
             }
         }
-        other => Err(ErrorData::from(TaskError::UnknownTool(other.to_string()))),
     }
 }
 
@@ -362,7 +358,7 @@ mod tests {
         assert_eq!(TaskCursor::decode(&c.encode()), Some(c));
         assert!(TaskCursor::decode("nope").is_none());
         for tool in definitions() {
-            assert!(is_agent_tool(&tool.name));
+            assert!(AgentTool::parse(&tool.name).is_some());
             assert!(tool.name.starts_with("mcptask_"));
         }
     }

@@ -11,9 +11,14 @@
 //! a decode and an encode on each side, a session lease and several task
 //! hops per call: the front's throughput was a fifth of the upstream's.
 //!
-//! Anything else, or any doubt, goes the full way ([`super::FrontServer`]):
-//! the same checks run there again and say what is wrong. Admission and
-//! tool policy are checked here as there, before anything is sent.
+//! The call is decided once, by the one route of every face
+//! ([`crate::route::decide`]: policy, limits, plan, the upstream's call
+//! timeout); the byte relay is only the transport chosen after it, for a
+//! pass-through plan to a stateless HTTP upstream without OAuth. Anything
+//! else goes the full way ([`super::FrontServer`]) with the decision handed
+//! along ([`Handoff`]), so nothing is decided or admitted twice. The relay
+//! has the full way's spans: the front's server span in the caller's trace
+//! and a client span whose context the upstream gets.
 //!
 //! Fair limits are checked first of all, for any 2026-07-28 `tools/call`:
 //! its headers name the method and the caller, so a flood's call is refused
@@ -34,15 +39,18 @@ use axum::http::{
 };
 use futures::StreamExt;
 use mcptask_client::Transport;
-use mcptask_core::call::{Plan, Wants, plan};
+use mcptask_client::trace;
+use mcptask_core::call::Plan;
+use mcptask_core::trace::TraceContext;
 use rmcp::model::{ClientCapabilities, ErrorData};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
+use tracing::Instrument;
 
-use super::agent_tools;
 use crate::auth::Caller;
-use crate::calls::{Admitted, Busy, Calls};
+use crate::calls::{Busy, Calls};
 use crate::failure::Failure;
+use crate::route::{self, Ask, Decided, Handoff, Intent, Routed, Target};
 
 /// The request headers an upstream gets from the caller: the protocol's
 /// routing headers, the tool's mirrored parameters (`Mcp-Param-*`) and the
@@ -69,15 +77,22 @@ struct Call {
 struct Params {
     name: String,
     #[serde(rename = "_meta")]
-    meta: Option<Meta>,
+    meta: Option<Map<String, Value>>,
     /// SEP-1686's task request: not a plain call.
     task: Option<Value>,
 }
 
-#[derive(Deserialize)]
-struct Meta {
-    #[serde(rename = "io.modelcontextprotocol/clientCapabilities")]
-    capabilities: Option<ClientCapabilities>,
+impl Params {
+    /// Whether this request declares the tasks extension in its own
+    /// `_meta` (its headers already say it is 2026-07-28 or later): what
+    /// `mcptask_server::mcp::declares_tasks` reads the full way.
+    fn declares_tasks(&self) -> bool {
+        self.meta
+            .as_ref()
+            .and_then(|m| m.get("io.modelcontextprotocol/clientCapabilities"))
+            .and_then(|c| ClientCapabilities::deserialize(c).ok())
+            .is_some_and(|c| c.supports_tasks())
+    }
 }
 
 /// Where a relayed call goes.
@@ -85,6 +100,8 @@ struct Upstream {
     url: String,
     /// The server's configured headers (its credentials among them).
     headers: Vec<(HeaderName, HeaderValue)>,
+    /// The configured server.
+    server: String,
     /// The tool's name there.
     tool: String,
     timeout: Duration,
@@ -128,7 +145,7 @@ fn names_a_call(request: &Request<Body>) -> bool {
         && headers
             .get("mcp-protocol-version")
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v >= "2026-07-28")
+            .is_some_and(mcptask_core::protocol::is_modern)
 }
 
 impl<S, B> tower::Service<Request<Body>> for PassThrough<S>
@@ -166,61 +183,64 @@ where
         let calls = self.calls.clone();
         let limit = self.max_body_bytes;
         Box::pin(async move {
-            let (parts, body) = request.into_parts();
+            let (mut parts, body) = request.into_parts();
             let bytes = match axum::body::to_bytes(body, limit).await {
                 Ok(bytes) => bytes,
                 // Too large or broken: the full way says so.
                 Err(_) => Bytes::new(),
             };
             let full_way = |parts, bytes| Request::from_parts(parts, Body::from(bytes));
-            let (call, upstream, admitted) = match decide(&calls, &parts, &bytes) {
-                Decision::Relay(relayed) => *relayed,
-                Decision::Busy(id, principal, busy) => {
-                    let busy = calls.limiter.hold(principal.as_deref(), busy).await;
-                    return Ok(rpc_answer(&id, super::server::busy_error(&busy)));
-                }
-                Decision::FullWay => {
-                    return Ok(inner.call(full_way(parts, bytes)).await?.map(Body::new));
-                }
+            let Some(call) = parse_call(&parts, &bytes) else {
+                return Ok(inner.call(full_way(parts, bytes)).await?.map(Body::new));
             };
-            match relay(&parts.headers, &call, &upstream, &bytes, admitted).await {
-                Ok(response) => Ok(response),
-                // Nothing reached the upstream (it is down): the full way
-                // reports it as every other call does.
-                Err(NotSent) => Ok(inner.call(full_way(parts, bytes)).await?.map(Body::new)),
-            }
+            let params = call.params.as_ref().expect("parse_call checked the params");
+            let caller = parts
+                .extensions
+                .get::<Caller>()
+                .cloned()
+                .unwrap_or_default();
+            let ask = if params.declares_tasks() {
+                Ask::Tasks
+            } else {
+                Ask::Plain
+            };
+            let intent = Intent {
+                caller: &caller,
+                target: Target::Front(&params.name),
+                ask,
+            };
+            let decided = match route::decide(&calls, intent).await {
+                // Held already: answered here, as the early refusal is.
+                Err(Failure::RateLimited(busy)) => {
+                    return Ok(rpc_answer(&call.id, Failure::RateLimited(busy).into()));
+                }
+                Ok(Decided::Call(routed)) => match byte_relay(&calls, &routed) {
+                    Some(upstream) => {
+                        let span = server_span(&parts.headers, &call);
+                        let relayed = relay(&parts.headers, &call, upstream, &bytes, routed, &span)
+                            .instrument(span.clone())
+                            .await;
+                        match relayed {
+                            Ok(response) => return Ok(response),
+                            // Nothing reached the upstream (it is down): the
+                            // full way reports it as every other call does.
+                            Err(NotSent(routed)) => Ok(Decided::Call(routed)),
+                        }
+                    }
+                    None => Ok(Decided::Call(routed)),
+                },
+                other => other,
+            };
+            parts.extensions.insert(Handoff::new(ask, decided));
+            Ok(inner.call(full_way(parts, bytes)).await?.map(Body::new))
         })
     }
 }
 
-/// What becomes of a candidate request.
-enum Decision {
-    /// Relayed: the call, where it goes, and its admission.
-    Relay(Box<(Call, Upstream, Admitted)>),
-    /// Refused: the caller is over its fair limits (request id, principal,
-    /// why).
-    Busy(Value, Option<String>, Busy),
-    /// Served by the front's MCP server.
-    FullWay,
-}
-
-fn decide(calls: &Calls, parts: &axum::http::request::Parts, bytes: &Bytes) -> Decision {
-    match relayable(calls, parts, bytes) {
-        Some((call, upstream, caller)) => match calls.limiter.admit(caller.principal.as_deref()) {
-            Ok(admitted) => Decision::Relay(Box::new((call, upstream, admitted))),
-            Err(busy) => Decision::Busy(call.id, caller.principal, busy),
-        },
-        None => Decision::FullWay,
-    }
-}
-
-/// The call, where it goes, and who makes it, if it is one for the fast
-/// path.
-fn relayable(
-    calls: &Calls,
-    parts: &axum::http::request::Parts,
-    bytes: &Bytes,
-) -> Option<(Call, Upstream, Caller)> {
+/// The `tools/call` of a candidate's body, if it is a plain one the route
+/// can decide here (well formed, its `Mcp-Name` header naming its tool, no
+/// SEP-1686 task request); anything else goes the full way undecided.
+fn parse_call(parts: &axum::http::request::Parts, bytes: &Bytes) -> Option<Call> {
     let call: Call = serde_json::from_slice(bytes).ok()?;
     let params = call.params.as_ref()?;
     let header_name = parts.headers.get("mcp-name").and_then(|v| v.to_str().ok());
@@ -228,39 +248,22 @@ fn relayable(
         || call.method != "tools/call"
         || header_name != Some(params.name.as_str())
         || params.task.is_some()
-        || agent_tools::is_agent_tool(&params.name)
     {
         return None;
     }
-    let declares = params
-        .meta
-        .as_ref()
-        .and_then(|m| m.capabilities.as_ref())
-        .is_some_and(|c| c.supports_tasks());
-    if declares {
+    Some(call)
+}
+
+/// The byte relay as the transport of `routed`, where it can carry it: a
+/// pass-through plan to a stateless HTTP upstream whose credentials are
+/// static (an upstream with OAuth gets its tokens from rmcp's authorizing
+/// client, the full way).
+fn byte_relay(calls: &Calls, routed: &Routed) -> Option<Upstream> {
+    let server = &routed.route.server;
+    if routed.plan != Plan::PassThrough || !calls.upstreams.is_stateless(server) {
         return None;
     }
-    let caller = parts
-        .extensions
-        .get::<Caller>()
-        .cloned()
-        .unwrap_or_default();
-    let catalog = calls.upstreams.catalog();
-    let route = catalog
-        .get(&params.name)
-        .filter(|r| calls.permits(&caller, &r.server, &r.tool))?;
-    let wants = if route.background {
-        Wants::Durable
-    } else {
-        Wants::Sync
-    };
-    if plan(route.facts, wants) != Plan::PassThrough || !calls.upstreams.is_stateless(&route.server)
-    {
-        return None;
-    }
-    let tracker = &calls.upstreams.tracker;
-    let (def, _) = tracker.servers().get(&route.server)?;
-    // An upstream with OAuth gets its tokens from rmcp's authorizing client.
+    let (def, _) = calls.upstreams.tracker.servers().get(server)?;
     if def.oauth.is_some() {
         return None;
     }
@@ -276,13 +279,34 @@ fn relayable(
         };
         configured.push((name.parse().ok()?, value.parse().ok()?));
     }
-    let upstream = Upstream {
+    Some(Upstream {
         url: url.clone(),
         headers: configured,
-        tool: route.tool.clone(),
-        timeout: def.call_timeout.unwrap_or(tracker.config().call_timeout),
+        server: server.clone(),
+        tool: routed.route.tool.clone(),
+        timeout: routed.timeout,
+    })
+}
+
+/// The front's server span of a relayed call: the full way's, in the
+/// caller's trace (`_meta`, else the HTTP headers).
+fn server_span(headers: &HeaderMap, call: &Call) -> tracing::Span {
+    let params = call.params.as_ref();
+    let name = params.map_or("", |p| p.name.as_str());
+    let id = match &call.id {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
     };
-    Some((call, upstream, caller))
+    let version = headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok());
+    crate::spans::front_call_span(
+        name,
+        &id,
+        version,
+        params.and_then(|p| p.meta.as_ref()),
+        crate::spans::Arrival::Http(headers),
+    )
 }
 
 /// The principal of a `tools/call` (its headers say so) over its fair
@@ -325,38 +349,60 @@ async fn refuse_early(
     rpc_answer(&id, super::server::busy_error(&busy))
 }
 
-/// The request never left: the upstream could not be reached.
-struct NotSent;
+/// The request never left: the upstream could not be reached. The call's
+/// decision comes back, for the full way.
+struct NotSent(Box<Routed>);
 
-/// Send the call upstream and its answer back as it comes.
+/// Send the call upstream and its answer back as it comes, in a client
+/// span under `server_span` whose context the upstream gets (in the
+/// `traceparent` header and the body's `_meta`, as the full way sends it).
 async fn relay(
     headers: &HeaderMap,
     call: &Call,
-    upstream: &Upstream,
+    upstream: Upstream,
     bytes: &Bytes,
-    admitted: Admitted,
+    routed: Box<Routed>,
+    server_span: &tracing::Span,
 ) -> Result<Response<Body>, NotSent> {
-    let http = mcptask_client::remote::upstream_http_client().map_err(|_| NotSent)?;
+    let Ok(http) = mcptask_client::remote::upstream_http_client() else {
+        return Err(NotSent(routed));
+    };
+    let client_span = trace::tool_call_span(Some(&upstream.server), &upstream.tool);
+    let cx = trace::of(&client_span);
     let front_name = call.params.as_ref().map(|p| p.name.as_str());
-    let body = if front_name == Some(upstream.tool.as_str()) {
-        bytes.clone()
+    let body = if front_name == Some(upstream.tool.as_str()) && cx.is_none() {
+        Some(bytes.clone())
     } else {
-        renamed(bytes, &upstream.tool).ok_or(NotSent)?
+        restamped(bytes, &upstream.tool, cx.as_ref())
+    };
+    let Some(body) = body else {
+        return Err(NotSent(routed));
     };
     let mut request = http
         .post(&upstream.url)
         .header(header::CONTENT_TYPE, "application/json")
         .header("mcp-name", upstream.tool.as_str());
     for (name, value) in headers.iter().filter(|(n, _)| relayed(n)) {
+        // The upstream's parent is the front's span, not the caller's.
+        if cx.is_some() && matches!(name.as_str(), "traceparent" | "tracestate") {
+            continue;
+        }
         request = request.header(name, value);
+    }
+    if let Some(cx) = &cx {
+        request = request.header("traceparent", cx.traceparent.as_str());
+        if let Some(state) = &cx.tracestate {
+            request = request.header("tracestate", state.as_str());
+        }
     }
     for (name, value) in &upstream.headers {
         request = request.header(name, value);
     }
     let deadline = tokio::time::Instant::now() + upstream.timeout;
-    let answer = match tokio::time::timeout_at(deadline, request.body(body).send()).await {
+    let sent = request.body(body).send().instrument(client_span.clone());
+    let answer = match tokio::time::timeout_at(deadline, sent).await {
         Ok(Ok(answer)) => answer,
-        Ok(Err(e)) if e.is_connect() => return Err(NotSent),
+        Ok(Err(e)) if e.is_connect() => return Err(NotSent(routed)),
         // reqwest's text names the upstream's URL: logged, not relayed.
         Ok(Err(e)) => return Ok(rpc_answer(&call.id, Failure::unreachable(&e).into())),
         Err(_) => {
@@ -386,13 +432,14 @@ async fn relay(
             format!("tools/call: the upstream answered HTTP {status} without an MCP message"),
         ));
     };
-    // The admission holds until the answer is through; the answer ends at
-    // the call's deadline like any other call.
+    // The admission and the spans hold until the answer is through; the
+    // answer ends at the call's deadline like any other call.
+    let held = (routed.admitted, server_span.clone(), client_span);
     let stream = answer
         .bytes_stream()
         .take_until(tokio::time::sleep_until(deadline))
         .map(move |chunk| {
-            let _held = &admitted;
+            let _held = &held;
             chunk
         });
     let mut response = Response::new(Body::from_stream(stream));
@@ -403,10 +450,20 @@ async fn relay(
     Ok(response)
 }
 
-/// `bytes` with `params.name` set to `tool` (a prefixed front name).
-fn renamed(bytes: &Bytes, tool: &str) -> Option<Bytes> {
+/// `bytes` with `params.name` set to `tool` (a prefixed front name) and,
+/// with telemetry on, `params._meta` carrying the front's trace context.
+fn restamped(bytes: &Bytes, tool: &str, cx: Option<&TraceContext>) -> Option<Bytes> {
     let mut value: Value = serde_json::from_slice(bytes).ok()?;
-    *value.pointer_mut("/params/name")? = Value::String(tool.to_string());
+    let params = value.get_mut("params")?.as_object_mut()?;
+    params.insert("name".into(), Value::String(tool.to_string()));
+    if let Some(cx) = cx {
+        let meta = params
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(meta) = meta.as_object_mut() {
+            trace::to_meta(meta, cx);
+        }
+    }
     serde_json::to_vec(&value).ok().map(Bytes::from)
 }
 

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use mcptask_client::upstream::{SyncEvent, SyncOptions, sync_call};
 use mcptask_client::{CallOptions, CallOutcome, TrackerError};
-use mcptask_core::call::{Driver, Face, Plan, Wants, plan};
+use mcptask_core::call::{Face, Plan, RunDriver, TrackDriver};
 use mcptask_server::mcp::declares_tasks;
-use mcptask_server::{DurableTaskServer, TaskError, TaskRuntime};
+use mcptask_server::{DurableTaskServer, TaskRuntime};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
     CompleteRequestParams, CompleteResult, ContentBlock, CreateTaskResult, CustomRequest,
@@ -28,6 +28,7 @@ use super::directory::Directory;
 use crate::auth::Caller;
 use crate::calls::{CallError, Calls};
 use crate::failure::Failure;
+use crate::route::{self, Ask, Decided, Intent, Routed, Target};
 use crate::upstreams::Upstreams;
 use crate::upstreams::catalog::Route;
 
@@ -102,7 +103,7 @@ impl FrontServer {
     async fn run(
         &self,
         route: &Route,
-        driver: Driver,
+        driver: RunDriver,
         arguments: JsonObject,
         caller: &Caller,
         request: &CallToolRequestParams,
@@ -129,7 +130,7 @@ impl FrontServer {
     async fn tracked(
         &self,
         route: &Route,
-        driver: Driver,
+        driver: TrackDriver,
         arguments: JsonObject,
         caller: &Caller,
         request: &CallToolRequestParams,
@@ -150,7 +151,7 @@ impl FrontServer {
         };
         let tracker = &self.upstreams.tracker;
         let args = Value::Object(arguments.clone());
-        let outcome = if driver == Driver::Toolset {
+        let outcome = if driver == TrackDriver::Toolset {
             tracker
                 .call_toolset(&route.server, &route.tool, args, options)
                 .await
@@ -204,11 +205,12 @@ impl FrontServer {
     /// (progress to a caller that asked for it).
     async fn pass_through(
         &self,
-        route: &Route,
+        routed: &Routed,
         arguments: JsonObject,
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let route = &routed.route;
         let pool = self
             .upstreams
             .lanes(&route.server)
@@ -220,7 +222,7 @@ impl FrontServer {
             Value::Object(arguments),
             SyncOptions {
                 declare_tasks: false,
-                timeout: Some(self.upstreams.tracker.config().call_timeout),
+                timeout: Some(routed.timeout),
                 // An input round (SEP-2322) is the caller's to answer: its
                 // answers and the upstream's state go back untouched, and
                 // the upstream sees the capabilities the caller declared.
@@ -285,7 +287,7 @@ fn caller_can_answer(context: &RequestContext<RoleServer>, method: &str) -> bool
     let Some(info) = context.peer.peer_info() else {
         return false;
     };
-    if info.protocol_version >= rmcp::model::ProtocolVersion::V_2026_07_28 {
+    if mcptask_core::protocol::is_modern(info.protocol_version.as_str()) {
         return false;
     }
     let caps = &info.capabilities;
@@ -367,7 +369,7 @@ impl ServerHandler for FrontServer {
             .upstreams
             .catalog()
             .routes()
-            .filter(|r| self.calls.permits(&caller, &r.server, &r.tool))
+            .filter(|r| route::visible(&self.calls, &caller, &r.server, &r.tool))
             .map(|r| r.definition.clone())
             .collect();
         if !declares_tasks(&context) {
@@ -388,55 +390,67 @@ impl ServerHandler for FrontServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let name = request.name.to_string();
         let span = crate::spans::front_call(&request, &context);
         let caller = (self.caller)(&context);
-        // Fair limits first: a flood is refused before it costs anything.
-        let _admitted = self
-            .calls
-            .limiter
-            .admit_or_hold(caller.principal.as_deref())
-            .await
-            .map_err(|busy| busy_error(&busy))?;
-        if agent_tools::is_agent_tool(&name) && !declares_tasks(&context) {
-            let principal = caller.principal.clone();
-            let arguments = request.arguments.clone().unwrap_or_default();
-            return agent_tools::call(&self.runtime, &name, arguments, principal.as_deref())
-                .await
-                .map(CallToolResponse::Complete);
-        }
-        let catalog = self.upstreams.catalog();
-        // A tool the caller may not call reads as one that does not exist.
-        let route = catalog
-            .get(&name)
-            .filter(|r| self.calls.permits(&caller, &r.server, &r.tool))
-            .cloned()
-            .ok_or_else(|| ErrorData::from(TaskError::UnknownTool(name.clone())))?;
-        let arguments = request.arguments.clone().unwrap_or_default();
         let declares = declares_tasks(&context);
-        // A caller that does not declare tasks gets the synchronous answer,
-        // unless the tool runs in the background (configured, or it can
-        // only run as a task): then an id it follows with the agent tools.
-        let wants = if declares || route.background {
-            Wants::Durable
-        } else {
-            Wants::Sync
+        let ask = if declares { Ask::Tasks } else { Ask::Plain };
+        // The fast path decided this request already when it chose not to
+        // relay it: that decision (and its admission) is the call's.
+        let decided = match route::Handoff::take_from(&context, ask) {
+            Some(decided) => decided,
+            None => {
+                let intent = Intent {
+                    caller: &caller,
+                    target: Target::Front(&request.name),
+                    ask,
+                };
+                route::decide(&self.calls, intent).await
+            }
         };
-        match plan(route.facts, wants) {
+        let routed = match decided.map_err(|f| ErrorData::from(f.for_caller(&caller)))? {
+            Decided::Call(routed) => routed,
+            Decided::Agent(tool, _admitted) => {
+                let principal = caller.principal.clone();
+                let arguments = request.arguments.clone().unwrap_or_default();
+                return agent_tools::call(&self.runtime, tool, arguments, principal.as_deref())
+                    .await
+                    .map(CallToolResponse::Complete);
+            }
+            // The front names only listed tools.
+            Decided::Unlisted { tool, .. } => {
+                return Err(Failure::UnknownTool { server: None, tool }.into());
+            }
+        };
+        let arguments = request.arguments.clone().unwrap_or_default();
+        match routed.plan {
             Plan::PassThrough => {
-                self.pass_through(&route, arguments, &request, &context)
+                self.pass_through(&routed, arguments, &request, &context)
                     .instrument(span)
                     .await
             }
             Plan::Track(driver) => {
-                self.tracked(&route, driver, arguments, &caller, &request, declares)
-                    .instrument(span)
-                    .await
+                self.tracked(
+                    &routed.route,
+                    driver,
+                    arguments,
+                    &caller,
+                    &request,
+                    declares,
+                )
+                .instrument(span)
+                .await
             }
             Plan::Run(driver) => {
-                self.run(&route, driver, arguments, &caller, &request, declares)
-                    .instrument(span)
-                    .await
+                self.run(
+                    &routed.route,
+                    driver,
+                    arguments,
+                    &caller,
+                    &request,
+                    declares,
+                )
+                .instrument(span)
+                .await
             }
         }
     }

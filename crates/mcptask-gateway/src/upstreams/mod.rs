@@ -131,7 +131,18 @@ impl Upstreams {
             .lock()
             .expect("versions lock")
             .get(server)
-            .is_some_and(|v| v.as_str() >= "2026-07-28")
+            .is_some_and(|v| mcptask_core::protocol::is_modern(v))
+    }
+
+    /// The bound on each call to `server`: its `call_timeout_ms`, else the
+    /// tracker's. Every path that calls an upstream reads it here (through
+    /// the route's decision).
+    pub fn call_timeout(&self, server: &str) -> Duration {
+        let default = self.tracker.config().call_timeout;
+        self.tracker
+            .servers()
+            .get(server)
+            .map_or(default, |(def, _)| def.call_timeout_or(default))
     }
 
     /// The current catalog.

@@ -438,7 +438,9 @@ async fn a_denied_tool_is_neither_listed_nor_callable_at_any_face() {
     assert!(
         matches!(
             refused,
-            Err(mcptask_gateway::calls::CallError::UnknownTool { .. })
+            Err(mcptask_gateway::calls::CallError::Refused(
+                mcptask_gateway::failure::Failure::UnknownTool { .. }
+            ))
         ),
         "{refused:?}"
     );

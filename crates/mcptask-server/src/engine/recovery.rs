@@ -33,7 +33,7 @@ impl RuntimeInner {
                 return;
             }
         };
-        let policy = tool.as_ref().map(|t| t.interrupt);
+        let policy = tool.as_ref().map(|t| t.interrupt_for(&record));
         let tool = match recovery::decide(&record, policy, now) {
             Recovery::Settle(outcome) => {
                 self.settle(&fence, record.expires_at(), outcome).await;

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, CreateTaskResult, CustomRequest,
     CustomResult, ErrorCode, GetTaskParams, GetTaskResult, Implementation, InputRequiredResult,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
-    Tool, UpdateTaskParams,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -28,7 +28,7 @@ type PrincipalFn = Arc<dyn Fn(&RequestContext<RoleServer>) -> Option<String> + S
 pub fn is_modern(context: &RequestContext<RoleServer>) -> bool {
     context
         .protocol_version()
-        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+        .is_some_and(|v| mcptask_core::protocol::is_modern(v.as_str()))
 }
 
 /// Whether this very request declares the tasks extension in its own `_meta`

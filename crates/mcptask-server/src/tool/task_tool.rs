@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use mcptask_core::server::{InterruptPolicy, TaskSupport};
+use mcptask_core::server::{InterruptPolicy, ServerTaskRecord, TaskSupport};
 use rmcp::model::{CallToolResult, InputRequests, InputResponses, JsonObject, Tool};
 
 use super::context::{TaskContext, TaskExit};
@@ -34,6 +34,9 @@ pub(crate) type HandlerFn =
     Arc<dyn Fn(ToolCall) -> BoxFuture<'static, Result<CallToolResult, TaskExit>> + Send + Sync>;
 pub(crate) type PreflightFn = Arc<dyn Fn(&JsonObject, &InputResponses) -> Preflight + Send + Sync>;
 
+/// Decides a task's interrupt policy from its record.
+pub(crate) type InterruptFn = Arc<dyn Fn(&ServerTaskRecord) -> InterruptPolicy + Send + Sync>;
+
 /// A tool served by the runtime.
 ///
 /// ```
@@ -55,6 +58,8 @@ pub struct TaskTool {
     pub(crate) tool: Tool,
     pub(crate) support: TaskSupport,
     pub(crate) interrupt: InterruptPolicy,
+    /// Decides the policy from the task itself (its stored state), when set.
+    pub(crate) interrupt_by: Option<InterruptFn>,
     /// `None`: runtime default; `Some(None)`: unlimited.
     pub(crate) ttl_ms: Option<Option<i64>>,
     pub(crate) poll_interval_ms: Option<i64>,
@@ -73,6 +78,7 @@ impl TaskTool {
             tool,
             support: TaskSupport::Optional,
             interrupt: InterruptPolicy::Fail,
+            interrupt_by: None,
             ttl_ms: None,
             poll_interval_ms: None,
             handler: Arc::new(move |call| Box::pin(handler(call))),
@@ -91,6 +97,27 @@ impl TaskTool {
     pub fn interrupt(mut self, policy: InterruptPolicy) -> Self {
         self.interrupt = policy;
         self
+    }
+
+    /// What recovery does with an interrupted task of this tool, decided
+    /// from the task's own record (e.g. the state its work stored when it
+    /// was made) instead of one policy for the tool. A runtime whose tools
+    /// are made per call (a gateway's) keeps the decision taken when each
+    /// call was made this way.
+    pub fn interrupt_by(
+        mut self,
+        decide: impl Fn(&ServerTaskRecord) -> InterruptPolicy + Send + Sync + 'static,
+    ) -> Self {
+        self.interrupt_by = Some(Arc::new(decide));
+        self
+    }
+
+    /// The interrupt policy for `record`, a task of this tool.
+    pub(crate) fn interrupt_for(&self, record: &ServerTaskRecord) -> InterruptPolicy {
+        match &self.interrupt_by {
+            Some(decide) => decide(record),
+            None => self.interrupt,
+        }
     }
 
     /// TTL of this tool's tasks; `None` = unlimited.

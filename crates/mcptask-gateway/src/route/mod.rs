@@ -1,0 +1,227 @@
+//! The one decision of a call, for every face: who calls (the caller the
+//! HTTP layer authenticated), what (the route, from the catalog, that the
+//! tool policy lets this caller see), whether now (the fair limits), and
+//! how ([`plan`] of the upstream's facts and what the caller wants).
+//!
+//! Every face maps its inputs to an [`Intent`] and calls [`decide`]: the
+//! REST and CLI calls (`Calls::call`), the Rust API, the MCP front's full
+//! way (`FrontServer::call_tool`, also behind `proxy --stdio`) and the
+//! front's fast path, whose byte relay is only a transport chosen after the
+//! decision (a [`Routed`] passed through to a stateless HTTP upstream). So
+//! policy, limits, the upstream's call timeout and the plan are the same on
+//! every path, by construction. What a face does with a [`Decided`] is its
+//! own: run the plan (`crate::calls`) and render the outcome.
+//!
+//! Listings ask [`visible`]: a tool the caller may not call is neither
+//! listed nor callable, and reads as one that does not exist.
+
+mod agent;
+mod handoff;
+#[cfg(test)]
+mod tests;
+
+use std::time::Duration;
+
+use mcptask_core::call::{Plan, Wants, plan};
+
+pub use agent::AgentTool;
+pub use handoff::Handoff;
+
+use crate::auth::Caller;
+use crate::calls::{Admitted, Calls};
+use crate::failure::Failure;
+use crate::upstreams::catalog::Route;
+
+/// Which tool a face names.
+#[derive(Debug, Clone, Copy)]
+pub enum Target<'a> {
+    /// A front name (`<prefix>__<tool>`), as the MCP front's callers name
+    /// tools.
+    Front(&'a str),
+    /// A configured server and its tool, as the REST API, the CLI and the
+    /// Rust API name them.
+    Upstream {
+        /// The configured server.
+        server: &'a str,
+        /// The tool's name there.
+        tool: &'a str,
+    },
+}
+
+/// What the caller wants, as its face says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ask {
+    /// An MCP caller that declares the tasks extension on this request:
+    /// every call is kept, as a task.
+    Tasks,
+    /// An MCP caller that does not: the synchronous answer, or for a
+    /// background tool an id to follow with the agent tools.
+    Plain,
+    /// The REST API, the CLI or the Rust API: `Some(true)` keeps the call
+    /// whatever the tool, `Some(false)` wants the synchronous answer where
+    /// the tool has one, `None` follows the tool's `background` setting.
+    Background(Option<bool>),
+}
+
+/// One call, as a face asks for it.
+#[derive(Debug, Clone, Copy)]
+pub struct Intent<'a> {
+    /// Who calls.
+    pub caller: &'a Caller,
+    /// Which tool.
+    pub target: Target<'a>,
+    /// What the caller wants.
+    pub ask: Ask,
+}
+
+/// A call routed to an upstream tool and admitted.
+pub struct Routed {
+    /// The tool.
+    pub route: Route,
+    /// How the call is made.
+    pub plan: Plan,
+    /// Its place under the caller's fair limits (held until the call is
+    /// answered).
+    pub admitted: Admitted,
+    /// The bound on each call to the upstream (its `call_timeout_ms`, else
+    /// the tracker's).
+    pub timeout: Duration,
+    /// The caller declares tasks: a kept call is answered as a task (else
+    /// with the agent tools' "started" answer, or REST's).
+    pub declares: bool,
+}
+
+/// What becomes of a call.
+pub enum Decided {
+    /// An upstream tool the catalog knows.
+    Call(Box<Routed>),
+    /// One of the front's own agent tools (a caller that does not declare
+    /// tasks following its background tasks).
+    Agent(AgentTool, Admitted),
+    /// A configured server that was never listed (down since the gateway
+    /// started): the call goes to the upstream, which says what it makes
+    /// of it. `toolset`: the configuration names the tool a toolset's
+    /// submit tool.
+    Unlisted {
+        /// The server.
+        server: String,
+        /// The tool.
+        tool: String,
+        /// A toolset's submit tool.
+        toolset: bool,
+        /// Its place under the caller's fair limits.
+        admitted: Admitted,
+    },
+}
+
+/// Whether `caller` may see and call `tool` of `server` (the tool policy
+/// in force now). Listings filter with it; [`decide`] refuses with it.
+pub fn visible(calls: &Calls, caller: &Caller, server: &str, tool: &str) -> bool {
+    calls.policy().permits(&caller.access(), server, tool)
+}
+
+/// What the caller's ask means for `route`.
+fn wants(ask: Ask, route: &Route) -> Wants {
+    match ask {
+        Ask::Tasks => Wants::Durable,
+        // Not declaring tasks: the synchronous answer, unless the tool
+        // runs in the background (configured, or it can only run as a task).
+        Ask::Plain if route.background => Wants::Durable,
+        Ask::Plain => Wants::Sync,
+        Ask::Background(Some(true)) => Wants::Durable,
+        Ask::Background(Some(false)) => Wants::Sync,
+        Ask::Background(None) if route.background => Wants::Durable,
+        Ask::Background(None) => Wants::Either,
+    }
+}
+
+/// Decide a call: route, policy, limits, plan. A tool the caller may not
+/// call reads as one that does not exist; a caller over its fair limits is
+/// held a while (`calls::tarpit`) and refused.
+pub async fn decide(calls: &Calls, intent: Intent<'_>) -> Result<Decided, Failure> {
+    let Intent {
+        caller,
+        target,
+        ask,
+    } = intent;
+    let upstreams = &calls.upstreams;
+    let admit = || async {
+        calls
+            .limiter
+            .admit_or_hold(caller.principal.as_deref())
+            .await
+            .map_err(Failure::RateLimited)
+    };
+    let (server, tool, known) = match target {
+        Target::Front(name) => {
+            // The agent tools are the front's own, for callers that follow
+            // background tasks with them (a declaring caller has tasks/*).
+            if ask != Ask::Tasks
+                && let Some(agent) = AgentTool::parse(name)
+            {
+                return Ok(Decided::Agent(agent, admit().await?));
+            }
+            let route = upstreams
+                .catalog()
+                .get(name)
+                .filter(|r| visible(calls, caller, &r.server, &r.tool))
+                .cloned()
+                .ok_or_else(|| Failure::UnknownTool {
+                    server: None,
+                    tool: name.to_string(),
+                })?;
+            (route.server.clone(), route.tool.clone(), Some(route))
+        }
+        Target::Upstream { server, tool } => {
+            let unknown = || Failure::UnknownTool {
+                server: Some(server.to_string()),
+                tool: tool.to_string(),
+            };
+            if !visible(calls, caller, server, tool) {
+                return Err(unknown());
+            }
+            // A server removed by a reload (its live tasks still followed)
+            // takes no new calls.
+            if !upstreams.is_configured(server) {
+                return Err(Failure::UnknownServer(server.to_string()));
+            }
+            (server.to_string(), tool.to_string(), None)
+        }
+    };
+    let admitted = admit().await?;
+    let route = match known {
+        Some(route) => route,
+        None => match upstreams.route_of(&server, &tool).await {
+            Some(route) => route,
+            None => {
+                let toolset = upstreams
+                    .tracker
+                    .servers()
+                    .get(&server)
+                    .is_some_and(|(def, _)| def.toolset_for(&tool).is_some());
+                // A listed server that lacks the tool: unknown. One never
+                // listed (down) answers for itself.
+                if !toolset && upstreams.has_listing(&server) {
+                    return Err(Failure::UnknownTool {
+                        server: Some(server),
+                        tool,
+                    });
+                }
+                return Ok(Decided::Unlisted {
+                    server,
+                    tool,
+                    toolset,
+                    admitted,
+                });
+            }
+        },
+    };
+    let plan = plan(route.facts, wants(ask, &route));
+    Ok(Decided::Call(Box::new(Routed {
+        timeout: upstreams.call_timeout(&route.server),
+        route,
+        plan,
+        admitted,
+        declares: ask == Ask::Tasks,
+    })))
+}
