@@ -273,6 +273,10 @@ impl From<UpstreamError> for Failure {
         match e {
             UpstreamError::Rpc(data) => Failure::Remote(data),
             UpstreamError::Remote(e) => Failure::unreachable(&e),
+            // Its own words: how long the front waited names no host.
+            UpstreamError::Timeout { operation, after } => Failure::Timeout(format!(
+                "{operation}: the upstream did not answer within {after:?}"
+            )),
             UpstreamError::Cancelled => Failure::Cancelled,
         }
     }

@@ -30,6 +30,15 @@ pub enum UpstreamError {
     /// The server could not be reached, timed out, or broke the protocol.
     #[error(transparent)]
     Remote(#[from] RemoteError),
+    /// The server did not answer `operation` within `after` (its call
+    /// timeout): it may still be working on it.
+    #[error("{operation}: no answer within {after:?}")]
+    Timeout {
+        /// The request that went unanswered (`tools/call`, `tasks/result`…).
+        operation: String,
+        /// The bound it was given.
+        after: std::time::Duration,
+    },
     /// We withdrew the call.
     #[error("cancelled")]
     Cancelled,
@@ -39,9 +48,10 @@ impl UpstreamError {
     pub(crate) fn from_service(operation: &str, e: ServiceError) -> Self {
         match e {
             ServiceError::McpError(data) => Self::Rpc(data),
-            ServiceError::Timeout { timeout } => Self::Remote(RemoteError::Transient(format!(
-                "{operation}: no answer within {timeout:?}"
-            ))),
+            ServiceError::Timeout { timeout } => Self::Timeout {
+                operation: operation.to_string(),
+                after: timeout,
+            },
             ServiceError::UnexpectedResponse => Self::Remote(RemoteError::Protocol(format!(
                 "{operation}: the server answered with an unexpected result"
             ))),

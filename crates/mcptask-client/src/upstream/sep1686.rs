@@ -137,7 +137,7 @@ impl Sep1686Handle {
 
     /// `outcome`, noting a failure below the protocol (see `broken`).
     fn noted<T>(&self, outcome: Result<T, UpstreamError>) -> Result<T, UpstreamError> {
-        if let Err(UpstreamError::Remote(_)) = &outcome {
+        if let Err(UpstreamError::Remote(_) | UpstreamError::Timeout { .. }) = &outcome {
             self.broken.store(true, Ordering::Relaxed);
         }
         outcome

@@ -244,7 +244,9 @@ impl SyncCall {
         // unless it ended without the server's answer (a timeout, a broken
         // transport): the server may still be working on it.
         self.route = None;
-        if let (Err(UpstreamError::Remote(_)), Some(lane)) = (&outcome, self.lane.as_mut()) {
+        if let (Err(UpstreamError::Remote(_) | UpstreamError::Timeout { .. }), Some(lane)) =
+            (&outcome, self.lane.as_mut())
+        {
             lane.discard();
         }
         self.lane = None;

@@ -117,6 +117,7 @@ pub(crate) fn unanswered(keys: &[String], bound: std::time::Duration) -> TaskExi
 pub fn exit_of(e: UpstreamError) -> TaskExit {
     match e {
         UpstreamError::Rpc(data) => TaskExit::Error(data),
+        e @ UpstreamError::Timeout { .. } => internal(e.to_string()),
         UpstreamError::Remote(e) => internal(e.to_string()),
         UpstreamError::Cancelled => TaskExit::Cancelled,
     }

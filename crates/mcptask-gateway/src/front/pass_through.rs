@@ -40,6 +40,7 @@ use axum::http::{
 use futures::StreamExt;
 use mcptask_client::Transport;
 use mcptask_client::trace;
+use mcptask_client::upstream::UpstreamError;
 use mcptask_core::call::Plan;
 use mcptask_core::trace::TraceContext;
 use rmcp::model::{ClientCapabilities, ErrorData};
@@ -406,11 +407,11 @@ async fn relay(
         // reqwest's text names the upstream's URL: logged, not relayed.
         Ok(Err(e)) => return Ok(rpc_answer(&call.id, Failure::unreachable(&e).into())),
         Err(_) => {
-            let timeout = upstream.timeout;
-            return Ok(rpc_error(
-                &call.id,
-                format!("tools/call: the upstream did not answer within {timeout:?}"),
-            ));
+            let timeout = UpstreamError::Timeout {
+                operation: "tools/call".into(),
+                after: upstream.timeout,
+            };
+            return Ok(rpc_answer(&call.id, Failure::from(timeout).into()));
         }
     };
     let status = answer.status();

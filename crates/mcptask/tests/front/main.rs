@@ -6,7 +6,8 @@
 //! toolset behind it ([`toolset`]); tool policy at the stdio face, the CLI,
 //! the agent tools and across a live reload ([`policy`]); one call's spans,
 //! exported over OTLP, as one trace with its caller's ([`telemetry`]); the
-//! fast path of stateless pass-through calls ([`pass_through`]).
+//! fast path of stateless pass-through calls ([`pass_through`]); a rule of
+//! the call holding on every path ([`route`]).
 
 mod one_call;
 mod pass_through;
@@ -15,5 +16,6 @@ mod proxy_agent_tools;
 mod proxy_everything;
 mod proxy_push;
 mod proxy_replicas;
+mod route;
 mod telemetry;
 mod toolset;

@@ -142,3 +142,122 @@ async fn one_call_is_one_trace_from_the_host_to_the_upstream() {
     })
     .await;
 }
+
+/// The trace of the fast-path call and of the declaring call below.
+const FAST_TRACE_ID: &str = "5c1e0b7a9d3f4e2a8b6c4d2e0f1a3b5c";
+const TASKS_TRACE_ID: &str = "6d2f1c8b0e4a5f3b9c7d5e3f1a2b4c6d";
+
+/// A 2026-07-28 `tools/call` of `tool` posted raw, as a stateless client
+/// does, with the caller's trace in the `traceparent` HTTP header only.
+async fn post_call(
+    mcp: &str,
+    tool: &str,
+    trace_id: &str,
+    capabilities: serde_json::Value,
+) -> serde_json::Value {
+    let body = json!({"jsonrpc": "2.0", "id": 11, "method": "tools/call", "params": {
+    "name": tool, "arguments": {"name": "trace"},
+    "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "trace-test", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    }}});
+    let text = reqwest::Client::new()
+        .post(mcp)
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", "tools/call")
+        .header("Mcp-Name", tool)
+        .header("traceparent", format!("00-{trace_id}-{CALLER_SPAN}-01"))
+        .json(&body)
+        .send()
+        .await
+        .expect("POST /mcp")
+        .text()
+        .await
+        .expect("the answer");
+    let json = text
+        .lines()
+        .find_map(|l| l.strip_prefix("data:"))
+        .unwrap_or(&text);
+    serde_json::from_str(json.trim()).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// Every path through the front continues the caller's trace: the fast
+/// path's byte relay exports the same server span as the full way and a
+/// client span, and the upstream's parent is the front's span (not the
+/// caller's); a declaring caller whose trace is only in the HTTP header
+/// is continued too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_path_continues_the_callers_trace_and_the_upstream_sees_the_fronts_span() {
+    with_deadline(Duration::from_secs(180), async {
+        let collector = OtlpReceiver::start().await;
+        let upstream_db = TestDatabase::sqlite();
+        let demo = DemoServer::start(&upstream_db.url, &[]).await;
+        let recorder = mcptask_testkit::ScriptedServer::start(&demo.url).await;
+        let front_db = TestDatabase::sqlite();
+        let toml = format!(
+            "{}\n[proxy]\nenabled = true\n\n[telemetry]\nenabled = true\nendpoint = {:?}\nservice_name = \"mcptask-under-test\"\n",
+            GatewaySpec::open(&front_db.url, &[("demo", &recorder.url())]).toml(),
+            collector.endpoint,
+        );
+        let gateway =
+            GatewayProcess::start_toml("gateway", &toml, &[("OTEL_BSP_SCHEDULE_DELAY", "200")])
+                .await;
+        let mcp = format!("{}/mcp", gateway.base);
+        let all = || format!("{:#?}", collector.spans());
+
+        // The fast path: a synchronous tool, tasks not declared.
+        let answer = post_call(&mcp, "demo__greet", FAST_TRACE_ID, json!({})).await;
+        assert_eq!(answer["result"]["content"][0]["text"], "Hello, trace!", "{answer}");
+        let seen = recorder.seen_method("tools/call");
+        let call = seen.last().expect("the call reached the upstream");
+        assert_eq!(
+            call.params["_meta"]["io.modelcontextprotocol/clientInfo"]["name"], "trace-test",
+            "relayed as bytes (the fast path): {}",
+            call.params
+        );
+        let spans = collector
+            .wait_trace(FAST_TRACE_ID, Duration::from_secs(60), |spans| {
+                let has = |name: &str| spans.iter().any(|s| s.name == name);
+                has("tools/call demo__greet") && has("tools/call greet")
+            })
+            .await;
+        let front = named(&spans, "tools/call demo__greet");
+        assert_eq!(front.len(), 1, "one front span: {}", all());
+        let front = front[0];
+        assert_eq!(front.parent, CALLER_SPAN, "{front:#?}");
+        assert_eq!(front.kind, SERVER);
+        assert_eq!(front.attr("mcp.protocol.version"), Some("2026-07-28"));
+        let client = named(&spans, "tools/call greet");
+        assert_eq!(client.len(), 1, "one upstream call: {}", all());
+        let client = client[0];
+        assert_eq!(client.parent, front.span_id);
+        assert_eq!(client.kind, CLIENT);
+        assert_eq!(client.attr("mcptask.server"), Some("demo"));
+        // The upstream's parent is the front's client span, in the header
+        // and in the request's `_meta` alike.
+        let expected = format!("00-{FAST_TRACE_ID}-{}-01", client.span_id);
+        let header = call.headers.get("traceparent").and_then(|v| v.to_str().ok());
+        assert_eq!(header, Some(expected.as_str()), "{:?}", call.headers);
+        assert_eq!(call.params["_meta"]["traceparent"], expected.as_str(), "{}", call.params);
+
+        // A declaring caller, its trace in the HTTP header only.
+        let tasks = serde_json::to_value(
+            rmcp::model::ClientCapabilities::builder().enable_tasks().build(),
+        )
+        .unwrap();
+        let answer = post_call(&mcp, "demo__greet", TASKS_TRACE_ID, tasks).await;
+        // The full way (a tracked call; greet answers at once).
+        assert_eq!(answer["result"]["content"][0]["text"], "Hello, trace!", "{answer}");
+        let spans = collector
+            .wait_trace(TASKS_TRACE_ID, Duration::from_secs(60), |spans| {
+                spans.iter().any(|s| s.name == "tools/call demo__greet")
+            })
+            .await;
+        let front = named(&spans, "tools/call demo__greet");
+        assert_eq!(front.len(), 1, "one front span: {}", all());
+        assert_eq!(front[0].parent, CALLER_SPAN, "{:#?}", front[0]);
+    })
+    .await;
+}
