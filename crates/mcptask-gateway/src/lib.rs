@@ -46,7 +46,7 @@ mod gateway;
 pub mod live;
 pub mod metrics;
 pub mod spans;
-pub mod telemetry;
+pub use config::telemetry;
 pub mod test_hooks;
 pub mod upstreams;
 
