@@ -402,6 +402,53 @@ secret = "s"
         assert!(changes(BASE, &moved).is_empty());
     }
 
+    /// What a section declares is what a reload reports: an edit of a
+    /// live section is a change applied now, one of an at-start section a
+    /// setting that waits for a restart.
+    #[test]
+    fn each_section_is_reloaded_as_it_declares() {
+        use crate::config::{
+            ApiSection, DatabaseSection, LimitsSection, OAuthGlobalSection, PolicySection,
+            ProxySection, Reload, ServerSection, TelemetrySection, WebhookSection, reload,
+        };
+        let edits = [
+            (
+                "[database]\nurl = \"sqlite:other.db\"\n",
+                DatabaseSection::RELOAD,
+            ),
+            ("[proxy]\nenabled = true\n", ProxySection::RELOAD),
+            ("[tracker]\npoll_min_ms = 200\n", reload::TRACKER_RELOAD),
+            (
+                "[oauth]\nsecret_key_file = \"k.key\"\n",
+                OAuthGlobalSection::RELOAD,
+            ),
+            ("[telemetry]\nenabled = true\n", TelemetrySection::RELOAD),
+            ("[limits]\nper_principal_rate = 5\n", LimitsSection::RELOAD),
+            ("[[policy]]\ndeny = [\"a/*\"]\n", PolicySection::RELOAD),
+            (
+                "[[servers]]\nname = \"c\"\ncommand = \"c\"\n",
+                ServerSection::RELOAD,
+            ),
+            (
+                "[[webhooks]]\nurl = \"http://127.0.0.1:8/h\"\nsecret = \"s\"\n",
+                WebhookSection::RELOAD,
+            ),
+        ];
+        for (edit, declared) in edits {
+            let c = changes(BASE, &format!("{BASE}{edit}"));
+            assert!(!c.is_empty(), "{edit}");
+            let waits = !c.need_restart.is_empty();
+            assert_eq!(waits, declared == Reload::AtStart, "{edit}: {c:?}");
+        }
+        let listen = BASE.replace("[api]\n", "[api]\nlisten = \"127.0.0.1:9\"\n");
+        assert_eq!(changes(BASE, &listen).need_restart, ["[api] listen"]);
+        assert_eq!(ApiSection::LISTENER_RELOAD, Reload::AtStart);
+        let rotated = BASE.replace("operator-0123456789", "operator-rotated-0123");
+        let c = changes(BASE, &rotated);
+        assert!(!c.is_empty() && c.need_restart.is_empty());
+        assert_eq!(ApiSection::RELOAD, Reload::Live);
+    }
+
     #[test]
     fn each_kind_of_edit_is_named_and_no_secret_is_shown() {
         let new = BASE
