@@ -106,7 +106,7 @@ impl Fingerprint {
                     "def": serde_json::to_value(&def).unwrap_or_default(),
                     "oauth": section.oauth.as_ref().map(|o| o.get_ref()),
                     "secrets": config.secrets.get(section.name()).map(|s| s.print()),
-                    "front": section.front_settings(),
+                    "front": section.front_print(),
                 });
                 (
                     def.name.clone(),
@@ -128,7 +128,7 @@ impl Fingerprint {
             .api
             .oauth
             .iter()
-            .map(|o| (o.issuer.get_ref().clone(), short_hash(&o.settings())))
+            .map(|o| (o.issuer.get_ref().clone(), short_hash(&o.print())))
             .collect();
         let policy = json!(config.policy.iter().map(|p| p.print()).collect::<Vec<_>>());
         let limits = serde_json::to_value(&config.limits).unwrap_or_default();

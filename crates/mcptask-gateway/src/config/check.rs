@@ -1,12 +1,12 @@
 //! The checks of a whole file: each section's own check, in file order;
 //! the first problem found is the error.
 
-use super::{Config, ConfigError, PolicySection, ServerSection, Source, Spans};
+use super::{Config, ConfigError, PolicySection, ServerSection, Source};
 
 impl Config {
-    /// Check every section (`spans`: where the tables and keys the section
-    /// types carry no position of are).
-    pub(crate) fn check(&self, src: &Source, spans: &Spans) -> Result<(), ConfigError> {
+    /// Check every section.
+    pub(crate) fn check(&self, src: &Source) -> Result<(), ConfigError> {
+        let spans = &self.spans;
         ServerSection::check_all(&self.servers, src)?;
         self.api.check(src, spans)?;
         for webhook in &self.webhooks {
@@ -15,14 +15,14 @@ impl Config {
         self.limits.check(src, spans)?;
         PolicySection::check_all(&self.policy, src, spans)?;
         self.telemetry.check(src)?;
-        self.check_tracker(src, spans)
+        self.check_tracker(src)
     }
 
     /// `[tracker]`: the client's own checks, at the key they name.
-    fn check_tracker(&self, src: &Source, spans: &Spans) -> Result<(), ConfigError> {
+    fn check_tracker(&self, src: &Source) -> Result<(), ConfigError> {
         self.tracker.validate().map_err(|invalid| {
             src.at(
-                spans.tracker_key(invalid.key),
+                self.spans.tracker_key(invalid.key),
                 &format!("tracker.{invalid}"),
                 invalid.fix,
             )

@@ -81,7 +81,7 @@ impl IssuerSection {
     }
 
     /// Everything but the issuer, as a reload compares it.
-    pub(crate) fn settings(&self) -> serde_json::Value {
+    pub(crate) fn print(&self) -> serde_json::Value {
         serde_json::json!([
             self.audience,
             self.jwks_url,

@@ -28,9 +28,9 @@
 //!     url = "http://127.0.0.1:8080/mcp"
 //! "#)?;
 //! assert_eq!(config.server_defs()[0].name, "reports");
-//! let e = mcptask_gateway::Config::parse("mcptask.toml", "[limits]\nper_principal_rate = 0\n")
-//!     .unwrap_err();
-//! assert!(e.0.starts_with("mcptask.toml:1:1: a limit under [limits]"));
+//! let text = "[api]\nauth = \"none\"\n[limits]\nper_principal_rate = 0\n";
+//! let e = mcptask_gateway::Config::parse("mcptask.toml", text).unwrap_err();
+//! assert!(e.0.starts_with("mcptask.toml:3:1: a limit under [limits]"));
 //! # Ok::<(), mcptask_gateway::ConfigError>(())
 //! ```
 
@@ -146,7 +146,7 @@ impl Config {
         };
         let mut config = Config::read(&src)?;
         config.apply_env(&get)?;
-        config.check(&src, &config.spans)?;
+        config.check(&src)?;
         let base = Path::new(&path).parent().unwrap_or(Path::new("."));
         config.resolve_secrets(&src, base, &get)?;
         Ok(config)
@@ -157,18 +157,18 @@ impl Config {
     pub fn parse(path: &str, text: &str) -> Result<Config, ConfigError> {
         let src = Source { path, text };
         let config = Self::read(&src)?;
-        config.check(&src, &config.spans)?;
+        config.check(&src)?;
         Ok(config)
     }
 
     /// The file's sections, unchecked, with the spans the checks need.
     fn read(src: &Source) -> Result<Config, ConfigError> {
         let document = toml::de::DeTable::parse(src.text).map_err(|e| src.invalid(&e))?;
-        let spans = Spans::deserialize(toml::de::Deserializer::from(document.clone()))
+        // The sections first: their types say what is wrong with a value.
+        let mut config = Config::deserialize(toml::de::Deserializer::from(document.clone()))
             .map_err(|e| src.invalid(&e))?;
-        let mut config = Config::deserialize(toml::de::Deserializer::from(document))
+        config.spans = Spans::deserialize(toml::de::Deserializer::from(document))
             .map_err(|e| src.invalid(&e))?;
-        config.spans = spans;
         Ok(config)
     }
 

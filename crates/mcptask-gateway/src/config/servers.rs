@@ -140,7 +140,7 @@ impl ServerSection {
 
     /// What the calls make of it beyond its definition, as a reload
     /// compares it.
-    pub(crate) fn front_settings(&self) -> serde_json::Value {
+    pub(crate) fn front_print(&self) -> serde_json::Value {
         serde_json::json!({
             "prefix": self.prefix,
             "interrupt": self.interrupt,
