@@ -7,13 +7,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use mcptask_client::{Notifier, Tracker, WebhookNotifier};
+use mcptask_client::{Notifier, Tracker};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, AppState};
 use crate::auth::Authenticator;
-use crate::calls::{Calls, Limits};
+use crate::calls::Calls;
 use crate::config::Config;
 use crate::front;
 use crate::live::{Changes, Fingerprint, LiveConfig};
@@ -26,8 +26,9 @@ const DRAIN: Duration = Duration::from_secs(10);
 pub struct Gateway {
     /// The tracker of remote tasks (SEP-2663 and toolsets).
     pub tracker: Tracker,
-    /// The configuration it was started with (what is read once at start:
-    /// the database, the listener, `[proxy]`, `[tracker]`).
+    /// The configuration it was started with: what is read once at start
+    /// (the sections whose [`Reload`](crate::config::Reload) is `AtStart`)
+    /// is read here.
     pub config: Config,
     /// The configuration in force (replaced by [`Gateway::reload`]).
     pub live: LiveConfig,
@@ -50,16 +51,7 @@ fn webhooks_of(config: &Config) -> anyhow::Result<Vec<Arc<dyn Notifier>>> {
     config
         .webhooks
         .iter()
-        .map(|hook| {
-            let timeout = Duration::from_millis(hook.timeout_ms.unwrap_or(10_000));
-            WebhookNotifier::new(
-                hook.url.get_ref().clone(),
-                hook.secret.clone().into_bytes(),
-                timeout,
-            )
-            .map(|n| Arc::new(n) as Arc<dyn Notifier>)
-            .map_err(anyhow::Error::msg)
-        })
+        .map(|hook| hook.notifier().map_err(anyhow::Error::msg))
         .collect()
 }
 
@@ -156,8 +148,8 @@ impl Gateway {
     /// timeouts: from the next request; live tasks carry on) and removed
     /// (no new calls; the tracker follows its live tasks to their end, then
     /// forgets it); `[[webhooks]]` for the events delivered from now on.
-    /// Settings read only at start are left as they are (the changes say
-    /// which). `next` must have been loaded and checked like a configuration
+    /// Settings read only at start ([`Config::at_start`]) are left as they
+    /// are (the changes say which). `next` must have been loaded and checked like a configuration
     /// at start ([`Config::load`]); what cannot be put in force (OAuth
     /// servers without a key, a webhook URL the client refuses) is refused
     /// before anything changes, and the configuration in force stays.
@@ -185,7 +177,7 @@ impl Gateway {
         }
         let (clashes, unreachable) = self
             .calls
-            .set_servers(Calls::upstreams_of(&next), &changes.servers_to_list())
+            .set_servers(next.upstreams(), &changes.servers_to_list())
             .await;
         for clash in clashes {
             tracing::warn!(%clash, "an upstream tool was left out of the catalog");
@@ -195,7 +187,7 @@ impl Gateway {
         }
         self.auth.set(&next);
         self.calls.set_policy(next.policy());
-        self.calls.limiter.set(Limits::from_config(&next));
+        self.calls.limiter.set(next.limits.limits());
         self.tracker.set_notifiers(webhooks);
         self.live.set(next);
         self.sweep_retired().await;

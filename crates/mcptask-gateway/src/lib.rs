@@ -47,7 +47,7 @@ pub mod live;
 pub mod metrics;
 pub mod route;
 pub mod spans;
-pub mod telemetry;
+pub use config::telemetry;
 pub mod test_hooks;
 pub mod upstreams;
 

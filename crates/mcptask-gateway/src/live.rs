@@ -2,13 +2,14 @@
 //!
 //! A running gateway keeps the configuration in force in [`LiveConfig`]; a
 //! reload ([`crate::Gateway::reload`], SIGHUP for `mcptask serve`) parses
-//! and checks the file as at start, then puts each part in force where it is
-//! read per request: the authenticator (`[api]` tokens, `[[api.oauth]]`,
-//! `auth`, `public_url`), the calls (`[[policy]]`, `[limits]`), the upstream
-//! registry and catalog (`[[servers]]`) and the tracker's notifiers
-//! (`[[webhooks]]`). The rest (`[database]`, `[api] listen`,
-//! `max_body_bytes`, `[proxy]`, `[tracker]`, `[oauth]`) is read once at
-//! start: a reload that changes it says so and leaves it as it was.
+//! and checks the file as at start, then puts in force each section that
+//! declares [`Reload::Live`] (the authenticator, the calls' policy and
+//! limits, the upstream registry and catalog, the tracker's notifiers). The
+//! sections that declare [`Reload::AtStart`] ([`Config::at_start`]) are read
+//! once: a reload that changes one says so and leaves it as it was.
+//!
+//! [`Reload::Live`]: crate::config::Reload::Live
+//! [`Reload::AtStart`]: crate::config::Reload::AtStart
 //!
 //! What changes is described by a [`Fingerprint`] of each configuration,
 //! with every secret (tokens, headers, webhook secrets, OAuth credentials)
@@ -21,9 +22,9 @@ use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
-use crate::config::{AuthMode, Config};
+use crate::config::Config;
+use crate::config::reload::short_hash;
 
 /// The configuration in force, replaced whole by a reload. Cheap to clone.
 #[derive(Clone)]
@@ -46,17 +47,6 @@ impl LiveConfig {
     pub(crate) fn set(&self, config: Config) {
         *self.current.write().expect("live config lock") = Arc::new(config);
     }
-}
-
-/// A short hash of `value`: enough to tell two values apart, nothing to
-/// recover a secret from.
-fn short_hash(value: &impl Serialize) -> String {
-    let bytes = serde_json::to_vec(value).unwrap_or_default();
-    Sha256::digest(&bytes)
-        .iter()
-        .take(6)
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// One server as a reload compares it.
@@ -92,12 +82,16 @@ pub struct Fingerprint {
 }
 
 impl Fingerprint {
+    /// `config` as a reload compares it: the live sections in detail, the
+    /// rest (what its sections declare [`Reload::AtStart`]) as prints.
+    ///
+    /// [`Reload::AtStart`]: crate::config::Reload::AtStart
     pub fn of(config: &Config) -> Fingerprint {
         let servers = config
-            .server_defs()
-            .into_iter()
-            .zip(&config.servers)
-            .map(|(def, section)| {
+            .servers
+            .iter()
+            .map(|section| {
+                let def = section.def(config.secrets.get(section.name()), None);
                 let endpoint = match &def.transport {
                     mcptask_client::Transport::Http { url, .. } => {
                         format!("http {}", mcptask_client::redact_url(url))
@@ -110,10 +104,9 @@ impl Fingerprint {
                 };
                 let settings = json!({
                     "def": serde_json::to_value(&def).unwrap_or_default(),
-                    "oauth": section.oauth.as_ref().map(|o| format!("{:?}", o.get_ref())),
-                    "prefix": section.prefix,
-                    "interrupt": format!("{:?}", section.interrupt),
-                    "background": section.background,
+                    "oauth": section.oauth.as_ref().map(|o| o.get_ref()),
+                    "secrets": config.secrets.get(section.name()).map(|s| s.print()),
+                    "front": section.front_print(),
                 });
                 (
                     def.name.clone(),
@@ -135,32 +128,10 @@ impl Fingerprint {
             .api
             .oauth
             .iter()
-            .map(|o| {
-                let settings = json!([
-                    o.audience,
-                    o.jwks_url,
-                    o.principal_claim,
-                    o.scopes,
-                    o.operator_scope,
-                    o.operator_claim.as_ref().map(|c| (&c.claim, &c.value)),
-                    o.leeway_s
-                ]);
-                (o.issuer.get_ref().clone(), short_hash(&settings))
-            })
+            .map(|o| (o.issuer.get_ref().clone(), short_hash(&o.print())))
             .collect();
-        let policy = json!(
-            config
-                .policy
-                .iter()
-                .map(|p| json!({"principal": p.principal, "scope": p.scope,
-                    "claim": p.claim.as_ref().map(|c| format!("{}={}", c.claim, c.value)),
-                    "allow": p.allow, "deny": p.deny}))
-                .collect::<Vec<_>>()
-        );
-        let l = &config.limits;
-        let limits = json!({"per_principal_rate": l.per_principal_rate,
-            "per_principal_burst": l.per_principal_burst,
-            "per_principal_in_flight": l.per_principal_in_flight});
+        let policy = json!(config.policy.iter().map(|p| p.print()).collect::<Vec<_>>());
+        let limits = serde_json::to_value(&config.limits).unwrap_or_default();
         let webhooks = config
             .webhooks
             .iter()
@@ -171,63 +142,16 @@ impl Fingerprint {
                 )
             })
             .collect();
-        let mut at_start = BTreeMap::new();
-        at_start.insert("[database] url".into(), short_hash(&config.database.url));
-        at_start.insert("[api] listen".into(), config.api.listen.to_string());
-        at_start.insert(
-            "[api] max_body_bytes".into(),
-            config.api.max_body_bytes.to_string(),
-        );
-        let p = &config.proxy;
-        at_start.insert(
-            "[proxy]".into(),
-            short_hash(&(
-                p.enabled,
-                &p.principal,
-                p.owner_lease_ms,
-                p.max_live_tasks,
-                p.question_timeout_ms,
-            )),
-        );
-        at_start.insert(
-            "[telemetry]".into(),
-            short_hash(&(
-                config.telemetry.enabled,
-                config
-                    .telemetry
-                    .endpoint
-                    .as_ref()
-                    .map(|e| e.get_ref().clone()),
-                &config.telemetry.service_name,
-            )),
-        );
-        at_start.insert(
-            "[tracker]".into(),
-            short_hash(&format!("{:?}", config.tracker)),
-        );
-        at_start.insert(
-            "[oauth]".into(),
-            short_hash(
-                &config
-                    .oauth
-                    .secret_key_file
-                    .as_ref()
-                    .map(|f| f.get_ref().clone()),
-            ),
-        );
         Fingerprint {
             servers,
-            auth: match config.api.auth {
-                AuthMode::Token => "token".into(),
-                AuthMode::None => "none".into(),
-            },
+            auth: config.api.auth.as_str().into(),
             tokens,
             issuers,
             public_url: config.api.public_url.as_ref().map(|u| u.get_ref().clone()),
             policy,
             limits,
             webhooks,
-            at_start,
+            at_start: config.at_start(),
         }
     }
 }
@@ -476,6 +400,53 @@ secret = "s"
         assert!(changes(BASE, BASE).is_empty());
         let moved = format!("\n\n# a comment\n{BASE}");
         assert!(changes(BASE, &moved).is_empty());
+    }
+
+    /// What a section declares is what a reload reports: an edit of a
+    /// live section is a change applied now, one of an at-start section a
+    /// setting that waits for a restart.
+    #[test]
+    fn each_section_is_reloaded_as_it_declares() {
+        use crate::config::{
+            ApiSection, DatabaseSection, LimitsSection, OAuthGlobalSection, PolicySection,
+            ProxySection, Reload, ServerSection, TelemetrySection, WebhookSection, reload,
+        };
+        let edits = [
+            (
+                "[database]\nurl = \"sqlite:other.db\"\n",
+                DatabaseSection::RELOAD,
+            ),
+            ("[proxy]\nenabled = true\n", ProxySection::RELOAD),
+            ("[tracker]\npoll_min_ms = 200\n", reload::TRACKER_RELOAD),
+            (
+                "[oauth]\nsecret_key_file = \"k.key\"\n",
+                OAuthGlobalSection::RELOAD,
+            ),
+            ("[telemetry]\nenabled = true\n", TelemetrySection::RELOAD),
+            ("[limits]\nper_principal_rate = 5\n", LimitsSection::RELOAD),
+            ("[[policy]]\ndeny = [\"a/*\"]\n", PolicySection::RELOAD),
+            (
+                "[[servers]]\nname = \"c\"\ncommand = \"c\"\n",
+                ServerSection::RELOAD,
+            ),
+            (
+                "[[webhooks]]\nurl = \"http://127.0.0.1:8/h\"\nsecret = \"s\"\n",
+                WebhookSection::RELOAD,
+            ),
+        ];
+        for (edit, declared) in edits {
+            let c = changes(BASE, &format!("{BASE}{edit}"));
+            assert!(!c.is_empty(), "{edit}");
+            let waits = !c.need_restart.is_empty();
+            assert_eq!(waits, declared == Reload::AtStart, "{edit}: {c:?}");
+        }
+        let listen = BASE.replace("[api]\n", "[api]\nlisten = \"127.0.0.1:9\"\n");
+        assert_eq!(changes(BASE, &listen).need_restart, ["[api] listen"]);
+        assert_eq!(ApiSection::LISTENER_RELOAD, Reload::AtStart);
+        let rotated = BASE.replace("operator-0123456789", "operator-rotated-0123");
+        let c = changes(BASE, &rotated);
+        assert!(!c.is_empty() && c.need_restart.is_empty());
+        assert_eq!(ApiSection::RELOAD, Reload::Live);
     }
 
     #[test]

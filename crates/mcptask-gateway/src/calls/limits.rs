@@ -21,31 +21,7 @@ use super::tarpit::Tarpit;
 /// Buckets kept before full ones are swept out.
 const SWEEP_ABOVE: usize = 1024;
 
-/// The limits of `[limits]`.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Limits {
-    /// Calls per second and burst per principal; `None`: no rate limit.
-    pub rate: Option<Rate>,
-    /// Calls in flight per principal; `None`: no cap.
-    pub in_flight: Option<usize>,
-}
-
-impl Limits {
-    /// The limits of a configuration's `[limits]` (a burst left out is
-    /// twice the rate, at least one call).
-    pub fn from_config(config: &crate::config::Config) -> Limits {
-        let l = &config.limits;
-        Limits {
-            rate: l.per_principal_rate.map(|per_second| Rate {
-                per_second,
-                burst: l
-                    .per_principal_burst
-                    .unwrap_or(((per_second * 2.0).ceil() as u32).max(1)),
-            }),
-            in_flight: l.per_principal_in_flight,
-        }
-    }
-}
+pub use crate::config::Limits;
 
 /// Why a call was refused, and when to try again.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

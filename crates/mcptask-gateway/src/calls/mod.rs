@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use mcptask_core::access::Policy;
-use mcptask_server::{RuntimeConfig, TaskRuntime};
+use mcptask_server::TaskRuntime;
 use tokio_util::sync::CancellationToken;
 
 pub use limits::{Admitted, Busy, Limiter, Limits};
@@ -22,7 +22,7 @@ pub use make::{CallError, CallRequest, Started};
 pub use source::Source;
 
 use crate::auth::Caller;
-use crate::config::{Config, ConfigError, Interrupt};
+use crate::config::{Config, ConfigError};
 use crate::upstreams::{Upstream, Upstreams};
 
 /// How often the catalog is listed again when no upstream says it changed.
@@ -93,7 +93,7 @@ impl Calls {
         store: &mcptask_sql::Store,
         stop: CancellationToken,
     ) -> anyhow::Result<Calls> {
-        let upstreams = Upstreams::new(tracker, Self::upstreams_of(config));
+        let upstreams = Upstreams::new(tracker, config.upstreams());
         upstreams.set_question_timeout(config.proxy.question_timeout());
         if config.proxy.enabled {
             // The front names every upstream tool: a clash is a
@@ -117,19 +117,11 @@ impl Calls {
                 }
             });
         }
-        let mut runtime_config = RuntimeConfig::default();
-        if let Some(lease_ms) = config.proxy.owner_lease_ms {
-            runtime_config.lease_ms = lease_ms.max(300);
-            runtime_config.recovery_every_ms = (lease_ms / 3).max(100);
-        }
-        if let Some(max) = config.proxy.max_live_tasks {
-            runtime_config.max_live_tasks = Some(max);
-        }
         let runtime = TaskRuntime::builder_with_source(
             store.server_tasks(),
             Arc::new(Source(upstreams.clone())),
         )
-        .config(runtime_config)
+        .config(config.proxy.runtime_config())
         .start()
         .await
         .context("starting the call runtime")?;
@@ -168,27 +160,13 @@ impl Calls {
             runtime,
             policy: Arc::new(RwLock::new(Arc::new(config.policy()))),
             limiter: Arc::new(Limiter::new(
-                Limits::from_config(config),
+                config.limits.limits(),
                 Arc::new(mcptask_core::SystemClock),
             )),
             store: store.clone(),
             followers,
             stop,
         })
-    }
-
-    /// The upstreams of `config`'s `[[servers]]`, as the calls front them.
-    pub fn upstreams_of(config: &Config) -> Vec<Upstream> {
-        config
-            .servers
-            .iter()
-            .map(|s| Upstream {
-                name: s.name.get_ref().clone(),
-                prefix: s.prefix.clone().unwrap_or_else(|| s.name.get_ref().clone()),
-                rerun: s.interrupt == Interrupt::Rerun,
-                background: s.background.clone(),
-            })
-            .collect()
     }
 
     /// Front `servers` from now on (a configuration reload; the tracker's

@@ -2,18 +2,19 @@
 //! grants that need no user secret: `dpop`, the `jwt_bearer` grant's
 //! workload token (`assertion_file` / `assertion_env`) and the
 //! `enterprise_managed` grant's `[servers.oauth.identity_provider]`: their
-//! checks, what is read at load time, and the client settings they make.
+//! checks and what is read at load time.
 
 use std::path::Path;
 
-use mcptask_client::oauth::{Grant, IdentityProvider, OAuthSettings, Secret, TokenSource};
-use serde::Deserialize;
+use mcptask_client::oauth::{Grant, IdentityProvider, Secret, TokenSource};
+use serde::{Deserialize, Serialize};
 
 use super::OAuthSection;
+use super::url::is_http_url;
 
 /// `[servers.oauth.identity_provider]`: where the `enterprise_managed`
 /// grant exchanges the user's ID token for an ID-JAG.
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct IdentityProviderSection {
     /// Its issuer URL (the ID-JAG's `iss`).
@@ -33,9 +34,6 @@ pub struct IdentityProviderSection {
     /// The environment variable holding it.
     #[serde(default)]
     pub id_token_env: Option<String>,
-    /// What was read at load time.
-    #[serde(skip)]
-    pub resolved: Option<IdentityProvider>,
 }
 
 /// A problem and its fix.
@@ -43,10 +41,6 @@ pub(super) type Problem = (String, String);
 
 fn problem(problem: String, fix: &str) -> Result<(), Problem> {
     Err((problem, fix.to_string()))
-}
-
-fn is_http_url(v: &str) -> bool {
-    v.starts_with("https://") || v.starts_with("http://")
 }
 
 /// What these keys get wrong for server `name`, if anything.
@@ -176,14 +170,15 @@ fn token_file(name: &str, key: &str, file: &str, base: &Path) -> Result<TokenSou
     Ok(source)
 }
 
-/// Read what these keys point at into `o`.
+/// What these keys point at: the workload's token and the identity
+/// provider (with its secret and the user's ID token).
 pub(super) fn resolve(
     name: &str,
-    o: &mut OAuthSection,
+    o: &OAuthSection,
     base: &Path,
     get: &impl Fn(&str) -> Option<String>,
-) -> Result<(), Problem> {
-    o.resolved_assertion = match (&o.assertion_file, &o.assertion_env) {
+) -> Result<(Option<TokenSource>, Option<IdentityProvider>), Problem> {
+    let assertion = match (&o.assertion_file, &o.assertion_env) {
         (Some(file), _) => Some(token_file(name, "assertion_file", file, base)?),
         (None, Some(var)) => Some(TokenSource::Value(from_env(
             name,
@@ -193,34 +188,25 @@ pub(super) fn resolve(
         )?)),
         (None, None) => None,
     };
-    if let Some(idp) = &mut o.identity_provider {
-        let id_token = match (&idp.id_token_file, &idp.id_token_env) {
-            (Some(file), _) => token_file(name, "id_token_file", file, base)?,
-            (None, Some(var)) => TokenSource::Value(from_env(name, "id_token_env", var, get)?),
-            (None, None) => return Ok(()),
-        };
-        let client_secret = idp
-            .client_secret_env
-            .as_ref()
-            .map(|var| from_env(name, "identity_provider client_secret_env", var, get))
-            .transpose()?;
-        idp.resolved = Some(IdentityProvider {
-            issuer: idp.issuer.clone(),
-            token_endpoint: idp.token_endpoint.clone(),
-            client_id: idp.client_id.clone(),
-            client_secret,
-            id_token,
-        });
-    }
-    Ok(())
-}
-
-/// These keys in the client's settings.
-pub(super) fn apply(o: &OAuthSection, settings: &mut OAuthSettings) {
-    settings.dpop = o.dpop;
-    settings.assertion = o.resolved_assertion.clone();
-    settings.identity_provider = o
-        .identity_provider
+    let Some(idp) = &o.identity_provider else {
+        return Ok((assertion, None));
+    };
+    let id_token = match (&idp.id_token_file, &idp.id_token_env) {
+        (Some(file), _) => token_file(name, "id_token_file", file, base)?,
+        (None, Some(var)) => TokenSource::Value(from_env(name, "id_token_env", var, get)?),
+        (None, None) => return Ok((assertion, None)),
+    };
+    let client_secret = idp
+        .client_secret_env
         .as_ref()
-        .and_then(|idp| idp.resolved.clone());
+        .map(|var| from_env(name, "identity_provider client_secret_env", var, get))
+        .transpose()?;
+    let identity_provider = IdentityProvider {
+        issuer: idp.issuer.clone(),
+        token_endpoint: idp.token_endpoint.clone(),
+        client_id: idp.client_id.clone(),
+        client_secret,
+        id_token,
+    };
+    Ok((assertion, Some(identity_provider)))
 }

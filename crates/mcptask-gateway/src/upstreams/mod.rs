@@ -26,15 +26,7 @@ use crate::config::DEFAULT_QUESTION_TIMEOUT_MS;
 use catalog::{Catalog, Clash, Listing, Route};
 use mcptask_core::call::ToolFacts;
 
-/// One configured server, as the proxy fronts it.
-#[derive(Debug, Clone)]
-pub struct Upstream {
-    pub name: String,
-    pub prefix: String,
-    pub rerun: bool,
-    /// Upstream tool names run in the background for non-declaring callers.
-    pub background: Vec<String>,
-}
+pub use crate::config::Upstream;
 
 /// The upstream side of the proxy: the tracker, the lanes, the catalog.
 pub struct Upstreams {

@@ -149,7 +149,7 @@ pub async fn run(
         Arc::new(mcptask_client::SystemClock),
         Arc::new(LoopbackLogin { open_browser }),
     );
-    let mut settings = oauth.get_ref().settings();
+    let mut settings = oauth.get_ref().settings(config.secrets.get(server));
     if let Some(port) = callback_port {
         let mut redirect =
             reqwest::Url::parse(&settings.redirect_uri()).context("redirect_uri is not a URL")?;

@@ -7,6 +7,9 @@
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::url::is_http_url;
+use super::{ConfigError, Reload, Source, reload::short_hash};
+
 /// The OTLP/HTTP port collectors listen on.
 pub const DEFAULT_ENDPOINT: &str = "http://localhost:4318";
 /// The service name traces carry unless told otherwise.
@@ -40,19 +43,32 @@ pub struct TraceExport {
 }
 
 impl TelemetrySection {
-    /// A bad `endpoint`: where it is in the file, the problem and the fix.
-    pub(crate) fn invalid(&self) -> Option<(std::ops::Range<usize>, String, &'static str)> {
-        let endpoint = self.endpoint.as_ref()?;
+    /// The exporter is installed once, at start.
+    pub const RELOAD: Reload = Reload::AtStart;
+
+    /// `endpoint` is an http(s) URL (one the HTTP client can parse).
+    pub(crate) fn check(&self, src: &Source) -> Result<(), ConfigError> {
+        let Some(endpoint) = &self.endpoint else {
+            return Ok(());
+        };
         let url = endpoint.get_ref();
-        let ok = (url.starts_with("http://") || url.starts_with("https://"))
-            && reqwest::Url::parse(url).is_ok();
-        (!ok).then(|| {
-            (
-                endpoint.span(),
-                format!("telemetry endpoint {url:?} is not an http(s) URL"),
-                "give the collector's OTLP/HTTP address, e.g. endpoint = \"http://localhost:4318\"",
-            )
-        })
+        if is_http_url(url) && reqwest::Url::parse(url).is_ok() {
+            return Ok(());
+        }
+        Err(src.at(
+            endpoint.span(),
+            &format!("telemetry endpoint {url:?} is not an http(s) URL"),
+            "give the collector's OTLP/HTTP address, e.g. endpoint = \"http://localhost:4318\"",
+        ))
+    }
+
+    /// What a reload compares.
+    pub(crate) fn print(&self) -> String {
+        short_hash(&(
+            self.enabled,
+            self.endpoint.as_ref().map(|e| e.get_ref().clone()),
+            &self.service_name,
+        ))
     }
 
     /// Whether and where to export, with the environment (`get`) deciding

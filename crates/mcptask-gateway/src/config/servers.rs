@@ -1,0 +1,245 @@
+//! `[[servers]]`: the upstream MCP servers, their checks, and what each
+//! becomes at run time: the tracker's [`ServerDef`] and the calls'
+//! [`Upstream`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use mcptask_client::oauth::OAuthRuntime;
+use mcptask_client::{ServerDef, Transport};
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use super::url::is_http_url;
+use super::{ConfigError, OAuthSection, Reload, ServerSecrets, Source};
+
+/// A remote MCP server: either `url` (Streamable HTTP) or `command` (stdio).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    pub name: Spanned<String>,
+    #[serde(default)]
+    pub url: Option<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default)]
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub call_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub connect_timeout_ms: Option<u64>,
+    /// Front tool names are `<prefix>__<tool>`; default: the server's name;
+    /// `""` keeps the upstream names (they must not clash).
+    #[serde(default)]
+    pub prefix: Option<String>,
+    /// What the proxy does with this server's synchronous calls run as
+    /// front tasks when the process running them dies.
+    #[serde(default)]
+    pub interrupt: Interrupt,
+    /// `[[servers.toolsets]]`: submit/status/cancel tool groups.
+    #[serde(default)]
+    pub toolsets: Vec<mcptask_client::Toolset>,
+    /// Upstream tool names the proxy runs in the background for callers
+    /// that do not declare tasks: they get a front task id at once and
+    /// follow it with the `mcptask_*_task` tools.
+    #[serde(default)]
+    pub background: Vec<String>,
+    /// Most tracker calls (polls, cancels, updates) to this server at once
+    /// per phase and process; one slow server then never takes every slot.
+    #[serde(default)]
+    pub max_in_flight: Option<usize>,
+    /// `[servers.oauth]`: authorize with OAuth 2.1 (HTTP servers).
+    #[serde(default)]
+    pub oauth: Option<Spanned<OAuthSection>>,
+}
+
+/// What the proxy does with a synchronous upstream call whose process died.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Interrupt {
+    /// Fail the front task "interrupted" (default: the call may have had effects).
+    #[default]
+    Fail,
+    /// Call the upstream again (for idempotent tools).
+    Rerun,
+}
+
+/// A configured server as the calls front it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upstream {
+    pub name: String,
+    pub prefix: String,
+    pub rerun: bool,
+    /// Upstream tool names run in the background for non-declaring callers.
+    pub background: Vec<String>,
+}
+
+impl ServerSection {
+    /// Servers are added, edited and removed by a reload.
+    pub const RELOAD: Reload = Reload::Live;
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        self.name.get_ref()
+    }
+
+    /// The tracker's definition of this server, its OAuth settings with
+    /// `secrets` (read at load time) and `runtime` (the store and key of
+    /// this process, when there is one).
+    pub fn def(
+        &self,
+        secrets: Option<&ServerSecrets>,
+        runtime: Option<&OAuthRuntime>,
+    ) -> ServerDef {
+        ServerDef {
+            name: self.name().to_string(),
+            transport: match (&self.url, &self.command) {
+                (Some(url), _) => Transport::Http {
+                    url: url.clone(),
+                    headers: self.headers.clone(),
+                },
+                (None, command) => Transport::Stdio {
+                    command: command.clone().unwrap_or_default(),
+                    args: self.args.clone(),
+                    env: self.env.clone(),
+                    cwd: self.cwd.clone(),
+                },
+            },
+            call_timeout: self.call_timeout_ms.map(Duration::from_millis),
+            connect_timeout: self.connect_timeout_ms.map(Duration::from_millis),
+            toolsets: self.toolsets.clone(),
+            max_in_flight: self.max_in_flight,
+            oauth: self.oauth.as_ref().map(|o| {
+                let settings = o.get_ref().settings(secrets);
+                match runtime {
+                    Some(r) => settings.with_runtime(r.clone()),
+                    None => settings,
+                }
+            }),
+        }
+    }
+
+    /// This server as the calls front it.
+    pub fn upstream(&self) -> Upstream {
+        Upstream {
+            name: self.name().to_string(),
+            prefix: self
+                .prefix
+                .clone()
+                .unwrap_or_else(|| self.name().to_string()),
+            rerun: self.interrupt == Interrupt::Rerun,
+            background: self.background.clone(),
+        }
+    }
+
+    /// What the calls make of it beyond its definition, as a reload
+    /// compares it.
+    pub(crate) fn front_print(&self) -> serde_json::Value {
+        serde_json::json!({
+            "prefix": self.prefix,
+            "interrupt": self.interrupt,
+            "background": self.background,
+        })
+    }
+
+    /// A usable name.
+    fn check_name(&self, src: &Source) -> Result<(), ConfigError> {
+        let name = self.name();
+        let span = self.name.span();
+        if name.is_empty() || name.len() > 128 || name.contains(char::is_whitespace) {
+            return Err(src.at(
+                span,
+                &format!("server name {name:?} is not usable"),
+                "use 1-128 characters without spaces, e.g. name = \"reports\"",
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_transport(&self, src: &Source) -> Result<(), ConfigError> {
+        let name = self.name();
+        let fail = |problem: String, fix: &str| Err(src.at(self.name.span(), &problem, fix));
+        let toolsets = ServerDef {
+            toolsets: self.toolsets.clone(),
+            ..ServerDef::stdio(name.to_string(), "", Vec::new())
+        };
+        if let Err(problem) = toolsets.validate_toolsets() {
+            return fail(
+                problem,
+                "give each [[servers.toolsets]] a name and three distinct tools \
+                 (submit_tool, status_tool, cancel_tool) no other toolset of the server uses",
+            );
+        }
+        match (&self.url, &self.command) {
+            (Some(_), Some(_)) => fail(
+                format!("server {name:?} has both url and command"),
+                "keep url = \"http://…/mcp\" for Streamable HTTP, or command = \"…\" for stdio",
+            ),
+            (None, None) => fail(
+                format!("server {name:?} has neither url nor command"),
+                "add url = \"http://host:port/mcp\" or command = \"path/to/server\"",
+            ),
+            (Some(url), None) if !is_http_url(url) => fail(
+                format!("server {name:?} url {url:?} is not http(s)"),
+                "use a Streamable HTTP URL such as \"http://127.0.0.1:8080/mcp\"",
+            ),
+            (Some(_), None)
+                if !self.args.is_empty() || !self.env.is_empty() || self.cwd.is_some() =>
+            {
+                fail(
+                    format!("server {name:?} is HTTP but sets args/env/cwd"),
+                    "args, env and cwd only apply to command (stdio) servers",
+                )
+            }
+            (None, Some(_)) if !self.headers.is_empty() => fail(
+                format!("server {name:?} is stdio but sets headers"),
+                "headers only apply to url (HTTP) servers",
+            ),
+            _ => Ok(()),
+        }
+    }
+
+    fn check_background(&self, src: &Source) -> Result<(), ConfigError> {
+        if self.background.iter().any(|t| t.trim().is_empty()) {
+            let name = self.name();
+            return Err(src.at(
+                self.name.span(),
+                &format!("server {name:?} lists an empty tool name in background"),
+                "list upstream tool names, e.g. background = [\"export_report\"]",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every server's checks: names and transports first, then OAuth,
+    /// then background tools.
+    pub(crate) fn check_all(servers: &[ServerSection], src: &Source) -> Result<(), ConfigError> {
+        let mut names = BTreeSet::new();
+        for s in servers {
+            s.check_name(src)?;
+            if !names.insert(s.name()) {
+                return Err(src.at(
+                    s.name.span(),
+                    &format!("server {:?} is defined twice", s.name()),
+                    "give each [[servers]] entry a unique name",
+                ));
+            }
+            s.check_transport(src)?;
+        }
+        for s in servers {
+            if let Some(oauth) = &s.oauth {
+                OAuthSection::check(s, oauth, src)?;
+            }
+        }
+        for s in servers {
+            s.check_background(src)?;
+        }
+        Ok(())
+    }
+}

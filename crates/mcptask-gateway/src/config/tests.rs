@@ -1,0 +1,274 @@
+//! Whole files through [`Config::parse`] and [`Config::load_with_env`]:
+//! what reaches the sections, and errors that name the file, the line and
+//! the fix.
+
+use std::time::Duration;
+
+use super::*;
+const GOOD: &str = r#"
+[database]
+url = "sqlite:x.db"
+
+[api]
+listen = "127.0.0.1:0"
+[[api.tokens]]
+token = "0123456789abcdef"
+principal = "alice"
+
+[tracker]
+poll_min_ms = 100
+idle_tick_ms = 50
+
+[[servers]]
+name = "demo"
+url = "http://127.0.0.1:8080/mcp"
+headers = { Authorization = "Bearer t" }
+
+[[servers]]
+name = "local"
+command = "mcptask"
+args = ["demo-server", "--stdio"]
+
+[[webhooks]]
+url = "http://127.0.0.1:9/hook"
+secret = "s3cret"
+"#;
+
+#[test]
+fn a_full_file_parses() {
+    let c = Config::parse("mcptask.toml", GOOD).unwrap();
+    assert_eq!(c.database.url, "sqlite:x.db");
+    assert_eq!(c.server_defs().len(), 2);
+    assert_eq!(c.tracker.policy.poll.min_ms, 100);
+    assert_eq!(c.tracker.idle_tick, Duration::from_millis(50));
+    assert_eq!(c.api.tokens[0].principal.as_deref(), Some("alice"));
+}
+
+/// The audience of OAuth tokens is configuration: an issuer without a
+/// `public_url` is refused, at the issuer's line, with the fix; the
+/// environment can supply it.
+#[test]
+fn oauth_needs_a_public_url() {
+    let text = "[api]\n[[api.oauth]]\nissuer = \"https://login.example.com\"\n";
+    let e = Config::parse("gw.toml", text).unwrap_err().0;
+    assert!(e.starts_with("gw.toml:3:"), "{e}");
+    assert!(
+        e.contains("public_url") && e.contains("never taken from a request") && e.contains("fix:"),
+        "{e}"
+    );
+    let with = text.replace(
+        "[api]\n",
+        "[api]\npublic_url = \"https://gw.example.com\"\n",
+    );
+    assert!(Config::parse("gw.toml", &with).is_ok());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gw.toml");
+    std::fs::write(&path, text).unwrap();
+    let c = Config::load_with_env(&path, |k| {
+        (k == "MCPTASK_PUBLIC_URL").then(|| "https://gw.example.com".to_string())
+    })
+    .unwrap();
+    assert_eq!(
+        c.api.public_url.as_ref().map(|u| u.get_ref().as_str()),
+        Some("https://gw.example.com")
+    );
+}
+
+#[test]
+fn errors_name_the_file_the_line_and_the_fix() {
+    let bad = GOOD.replace("listen =", "liste =");
+    let e = Config::parse("mcptask.toml", &bad).unwrap_err().0;
+    assert!(e.starts_with("mcptask.toml:6:"), "{e}");
+    assert!(e.contains("unknown field") && e.contains("fix:"), "{e}");
+
+    let both = GOOD.replace(
+        "command = \"mcptask\"",
+        "command = \"mcptask\"\nurl = \"http://x/mcp\"",
+    );
+    let e = Config::parse("mcptask.toml", &both).unwrap_err().0;
+    assert!(e.starts_with("mcptask.toml:21:"), "{e}");
+    assert!(e.contains("both url and command"), "{e}");
+
+    let no_token = "[api]\nauth = \"token\"\n";
+    let e = Config::parse("gw.toml", no_token).unwrap_err().0;
+    assert!(
+        e.starts_with("gw.toml:1:") && e.contains("MCPTASK_API_TOKEN"),
+        "{e}"
+    );
+
+    let twice = GOOD.replace("name = \"local\"", "name = \"demo\"");
+    let e = Config::parse("mcptask.toml", &twice).unwrap_err().0;
+    assert!(
+        e.contains("defined twice") && e.starts_with("mcptask.toml:21:"),
+        "{e}"
+    );
+
+    let ftp = GOOD.replace("http://127.0.0.1:8080/mcp", "ftp://x/mcp");
+    let e = Config::parse("mcptask.toml", &ftp).unwrap_err().0;
+    assert!(e.contains("is not http(s)"), "{e}");
+
+    let zero = GOOD.replace("poll_min_ms = 100", "poll_min_ms = 0");
+    let e = Config::parse("mcptask.toml", &zero).unwrap_err().0;
+    assert!(e.contains("tracker.poll_min_ms must be positive"), "{e}");
+}
+
+/// A check's error points at its own key, found by the parser: here
+/// `[tracker] lease_ms`, though `[proxy] owner_lease_ms` (which ends in
+/// the same text) comes first in the file.
+#[test]
+fn a_tracker_error_points_at_its_own_key() {
+    let text = "[api]\nauth = \"none\"\n\n[proxy]\nowner_lease_ms = 5000\n\n\
+                [tracker]\ncall_timeout_ms = 1000\nlease_ms = 1000\n";
+    let e = Config::parse("gw.toml", text).unwrap_err().0;
+    assert!(
+        e.starts_with("gw.toml:9:1: tracker.lease_ms must exceed"),
+        "{e}"
+    );
+}
+
+/// Tables whose types carry no span are located by the parser too: a
+/// comment naming the table earlier in the file does not mislead it.
+#[test]
+fn table_errors_point_at_their_table() {
+    let limits = "# [limits] and [api] are below\n[api]\nauth = \"none\"\n\n\
+                  [limits]\nper_principal_rate = 0\n";
+    let e = Config::parse("gw.toml", limits).unwrap_err().0;
+    assert!(e.starts_with("gw.toml:5:1: a limit under [limits]"), "{e}");
+
+    let no_token = "# [api] needs a token\n[database]\nurl = \"sqlite:x.db\"\n[api]\n";
+    let e = Config::parse("gw.toml", no_token).unwrap_err().0;
+    assert!(
+        e.starts_with("gw.toml:4:1: the API requires a token"),
+        "{e}"
+    );
+
+    let policy = "[api]\nauth = \"none\"\n[[policy]]\nallow = [\"a/*\"]\n\
+                  # an empty [[policy]] follows\n[[policy]]\nprincipal = \"bob\"\n";
+    let e = Config::parse("gw.toml", policy).unwrap_err().0;
+    assert!(e.starts_with("gw.toml:6:1: this [[policy]] rule"), "{e}");
+}
+
+fn with_toolsets(toolsets: &str) -> String {
+    GOOD.replace(
+        "args = [\"demo-server\", \"--stdio\"]\n",
+        &format!("args = [\"demo-server\", \"--stdio\"]\n{toolsets}"),
+    )
+}
+
+#[test]
+fn toolsets_reach_the_server_definition() {
+    let text = with_toolsets(
+        "[[servers.toolsets]]\nname = \"jobs\"\nsubmit_tool = \"submit_job\"\n\
+         status_tool = \"job_status\"\ncancel_tool = \"cancel_job\"\n",
+    );
+    let c = Config::parse("mcptask.toml", &text).unwrap();
+    let defs = c.server_defs();
+    let local = defs.iter().find(|d| d.name == "local").unwrap();
+    let t = local.toolset_for("submit_job").unwrap();
+    assert_eq!(
+        (t.status_tool.as_str(), t.cancel_tool.as_str()),
+        ("job_status", "cancel_job")
+    );
+    assert!(
+        defs.iter()
+            .find(|d| d.name == "demo")
+            .unwrap()
+            .toolsets
+            .is_empty()
+    );
+}
+
+#[test]
+fn bad_toolsets_are_config_errors() {
+    let reused = with_toolsets(
+        "[[servers.toolsets]]\nname = \"jobs\"\nsubmit_tool = \"submit_job\"\n\
+         status_tool = \"submit_job\"\ncancel_tool = \"cancel_job\"\n",
+    );
+    let e = Config::parse("mcptask.toml", &reused).unwrap_err().0;
+    assert!(
+        e.starts_with("mcptask.toml:21:") && e.contains("unique") && e.contains("fix:"),
+        "{e}"
+    );
+    let missing = with_toolsets("[[servers.toolsets]]\nname = \"jobs\"\nsubmit_tool = \"s\"\n");
+    let e = Config::parse("mcptask.toml", &missing).unwrap_err().0;
+    assert!(e.contains("status_tool"), "{e}");
+    let unknown = with_toolsets(
+        "[[servers.toolsets]]\nname = \"j\"\nsubmit_tool = \"a\"\nstatus_tool = \"b\"\n\
+         cancel_tool = \"c\"\nanswer_tool = \"d\"\n",
+    );
+    let e = Config::parse("mcptask.toml", &unknown).unwrap_err().0;
+    assert!(e.contains("answer_tool"), "{e}");
+}
+
+#[test]
+fn environment_overrides_apply_before_validation() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.toml");
+    // No token in the file: the operator token from the environment
+    // makes it valid (overrides are validated with the file).
+    std::fs::write(&path, "[api]\nauth = \"token\"\n").unwrap();
+    let c = Config::load_with_env(&path, |k| match k {
+        "MCPTASK_DATABASE_URL" => Some("postgres://u@h/db".into()),
+        "MCPTASK_LISTEN" => Some("0.0.0.0:9000".into()),
+        "MCPTASK_OPERATOR_TOKEN" => Some("abcdefghijkl".into()),
+        _ => None,
+    })
+    .unwrap();
+    assert_eq!(c.database.url, "postgres://u@h/db");
+    assert_eq!(c.api.listen.port(), 9000);
+    assert_eq!(c.api.auth, AuthMode::Token);
+    assert_eq!(c.api.tokens.len(), 1);
+    assert_eq!(c.api.tokens[0].principal, None);
+    let e = Config::load_with_env(&path, |k| (k == "MCPTASK_LISTEN").then(|| "nope".into()))
+        .unwrap_err()
+        .0;
+    assert!(e.contains("MCPTASK_LISTEN"), "{e}");
+    // MCPTASK_AUTH=none from the environment relaxes a file that asks for tokens.
+    Config::load_with_env(&path, |k| (k == "MCPTASK_AUTH").then(|| "none".into())).unwrap();
+}
+
+/// The token trap: `serve` started in a shell that exports a
+/// principal's CLI credential must not make it an operator token.
+#[test]
+fn the_cli_credential_never_becomes_an_operator_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.toml");
+    let alice = "[api]\nauth = \"token\"\n[[api.tokens]]\ntoken = \"alice-token-123\"\nprincipal = \"alice\"\n";
+    std::fs::write(&path, alice).unwrap();
+    let c = Config::load_with_env(&path, |k| {
+        (k == "MCPTASK_API_TOKEN").then(|| "alice-token-123".into())
+    })
+    .unwrap();
+    assert_eq!(
+        c.api.tokens.len(),
+        1,
+        "MCPTASK_API_TOKEN is not read by serve"
+    );
+    assert_eq!(c.api.tokens[0].principal.as_deref(), Some("alice"));
+    // Without any token, the error says which variable serve does read.
+    std::fs::write(&path, "[api]\nauth = \"token\"\n").unwrap();
+    let e = Config::load_with_env(&path, |k| {
+        (k == "MCPTASK_API_TOKEN").then(|| "alice-token-123".into())
+    })
+    .unwrap_err()
+    .0;
+    assert!(
+        e.contains("MCPTASK_OPERATOR_TOKEN") && e.contains("never reads"),
+        "{e}"
+    );
+    // The operator variable may not reuse a principal's token.
+    std::fs::write(&path, alice).unwrap();
+    let e = Config::load_with_env(&path, |k| {
+        (k == "MCPTASK_OPERATOR_TOKEN").then(|| "alice-token-123".into())
+    })
+    .unwrap_err()
+    .0;
+    assert!(e.contains("also a token"), "{e}");
+    // Nor may the file list one token twice.
+    let twice = format!("{alice}[[api.tokens]]\ntoken = \"alice-token-123\"\n");
+    let e = Config::parse("m.toml", &twice).unwrap_err().0;
+    assert!(
+        e.contains("listed twice") && e.starts_with("m.toml:7:"),
+        "{e}"
+    );
+}
