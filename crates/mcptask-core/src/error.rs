@@ -38,6 +38,11 @@ pub enum StoreError {
     /// by its own rules (the message is meant for the caller).
     #[error("invalid request to the store: {0}")]
     Invalid(String),
+    /// A call's row was to commit with its call task, but the tracker
+    /// already holds a row for the same remote task (the same server,
+    /// principal and remote task id): nothing was written. The call's id.
+    #[error("call {0} is already tracked")]
+    AlreadyTracked(String),
 }
 
 impl StoreError {

@@ -17,7 +17,7 @@ use mcptask_core::redact::{Internal, Redacted};
 use mcptask_server::{SERVER_BUSY, TASK_NOT_FOUND, TaskError, redact, redacted_error};
 use rmcp::ErrorData;
 use rmcp::model::ErrorCode;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::calls::{Busy, CallError};
 
@@ -73,7 +73,7 @@ pub enum Failure {
     /// The tool asks for input before it starts.
     InputNeeded {
         /// The upstream's `inputRequests`.
-        requests: Value,
+        requests: rmcp::model::InputRequests,
         /// Its `requestState` of that round.
         request_state: Option<String>,
         /// The message.

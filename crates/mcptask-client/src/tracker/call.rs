@@ -15,8 +15,7 @@ use super::{Tracker, TrackerError};
 use crate::remote::{Connection, RemoteError, bounded, classify};
 use crate::resolver::InputContext;
 
-/// Most multi-round-trip rounds a `tools/call` may take before a task or result.
-const MAX_MRTR_ROUNDS: usize = 10;
+use mcptask_core::protocol::MAX_INPUT_ROUNDS as MAX_MRTR_ROUNDS;
 
 /// Application context recorded with a task and echoed in its events.
 #[derive(Debug, Clone, Default)]
@@ -232,7 +231,7 @@ impl Tracker {
                     if !unanswered.is_empty() || requests.is_empty() {
                         return Err(TrackerError::InputNeeded {
                             keys: unanswered,
-                            requests: serde_json::to_value(&requests).unwrap_or(Value::Null),
+                            requests,
                             request_state,
                         });
                     }

@@ -3,7 +3,6 @@
 use mcptask_core::StoreError;
 use mcptask_core::client::RemoteTaskRecord;
 use rmcp::ErrorData;
-use serde_json::Value;
 
 use crate::remote::RemoteError;
 
@@ -54,7 +53,7 @@ pub enum TrackerError {
         /// The keys nobody answered.
         keys: Vec<String>,
         /// The server's `inputRequests`, as sent.
-        requests: Value,
+        requests: rmcp::model::InputRequests,
         /// The server's `requestState` of that round, to give back with the
         /// answers ([`CallOptions::request_state`](super::CallOptions::request_state)).
         request_state: Option<String>,

@@ -303,13 +303,9 @@ impl HandleCommit for Mirror {
                 Ok(())
             }
             Err(TaskError::Overloaded(why)) => Err(TrackerError::Busy(why)),
-            Err(TaskError::Store(mcptask_core::StoreError::Invalid(why)))
-                if why.contains("already tracked") =>
-            {
-                Err(TrackerError::AlreadyTracked(
-                    row.record.remote_task_id.clone(),
-                ))
-            }
+            Err(TaskError::Store(mcptask_core::StoreError::AlreadyTracked(_))) => Err(
+                TrackerError::AlreadyTracked(row.record.remote_task_id.clone()),
+            ),
             Err(TaskError::Store(e)) => Err(TrackerError::Store(e)),
             Err(TaskError::ShuttingDown) => Err(TrackerError::ShuttingDown),
             Err(e) => Err(TrackerError::Unavailable(e.to_string())),

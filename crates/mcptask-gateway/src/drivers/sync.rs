@@ -16,8 +16,7 @@ use super::{exit_of, internal};
 use crate::upstreams::Upstreams;
 use crate::upstreams::catalog::Route;
 
-/// Most input rounds (SEP-2322) one call answers before it gives up.
-const MAX_ROUNDS: usize = 16;
+use mcptask_core::protocol::MAX_INPUT_ROUNDS as MAX_ROUNDS;
 
 /// A synchronous upstream call run as the call task's work: progress
 /// becomes the status message, questions (asked mid-call, or as SEP-2322

@@ -13,7 +13,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
     CompleteRequestParams, CompleteResult, ContentBlock, CreateTaskResult, CustomRequest,
     CustomResult, GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult,
-    Implementation, InputRequests, InputRequiredResult, JsonObject, ListPromptsResult,
+    Implementation, InputRequiredResult, JsonObject, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
     ServerConfig, SubscriptionFilter, Task, Tool, UpdateTaskParams,
@@ -175,20 +175,12 @@ impl FrontServer {
                 request_state,
                 ..
             }) if declares => {
-                let requests: InputRequests = serde_json::from_value(requests).map_err(|e| {
-                    Failure::internal(&format!(
-                        "the upstream's input requests cannot be relayed: {e}"
-                    ))
-                })?;
                 let mut round = InputRequiredResult::from_input_requests(requests);
                 round.request_state = request_state;
                 Ok(CallToolResponse::InputRequired(round))
             }
             Err(TrackerError::InputNeeded { requests, .. }) => {
-                let keys: Vec<String> = requests
-                    .as_object()
-                    .map(|r| r.keys().cloned().collect())
-                    .unwrap_or_default();
+                let keys: Vec<String> = requests.keys().cloned().collect();
                 Ok(CallToolResponse::Complete(CallToolResult::error(vec![
                     ContentBlock::text(format!(
                         "{} asks questions ({}) before it starts, which this client cannot answer; call it from a client that declares tasks.",

@@ -148,10 +148,7 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
         // task, so neither exists without the other.
         for change in tasks.iter().filter_map(|t| t.call_row.as_deref()) {
             if !Self::insert_change(&mut tx, change).await? {
-                return Err(StoreError::Invalid(format!(
-                    "call {} is already tracked",
-                    change.record.id
-                )));
+                return Err(StoreError::AlreadyTracked(change.record.id.clone()));
             }
         }
         tx.commit().await.map_err(db_err)

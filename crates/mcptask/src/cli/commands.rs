@@ -77,8 +77,7 @@ pub struct CallArgs<'a> {
     pub background: Option<bool>,
 }
 
-/// Most rounds of pre-task input a call answers before giving up.
-const MAX_INPUT_ROUNDS: usize = 10;
+use mcptask_core::protocol::MAX_INPUT_ROUNDS;
 
 /// `mcptask call SERVER TOOL --args JSON [--input KEY=JSON]… [--wait] [--json]`.
 pub async fn call(gw: &GatewayClient, call: CallArgs<'_>) -> anyhow::Result<i32> {

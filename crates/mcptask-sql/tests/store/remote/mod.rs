@@ -13,7 +13,7 @@ mod notify;
 mod reasks;
 mod records;
 mod retention;
-mod support;
+pub(crate) mod support;
 
 use std::sync::Arc;
 

@@ -269,3 +269,25 @@ async fn migration_0005_keeps_a_populated_postgres_database() {
     }
     old_row_survives_migration_0005(&url).await;
 }
+
+mcptask_testkit::on_both_backends! {
+    /// A gateway's call commits its tracker row with its call task; a row
+    /// for a remote task the tracker already follows refuses the whole
+    /// create, typed (the gateway tells the upstream's duplicate id from a
+    /// store failure by the variant, not by its text), and writes nothing.
+    async fn a_call_whose_remote_task_is_already_tracked_is_refused_whole(store: Arc<dyn ServerTaskStore>) {
+        use crate::remote::support::{new_task as remote_task, policy};
+        use mcptask_core::client::transition::new_record;
+        let call = |id: &str| NewServerTask {
+            call_row: Some(Box::new(new_record(&remote_task(id, "up-1"), &policy(), 0.0))),
+            ..new_task(id, "A", None)
+        };
+        create(&*store, &call("c1")).await;
+        match store.create_tasks(&[call("c2")]).await {
+            Err(mcptask_core::StoreError::AlreadyTracked(id)) => assert_eq!(id, "c2"),
+            other => panic!("expected AlreadyTracked, got {other:?}"),
+        }
+        assert!(store.get_task("c2").await.unwrap().is_none(), "nothing of c2 was written");
+        assert!(store.get_task("c1").await.unwrap().is_some());
+    }
+}
