@@ -44,6 +44,10 @@ pub enum Failure {
     NotFound(String),
     /// No server of this name is configured.
     UnknownServer(String),
+    /// The server that may serve the tool has not answered since the
+    /// gateway started (its tools are not listed yet); it is listed again
+    /// every few seconds.
+    NotReady(String),
     /// The server offers no such tool, or not to this caller (the two read
     /// the same). `server`: the caller named one (REST, CLI).
     UnknownTool {
@@ -140,6 +144,7 @@ impl Failure {
             Failure::InvalidAnswer { .. } => "invalid_answer",
             Failure::TaskNotFound | Failure::NotFound(_) => "not_found",
             Failure::UnknownServer(_) => "unknown_server",
+            Failure::NotReady(_) => "not_ready",
             Failure::UnknownTool { .. } => "unknown_tool",
             Failure::Forbidden(_) => "forbidden",
             Failure::Remote(_) => "remote_error",
@@ -168,6 +173,9 @@ impl Failure {
             Failure::TaskNotFound => TASK_NOT_FOUND.to_string(),
             Failure::NotFound(m) => m.clone(),
             Failure::UnknownServer(name) => TrackerError::UnknownServer(name.clone()).to_string(),
+            Failure::NotReady(server) => format!(
+                "server {server:?} is not ready yet (it has not answered since the gateway started, so its tools are not listed); retry shortly"
+            ),
             Failure::UnknownTool {
                 server: Some(server),
                 tool,
@@ -304,6 +312,11 @@ impl From<Failure> for ErrorData {
                 ErrorCode(SERVER_BUSY),
                 format!("server busy: {why}; retry later"),
                 Some(json!({"reason": "server_busy"})),
+            ),
+            ref f @ Failure::NotReady(ref server) => ErrorData::new(
+                ErrorCode(SERVER_BUSY),
+                f.message(),
+                Some(json!({"reason": "not_ready", "server": server})),
             ),
             Failure::InvalidAnswer {
                 key,

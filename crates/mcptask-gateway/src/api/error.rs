@@ -89,7 +89,7 @@ impl From<Failure> for ApiError {
             Failure::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
             Failure::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
             Failure::MissingCapability => StatusCode::BAD_REQUEST,
-            Failure::Busy(_) | Failure::ShuttingDown | Failure::Store(_) => {
+            Failure::Busy(_) | Failure::NotReady(_) | Failure::ShuttingDown | Failure::Store(_) => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             Failure::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,

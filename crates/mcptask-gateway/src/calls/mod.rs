@@ -23,7 +23,15 @@ pub use source::Source;
 
 use crate::auth::Caller;
 use crate::config::{Config, ConfigError};
-use crate::upstreams::{Upstream, Upstreams};
+use crate::upstreams::{Upstream, Upstreams, list_until_listed};
+
+/// How long the front's start waits for the first listing of every server
+/// (a clash among those that answer is refused at start, and a server that
+/// starts in a few seconds, as `npx` servers do, is served from the first
+/// request); a server that has not answered by then is listed in the
+/// background, and a mute one no longer holds the front for its whole
+/// connect timeout.
+const FIRST_LISTING: Duration = Duration::from_secs(10);
 
 /// How often the catalog is listed again when no upstream says it changed.
 const REFRESH_EVERY: Duration = Duration::from_secs(300);
@@ -96,9 +104,15 @@ impl Calls {
         let upstreams = Upstreams::new(tracker, config.upstreams());
         upstreams.set_question_timeout(config.proxy.question_timeout());
         if config.proxy.enabled {
-            // The front names every upstream tool: a clash is a
-            // configuration error, found before it serves.
-            let (clashes, _unreachable) = upstreams.refresh().await;
+            // The front names every upstream tool: a clash among the
+            // servers that answer at once is a configuration error, found
+            // before it serves. It waits no longer than that for them: a
+            // server down or mute is listed in the background (below) and
+            // its tools appear when it answers.
+            let clashes = match tokio::time::timeout(FIRST_LISTING, upstreams.refresh()).await {
+                Ok((clashes, _unreachable)) => clashes,
+                Err(_) => upstreams.rebuild_catalog(),
+            };
             if !clashes.is_empty() {
                 let lines: Vec<String> = clashes.iter().map(|c| format!("  {c}")).collect();
                 return Err(ConfigError(format!(
@@ -107,13 +121,20 @@ impl Calls {
                 ))
                 .into());
             }
+            for server in upstreams.unlisted() {
+                list_until_listed(upstreams.clone(), server, stop.child_token());
+            }
         } else {
             // Calls name their server: the catalog is for drivers and
             // recovery, and may fill in while the gateway already serves.
             let upstreams = upstreams.clone();
+            let stop = stop.child_token();
             tokio::spawn(async move {
                 for clash in upstreams.refresh().await.0 {
                     tracing::warn!(%clash, "an upstream tool was left out of the catalog");
+                }
+                for server in upstreams.unlisted() {
+                    list_until_listed(upstreams.clone(), server, stop.child_token());
                 }
             });
         }
@@ -202,7 +223,18 @@ impl Calls {
         for (name, r) in listed {
             match r {
                 Ok(more) => clashes.extend(more),
-                Err(why) => failures.push((name.clone(), why)),
+                Err(why) => {
+                    // A server never listed is listed again until it
+                    // answers; one listed before keeps its last listing.
+                    if !self.upstreams.has_listing(name) {
+                        list_until_listed(
+                            self.upstreams.clone(),
+                            name.clone(),
+                            self.stop.child_token(),
+                        );
+                    }
+                    failures.push((name.clone(), why));
+                }
             }
         }
         let mut followers = self.followers.lock().expect("followers lock");

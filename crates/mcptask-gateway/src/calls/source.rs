@@ -38,7 +38,9 @@ impl ToolSource for Source {
     fn lookup(&self, name: &str) -> Lookup {
         match self.0.catalog().get(name) {
             Some(route) => Lookup::Found(self.task_tool(route)),
-            None if !self.0.is_listed() => Lookup::NotYet,
+            // Before every server was listed, a name may be one of a
+            // server's that has not answered yet.
+            None if !self.0.is_listed() || self.0.unlisted_owner(name).is_some() => Lookup::NotYet,
             None => Lookup::Unknown,
         }
     }

@@ -161,9 +161,21 @@ pub async fn decide(calls: &Calls, intent: Intent<'_>) -> Result<Decided, Failur
             {
                 return Ok(Decided::Agent(agent, admit().await?));
             }
-            let route = upstreams
-                .catalog()
-                .get(name)
+            let catalog = upstreams.catalog();
+            let Some(route) = catalog.get(name) else {
+                // Perhaps a tool of a server that has not answered yet.
+                // (Said only to a caller the policy lets call it.)
+                return Err(match upstreams.unlisted_owner(name) {
+                    Some((server, tool)) if visible(calls, caller, &server, &tool) => {
+                        Failure::NotReady(server)
+                    }
+                    _ => Failure::UnknownTool {
+                        server: None,
+                        tool: name.to_string(),
+                    },
+                });
+            };
+            let route = Some(route)
                 .filter(|r| visible(calls, caller, &r.server, &r.tool))
                 .cloned()
                 .ok_or_else(|| Failure::UnknownTool {

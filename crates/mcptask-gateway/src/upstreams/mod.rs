@@ -4,6 +4,9 @@
 //! run on.
 
 pub mod catalog;
+mod readiness;
+
+pub use readiness::{MAX_RETRY, list_until_listed};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -310,6 +313,13 @@ impl Upstreams {
                 Err(why)
             }
         }
+    }
+
+    /// Build the catalog from the listings made so far (a first listing
+    /// round cut short: the servers that answered are served at once).
+    /// Returns the clashes.
+    pub fn rebuild_catalog(&self) -> Vec<Clash> {
+        self.rebuild()
     }
 
     /// Build the catalog from the last listings; callers are told when it

@@ -16,6 +16,7 @@ mod proxy_agent_tools;
 mod proxy_everything;
 mod proxy_push;
 mod proxy_replicas;
+mod readiness;
 mod route;
 mod telemetry;
 mod toolset;
