@@ -17,6 +17,7 @@ use tracing::Instrument;
 use mcptask_core::call::{CallState, Plan, RunDriver, Wants, plan};
 use mcptask_core::server::{InterruptPolicy, ServerTaskRecord};
 
+use crate::front::bridge::Bridged;
 use crate::upstreams::Upstreams;
 use crate::upstreams::catalog::Route;
 
@@ -59,7 +60,7 @@ pub async fn run(
         .and_then(|s| CallState::from_json(&s, None).ok())
         .unwrap_or_else(|| legacy_state(route));
     let span = driver_span(upstreams, route, &call, &state).await;
-    match state {
+    let result = match state {
         CallState::Tracked { tracked, .. } => {
             tracked::mirror(upstreams, &call.ctx, tracked)
                 .instrument(span)
@@ -75,7 +76,10 @@ pub async fn run(
                 .instrument(span)
                 .await
         }
-    }
+    };
+    // Whatever revision the upstream speaks, the call's result reads as the
+    // newest one's.
+    result.map(Bridged::bridged)
 }
 
 /// The driver's span, in the trace kept with the call's row (read only when

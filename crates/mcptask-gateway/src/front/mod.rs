@@ -3,6 +3,7 @@
 //! or over stdio (`mcptask proxy --stdio`). See docs/PROXY.md.
 
 pub mod agent_tools;
+pub(crate) mod bridge;
 mod directory;
 mod pass_through;
 mod server;

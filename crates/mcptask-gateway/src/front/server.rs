@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 use super::agent_tools;
+use super::bridge::Bridged;
 use super::directory::Directory;
 use crate::auth::Caller;
 use crate::calls::{CallError, Calls};
@@ -414,7 +415,7 @@ impl ServerHandler for FrontServer {
             }
         };
         let arguments = request.arguments.clone().unwrap_or_default();
-        match routed.plan {
+        let answer = match routed.plan {
             Plan::PassThrough => {
                 self.pass_through(&routed, arguments, &request, &context)
                     .instrument(span)
@@ -444,7 +445,8 @@ impl ServerHandler for FrontServer {
                 .instrument(span)
                 .await
             }
-        }
+        };
+        answer.map(Bridged::bridged)
     }
 
     async fn get_task(
@@ -496,7 +498,10 @@ impl ServerHandler for FrontServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let up = &self.upstreams;
-        self.directory.get_prompt(up, request).await
+        self.directory
+            .get_prompt(up, request)
+            .await
+            .map(Bridged::bridged)
     }
 
     async fn list_resources(
@@ -527,7 +532,10 @@ impl ServerHandler for FrontServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let up = &self.upstreams;
-        self.directory.read_resource(up, request).await
+        self.directory
+            .read_resource(up, request)
+            .await
+            .map(Bridged::bridged)
     }
 
     async fn complete(
@@ -536,7 +544,10 @@ impl ServerHandler for FrontServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
         let up = &self.upstreams;
-        self.directory.complete(up, request).await
+        self.directory
+            .complete(up, request)
+            .await
+            .map(Bridged::bridged)
     }
 
     /// A session-ful caller (a legacy `initialize`) hears the list changes

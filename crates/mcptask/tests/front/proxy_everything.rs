@@ -399,3 +399,62 @@ async fn an_upstream_question_during_a_pass_through_call_reaches_a_legacy_caller
     let said = format!("{refused:?}");
     assert!(said.contains("call the tool as a task"), "{said}");
 }
+
+/// Protocol bridging: the everything server speaks 2025-11-25, whose
+/// results carry no `resultType`. Through the front a 2026-07-28 caller
+/// gets results valid in its revision (`resultType: "complete"` on tools,
+/// prompts and resources), and a 2025-11-25 caller gets them as the
+/// server sent them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn results_of_a_2025_11_25_server_are_valid_in_each_callers_revision() {
+    use rmcp::model::{
+        CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse,
+        ReadResourceRequestParams, ReadResourceResponse, ResultType,
+    };
+    let test = "results_of_a_2025_11_25_server_are_valid_in_each_callers_revision";
+    let Some((node, entry)) = everything_or_skip(test) else {
+        return;
+    };
+    let (_dir, path) = stdio_config(&node, &entry);
+    for (lifecycle, expected) in [
+        (
+            Lifecycle::Modern { tasks: false },
+            Some(ResultType::COMPLETE),
+        ),
+        (Lifecycle::Legacy, None),
+    ] {
+        let client = TestClient::stdio(proxy_stdio_command(&path), lifecycle)
+            .await
+            .expect("connect to mcptask proxy --stdio");
+        let peer = client.peer();
+        let call = CallToolRequestParams::new("everything__echo")
+            .with_arguments(json!({"message": "bridged"}).as_object().unwrap().clone());
+        let CallToolResponse::Complete(called) =
+            peer.call_tool_once(call).await.expect("tools/call")
+        else {
+            panic!("a synchronous answer");
+        };
+        assert_eq!(
+            called.result_type, expected,
+            "tools/call, {lifecycle:?}: {called:?}"
+        );
+        let GetPromptResponse::Complete(prompt) = peer
+            .get_prompt_once(GetPromptRequestParams::new("everything__simple-prompt"))
+            .await
+            .expect("prompts/get")
+        else {
+            panic!("the prompt");
+        };
+        assert_eq!(prompt.result_type, expected, "prompts/get, {lifecycle:?}");
+        let ReadResourceResponse::Complete(read) = peer
+            .read_resource_once(ReadResourceRequestParams::new(
+                "demo://resource/static/document/architecture.md",
+            ))
+            .await
+            .expect("resources/read")
+        else {
+            panic!("the resource");
+        };
+        assert_eq!(read.result_type, expected, "resources/read, {lifecycle:?}");
+    }
+}
