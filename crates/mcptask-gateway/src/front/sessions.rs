@@ -153,7 +153,16 @@ where
                     if !owners.admits(&id, &caller) {
                         return Ok(not_found());
                     }
-                    inner.call(request).await
+                    let ending = request.method() == axum::http::Method::DELETE;
+                    let mut response = inner.call(request).await?;
+                    // rmcp accepts a session's end with 202; the SDKs take
+                    // 200 or 204 as "ended" (the Python SDK warns "Session
+                    // termination failed: 202"), and nothing is left to
+                    // process: it is done.
+                    if ending && response.status() == StatusCode::ACCEPTED {
+                        *response.status_mut() = StatusCode::OK;
+                    }
+                    Ok(response)
                 }
                 None => {
                     let response = inner.call(request).await?;
