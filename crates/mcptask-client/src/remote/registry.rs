@@ -304,9 +304,14 @@ impl ServerRegistry {
         let connect_timeout = entry.def.connect_timeout.unwrap_or(defaults.connect);
         let opened = match tokio::time::timeout(connect_timeout, open(&entry.def)).await {
             Ok(result) => result,
-            Err(_) => Err(RemoteError::Transient(format!(
-                "connecting to {name:?} timed out after {connect_timeout:?} (is the host reachable? if the server is just slow to start, raise its connect_timeout_ms)"
-            ))),
+            Err(_) => Err(RemoteError::Transient(match &entry.def.transport {
+                Transport::Stdio { .. } => format!(
+                    "{name:?} did not answer MCP's initialize within {connect_timeout:?} (is its command an MCP server speaking on stdio? if it is just slow to start, raise its connect_timeout_ms)"
+                ),
+                _ => format!(
+                    "connecting to {name:?} timed out after {connect_timeout:?} (is the host reachable? if the server is just slow to start, raise its connect_timeout_ms)"
+                ),
+            })),
         };
         let session = match opened {
             Ok(session) => {

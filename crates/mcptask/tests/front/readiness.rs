@@ -44,7 +44,7 @@ async fn a_mute_upstream_delays_neither_the_front_nor_the_other_servers_tools() 
         let demo = DemoServer::start(&upstream_db.url, &[]).await;
         let front_db = TestDatabase::sqlite();
         let toml = format!(
-            "{}\n[[servers]]\nname = \"mute\"\ncommand = \"sleep\"\nargs = [\"600\"]\n\n[proxy]\nenabled = true\n",
+            "{}\n[[servers]]\nname = \"mute\"\ncommand = \"sleep\"\nargs = [\"600\"]\n\n[[servers]]\nname = \"quiet\"\ncommand = \"sleep\"\nargs = [\"600\"]\nconnect_timeout_ms = 1000\n\n[proxy]\nenabled = true\n",
             GatewaySpec::open(&front_db.url, &[("demo", &demo.url)]).toml(),
         );
         let started = Instant::now();
@@ -62,6 +62,20 @@ async fn a_mute_upstream_delays_neither_the_front_nor_the_other_servers_tools() 
         // A name no configured server can serve is still unknown.
         let error = greet(&client, "nobody__greet").await.expect_err("no such tool");
         assert!(error.contains("unknown tool"), "{error}");
+        // Called by name through the API (an operator: told why), a stdio
+        // command that never speaks MCP is said to be one, not a host that
+        // cannot be reached.
+        let api = gateway.client(None);
+        let reply = api
+            .send(api.request(reqwest::Method::POST, "/api/v1/calls").json(
+                &json!({"server": "quiet", "tool": "greet", "arguments": {}}),
+            ))
+            .await;
+        let message = reply.json["error"]["message"].as_str().unwrap_or_default().to_string();
+        assert!(
+            message.contains("MCP server speaking on stdio") && !message.contains("host"),
+            "{reply:#?}"
+        );
     })
     .await;
 }
