@@ -5,7 +5,8 @@
 //!   backends and the store contract macro ([`db`]);
 //! - in-process servers and clients: an MCP test client ([`mcp`]), tracker
 //!   settings ([`tracker`]), the fixtures of the server and client crates'
-//!   tests ([`fixtures`]);
+//!   tests ([`fixtures`]), a synchronous upstream that counts what it
+//!   heard ([`sync_upstream`]);
 //! - real processes: `mcptask demo-server` and `mcptask serve` ([`bin`],
 //!   [`demo_server`], [`gateway`], [`process`], [`cli_run`], [`installed`])
 //!   and clients for what they speak: the gateway's HTTP API ([`api`]),
@@ -39,6 +40,7 @@ pub mod prometheus;
 pub mod rng;
 pub mod scripted_server;
 pub mod sse;
+pub mod sync_upstream;
 pub mod tasks;
 pub mod tracker;
 pub mod webhook;
@@ -64,6 +66,7 @@ pub use prometheus::*;
 pub use rng::*;
 pub use scripted_server::*;
 pub use sse::*;
+pub use sync_upstream::SyncUpstream;
 pub use tasks::*;
 pub use webhook::*;
 

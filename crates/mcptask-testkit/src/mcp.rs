@@ -10,10 +10,8 @@ use rmcp::model::{
     TaskStatus, UpdateTaskParams,
 };
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService, ServiceError};
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::{RoleClient, ServerHandler, ServiceExt};
 use serde_json::Value;
-
-use mcptask_server::DurableTaskServer;
 
 /// How the test client talks to the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,8 +48,10 @@ fn lifecycle_mode(lifecycle: Lifecycle) -> ClientLifecycleMode {
 }
 
 impl TestClient {
-    /// Serve `server` on one end of an in-memory pipe and connect to the other.
-    pub async fn in_process(server: DurableTaskServer, lifecycle: Lifecycle) -> Self {
+    /// Serve `server` (a [`mcptask_server::DurableTaskServer`], a gateway's front, any
+    /// rmcp server) on one end of an in-memory pipe and connect to the
+    /// other.
+    pub async fn in_process(server: impl ServerHandler, lifecycle: Lifecycle) -> Self {
         let (client_io, server_io) = tokio::io::duplex(1 << 20);
         tokio::spawn(async move {
             if let Ok(running) = server.serve(server_io).await {

@@ -1,9 +1,12 @@
 //! The gateway library in this process: authorization, policy and
-//! readiness against real HTTP peers and real SQLite files.
+//! readiness against real HTTP peers and real SQLite files; the route's
+//! rules at both faces of a call, on the in-process seam (`seam`).
 
 mod authorization;
 mod issuer;
 mod limits;
 mod oauth_config;
 mod readiness;
+mod route;
+mod seam;
 mod trust;

@@ -1,0 +1,209 @@
+//! A synchronous MCP server (no tasks) in the test's own process, served
+//! over Streamable HTTP on a loopback port: the upstream a gateway under
+//! test calls when the test must know what the upstream heard.
+//!
+//! Its tools:
+//!
+//! - `echo {"text": …}` answers the text at once;
+//! - `held` answers only once the test lets it ([`SyncUpstream::release`]):
+//!   a call kept in flight as long as the test needs;
+//! - `stall` never answers (until its request is cancelled): an upstream
+//!   that went silent.
+//!
+//! Every `tools/call` is counted per tool ([`SyncUpstream::heard`]), so a
+//! test can say a call refused before it reached the upstream never did.
+//!
+//! ```no_run
+//! # async fn demo() {
+//! let upstream = mcptask_testkit::SyncUpstream::start().await;
+//! // configure `[[servers]] url = upstream.url`, then:
+//! upstream.wait_heard("held", 1).await;
+//! upstream.release(1);
+//! assert_eq!(upstream.heard("echo"), 0);
+//! # }
+//! ```
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+use tokio::sync::{Semaphore, watch};
+use tokio_util::sync::CancellationToken;
+
+/// How long [`SyncUpstream::wait_heard`] waits before it fails the test.
+const HEARD_WAIT: Duration = Duration::from_secs(10);
+
+/// The tools' shared state: what was heard, and the gate of `held`.
+#[derive(Clone)]
+struct Tools {
+    heard: Arc<Mutex<HashMap<String, usize>>>,
+    /// Bumped on every call heard, to wake [`SyncUpstream::wait_heard`].
+    calls: Arc<watch::Sender<u64>>,
+    gate: Arc<Semaphore>,
+}
+
+fn tool(name: &'static str, description: &'static str, schema: Value) -> Tool {
+    let Value::Object(schema) = schema else {
+        unreachable!("tool schemas are objects")
+    };
+    Tool::new(name, description, Arc::new(schema))
+}
+
+impl ServerHandler for Tools {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let object = json!({"type": "object"});
+        Ok(ListToolsResult::with_all_items(vec![
+            tool(
+                "echo",
+                "Answers its text at once.",
+                json!({"type": "object", "properties": {"text": {"type": "string"}}}),
+            ),
+            tool("held", "Answers when the test lets it.", object.clone()),
+            tool("stall", "Never answers.", object),
+        ]))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        *self
+            .heard
+            .lock()
+            .expect("heard lock")
+            .entry(request.name.to_string())
+            .or_insert(0) += 1;
+        self.calls.send_modify(|n| *n += 1);
+        let arguments = request.arguments.unwrap_or_default();
+        let text = match request.name.as_ref() {
+            "echo" => text_of(&arguments),
+            "held" => {
+                tokio::select! {
+                    permit = self.gate.acquire() => permit.expect("the gate stays open").forget(),
+                    _ = context.ct.cancelled() => return Err(cancelled()),
+                }
+                "released".to_string()
+            }
+            "stall" => {
+                context.ct.cancelled().await;
+                return Err(cancelled());
+            }
+            other => {
+                return Err(ErrorData::invalid_params(
+                    format!("no tool {other:?}"),
+                    None,
+                ));
+            }
+        };
+        Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
+    }
+}
+
+fn text_of(arguments: &JsonObject) -> String {
+    arguments
+        .get("text")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn cancelled() -> ErrorData {
+    ErrorData::internal_error("the call was cancelled", None)
+}
+
+/// A running [`sync_upstream`](self) server; stopped on drop.
+pub struct SyncUpstream {
+    /// `http://127.0.0.1:PORT/mcp`
+    pub url: String,
+    tools: Tools,
+    stop: CancellationToken,
+}
+
+impl SyncUpstream {
+    /// Serve the tools on `127.0.0.1:0` (a stateful Streamable HTTP
+    /// endpoint answering JSON).
+    pub async fn start() -> SyncUpstream {
+        let tools = Tools {
+            heard: Arc::default(),
+            calls: Arc::new(watch::channel(0).0),
+            gate: Arc::new(Semaphore::new(0)),
+        };
+        let stop = CancellationToken::new();
+        let handler = tools.clone();
+        let service = StreamableHttpService::new(
+            move || Ok(handler.clone()),
+            Arc::new(LocalSessionManager::default()),
+            StreamableHttpServerConfig::default()
+                .with_json_response(true)
+                .with_cancellation_token(stop.clone()),
+        );
+        let app = axum::Router::new().nest_service("/mcp", service);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the upstream's port");
+        let url = format!(
+            "http://{}/mcp",
+            listener.local_addr().expect("the upstream's address")
+        );
+        let stopped = stop.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stopped.cancelled().await })
+                .await;
+        });
+        SyncUpstream { url, tools, stop }
+    }
+
+    /// How many calls of `tool` the upstream heard so far.
+    pub fn heard(&self, tool: &str) -> usize {
+        self.tools
+            .heard
+            .lock()
+            .expect("heard lock")
+            .get(tool)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Until the upstream heard `n` calls of `tool` (the test fails after
+    /// a bound).
+    pub async fn wait_heard(&self, tool: &str, n: usize) {
+        let mut calls = self.tools.calls.subscribe();
+        let heard = tokio::time::timeout(HEARD_WAIT, calls.wait_for(|_| self.heard(tool) >= n));
+        if heard.await.is_err() {
+            panic!(
+                "the upstream heard {} calls of {tool} in {HEARD_WAIT:?}, not {n}",
+                self.heard(tool)
+            );
+        }
+    }
+
+    /// Let `n` calls of `held` answer (those waiting, or the next ones).
+    pub fn release(&self, n: usize) {
+        self.tools.gate.add_permits(n);
+    }
+}
+
+impl Drop for SyncUpstream {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
