@@ -132,6 +132,14 @@ impl Failure {
         }
     }
 
+    /// The upstream did not answer `operation` within `after`: its own
+    /// words, the same on every path (they name no host).
+    pub fn no_answer(operation: &str, after: std::time::Duration) -> Self {
+        Failure::Timeout(format!(
+            "{operation}: the upstream did not answer within {after:?}"
+        ))
+    }
+
     /// Anything that should not have happened, logged with its text.
     pub fn internal(detail: &dyn std::fmt::Display) -> Self {
         Failure::Internal(redact(Internal::Bug, detail))
@@ -228,6 +236,7 @@ impl From<TrackerError> for Failure {
             TrackerError::UnknownServer(name) => Failure::UnknownServer(name),
             TrackerError::Remote(data) => Failure::Remote(data),
             TrackerError::Unavailable(detail) => Failure::unreachable(&detail),
+            TrackerError::NoAnswer { operation, after } => Failure::no_answer(&operation, after),
             TrackerError::Protocol(m) => Failure::Protocol(m),
             TrackerError::AlreadyTracked(_) => Failure::Protocol(message),
             TrackerError::InputNeeded {
@@ -282,9 +291,7 @@ impl From<UpstreamError> for Failure {
             UpstreamError::Rpc(data) => Failure::Remote(data),
             UpstreamError::Remote(e) => Failure::unreachable(&e),
             // Its own words: how long the front waited names no host.
-            UpstreamError::Timeout { operation, after } => Failure::Timeout(format!(
-                "{operation}: the upstream did not answer within {after:?}"
-            )),
+            UpstreamError::Timeout { operation, after } => Failure::no_answer(&operation, after),
             UpstreamError::Cancelled => Failure::Cancelled,
         }
     }

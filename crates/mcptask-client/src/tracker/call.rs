@@ -12,7 +12,7 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use super::{Tracker, TrackerError};
-use crate::remote::{Connection, RemoteError, bounded, classify};
+use crate::remote::{Connection, bounded, classify};
 use crate::resolver::InputContext;
 
 use mcptask_core::protocol::MAX_INPUT_ROUNDS as MAX_MRTR_ROUNDS;
@@ -67,12 +67,19 @@ pub enum CallOutcome {
 
 /// A failed `tools/call` as the caller's error; a broken session is dropped
 /// from the pool (in the background) so the next call opens a fresh one.
-pub(super) fn call_failure(conn: &Connection, e: &ServiceError) -> RemoteError {
+pub(super) fn call_failure(conn: &Connection, e: &ServiceError) -> TrackerError {
     if classify::is_disconnect(e) {
         let conn = conn.clone();
         tokio::spawn(async move { conn.discard().await });
     }
-    classify::call_error(e)
+    // Silence is the caller's to know as such (not "could not be reached").
+    if let ServiceError::Timeout { timeout } = e {
+        return TrackerError::NoAnswer {
+            operation: "tools/call".into(),
+            after: *timeout,
+        };
+    }
+    classify::call_error(e).into()
 }
 
 impl Tracker {

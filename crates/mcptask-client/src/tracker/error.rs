@@ -58,6 +58,15 @@ pub enum TrackerError {
         /// answers ([`CallOptions::request_state`](super::CallOptions::request_state)).
         request_state: Option<String>,
     },
+    /// The server did not answer `operation` within `after` (its call
+    /// timeout); it may still be working on it, and nothing was kept.
+    #[error("{operation}: no answer within {after:?}")]
+    NoAnswer {
+        /// The request that went unanswered.
+        operation: String,
+        /// The bound it was given.
+        after: std::time::Duration,
+    },
     /// `wait` gave up; the task (as last read) is still live.
     #[error("timed out waiting; the task is still {}", .0.status)]
     Timeout(Box<RemoteTaskRecord>),

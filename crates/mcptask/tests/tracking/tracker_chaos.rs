@@ -359,7 +359,11 @@ async fn create(
         {
             Ok(CallOutcome::Task(t)) => return *t,
             Ok(CallOutcome::Completed(r)) => panic!("{tool} completed synchronously: {r:?}"),
-            Err(e @ (TrackerError::Unavailable(_) | TrackerError::Store(_))) if attempt < 50 => {
+            Err(
+                e @ (TrackerError::Unavailable(_)
+                | TrackerError::NoAnswer { .. }
+                | TrackerError::Store(_)),
+            ) if attempt < 50 => {
                 retries.fetch_add(1, Ordering::Relaxed);
                 eprintln!("creating task {i}: {e}; retrying");
                 tokio::time::sleep(Duration::from_millis(200)).await;
