@@ -130,27 +130,11 @@ pub fn exit_of(e: UpstreamError) -> TaskExit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mcptask_core::call::{Protocol, TaskSupport, ToolFacts};
+    use mcptask_core::call::Protocol;
     use mcptask_core::server::NewServerTask;
 
     fn route(protocol: Protocol, rerun: bool) -> Route {
-        Route {
-            front: "s__t".into(),
-            server: "s".into(),
-            tool: "t".into(),
-            facts: ToolFacts {
-                protocol,
-                task_support: TaskSupport::Optional,
-                toolset_submit: false,
-            },
-            rerun,
-            background: false,
-            definition: rmcp::model::Tool::new(
-                "s__t",
-                "t",
-                std::sync::Arc::new(Default::default()),
-            ),
-        }
+        crate::upstreams::catalog::test_route(protocol, rerun, false)
     }
 
     fn task(state: &CallState) -> ServerTaskRecord {

@@ -1,25 +1,12 @@
 //! The route's pure part: what each face's ask means for a tool.
 
-use mcptask_core::call::{Plan, Protocol, RunDriver, TaskSupport, ToolFacts, TrackDriver, plan};
-use rmcp::model::Tool;
+use mcptask_core::call::{Plan, Protocol, RunDriver, TrackDriver, plan};
 
 use super::{Ask, wants};
-use crate::upstreams::catalog::Route;
+use crate::upstreams::catalog::{Route, test_route};
 
 fn route(protocol: Protocol, background: bool) -> Route {
-    Route {
-        front: "s__t".into(),
-        server: "s".into(),
-        tool: "t".into(),
-        facts: ToolFacts {
-            protocol,
-            task_support: TaskSupport::Optional,
-            toolset_submit: false,
-        },
-        rerun: false,
-        background,
-        definition: Tool::new("s__t", "t", std::sync::Arc::new(Default::default())),
-    }
+    test_route(protocol, false, background)
 }
 
 fn planned(ask: Ask, route: &Route) -> Plan {

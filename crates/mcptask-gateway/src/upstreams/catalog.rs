@@ -148,6 +148,29 @@ impl Catalog {
     }
 }
 
+/// A route `s__t` (tool `t` of server `s`) whose server speaks `protocol`,
+/// for the unit tests of what is decided about a route.
+#[cfg(test)]
+pub(crate) fn test_route(
+    protocol: mcptask_core::call::Protocol,
+    rerun: bool,
+    background: bool,
+) -> Route {
+    Route {
+        front: "s__t".into(),
+        server: "s".into(),
+        tool: "t".into(),
+        facts: ToolFacts {
+            protocol,
+            task_support: mcptask_core::call::TaskSupport::Optional,
+            toolset_submit: false,
+        },
+        rerun,
+        background,
+        definition: Tool::new("s__t", "t", std::sync::Arc::new(Default::default())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
