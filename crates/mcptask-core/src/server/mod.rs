@@ -18,23 +18,7 @@ pub mod reading;
 pub mod recovery;
 pub mod retention;
 
-pub use crate::call::TaskSupport;
-
-/// What recovery does with a task whose process died while running it.
-///
-/// ```
-/// use mcptask_core::server::InterruptPolicy;
-/// assert_eq!(InterruptPolicy::default(), InterruptPolicy::Fail);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum InterruptPolicy {
-    /// Settle the task as `failed` with an "interrupted" error (honest, at-most-once).
-    #[default]
-    Fail,
-    /// Run the tool again from the start with `attempt + 1` (at-least-once).
-    /// Answers to input keys already given are replayed, not asked again.
-    Rerun,
-}
+pub use crate::call::{InterruptPolicy, TaskSupport};
 
 /// A task about to be inserted.
 #[derive(Debug, Clone, PartialEq)]

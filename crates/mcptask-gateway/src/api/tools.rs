@@ -57,7 +57,7 @@ pub async fn list_tools(
             "server": name,
             "tools": tools
                 .iter()
-                .filter(|t| state.calls.permits(&caller, &name, &t.name))
+                .filter(|t| crate::route::visible(&state.calls, &caller, &name, &t.name))
                 .map(tool_view)
                 .collect::<Vec<_>>(),
         }))),

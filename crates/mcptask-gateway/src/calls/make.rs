@@ -13,7 +13,6 @@ use mcptask_core::call::{CallState, Driver, Plan, RunDriver, TrackDriver};
 use mcptask_core::client::RemoteDriver;
 use mcptask_core::client::transition::Change;
 use mcptask_core::ids;
-use mcptask_core::server::InterruptPolicy;
 use mcptask_server::{CreateRequest, TaskError, TaskRuntime};
 use rmcp::model::{CallToolResult, InputResponses, JsonObject, Task};
 use serde_json::Value;
@@ -201,11 +200,7 @@ impl Calls {
         };
         // What a crash does to the call is decided now, with the call, and
         // kept in its state: recovery reads it back, never today's catalog.
-        let interrupt = if route.rerun {
-            InterruptPolicy::Rerun
-        } else {
-            InterruptPolicy::Fail
-        };
+        let interrupt = route.interrupt();
         let options = CallOptions {
             id: Some(options.id.clone().unwrap_or_else(ids::new_local_task_id)),
             ..options.clone()

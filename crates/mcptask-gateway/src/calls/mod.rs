@@ -21,7 +21,6 @@ pub use limits::{Admitted, Busy, Limiter, Limits};
 pub use make::{CallError, CallRequest, Started};
 pub use source::Source;
 
-use crate::auth::Caller;
 use crate::config::{Config, ConfigError};
 use crate::upstreams::{Upstream, Upstreams, list_until_listed};
 
@@ -251,13 +250,6 @@ impl Calls {
     /// The store the calls live in.
     pub fn store(&self) -> &mcptask_sql::Store {
         &self.store
-    }
-
-    /// Whether `caller` may call `tool` of `server` under the policy now in
-    /// force.
-    pub fn permits(&self, caller: &Caller, server: &str, tool: &str) -> bool {
-        let policy = self.policy.read().expect("policy lock").clone();
-        policy.permits(&caller.access(), server, tool)
     }
 
     /// Put `policy` in force for calls made from now on (calls already

@@ -14,28 +14,13 @@ use rmcp::ErrorData;
 use rmcp::model::CallToolResult;
 use tracing::Instrument;
 
-use mcptask_core::call::{CallState, Plan, RunDriver, Wants, plan};
+use mcptask_core::call::CallState;
 use mcptask_core::server::{InterruptPolicy, ServerTaskRecord};
 
 use crate::front::bridge::Bridged;
+use crate::route;
 use crate::upstreams::Upstreams;
 use crate::upstreams::catalog::Route;
-
-/// The state of a call task of `route` whose stored state cannot be read
-/// (a front task written before states named their driver, which no
-/// version since writes): planned as it was then, from the catalog.
-fn legacy_state(route: &Route) -> CallState {
-    let interrupt = if route.rerun {
-        InterruptPolicy::Rerun
-    } else {
-        InterruptPolicy::Fail
-    };
-    match plan(route.facts, Wants::Durable) {
-        Plan::Track(driver) => CallState::tracked(driver),
-        Plan::Run(driver) => CallState::run(driver, interrupt),
-        Plan::PassThrough => CallState::run(RunDriver::Sync, interrupt),
-    }
-}
 
 /// What recovery does with an interrupted call task of `route`: what its
 /// stored state says (decided when the call was made), never a plan of
@@ -45,7 +30,9 @@ pub fn interrupt_of(route: &Route, record: &ServerTaskRecord) -> InterruptPolicy
         .driver_state
         .as_ref()
         .and_then(|s| CallState::from_json(s, record.driver.as_deref()).ok());
-    stored.unwrap_or_else(|| legacy_state(route)).interrupt()
+    stored
+        .unwrap_or_else(|| route::legacy_state(route))
+        .interrupt()
 }
 
 /// A call task's work, by the driver its state names.
@@ -58,7 +45,7 @@ pub async fn run(
         .ctx
         .state()
         .and_then(|s| CallState::from_json(&s, None).ok())
-        .unwrap_or_else(|| legacy_state(route));
+        .unwrap_or_else(|| route::legacy_state(route));
     let span = driver_span(upstreams, route, &call, &state).await;
     let result = match state {
         CallState::Tracked { tracked, .. } => {
@@ -130,7 +117,7 @@ pub fn exit_of(e: UpstreamError) -> TaskExit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mcptask_core::call::Protocol;
+    use mcptask_core::call::{Protocol, RunDriver};
     use mcptask_core::server::NewServerTask;
 
     fn route(protocol: Protocol, rerun: bool) -> Route {

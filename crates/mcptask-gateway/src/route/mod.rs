@@ -22,7 +22,7 @@ mod tests;
 
 use std::time::Duration;
 
-use mcptask_core::call::{Plan, Wants, plan};
+use mcptask_core::call::{CallState, Plan, RunDriver, Wants, plan};
 
 pub use agent::AgentTool;
 pub use handoff::Handoff;
@@ -236,4 +236,16 @@ pub async fn decide(calls: &Calls, intent: Intent<'_>) -> Result<Decided, Failur
         admitted,
         declares: ask == Ask::Tasks,
     })))
+}
+
+/// The state of a call task of `route` whose stored state cannot be read
+/// (a front task written before states named their driver, which no
+/// version since writes): planned as it was then, from the catalog.
+pub fn legacy_state(route: &Route) -> CallState {
+    let interrupt = route.interrupt();
+    match plan(route.facts, Wants::Durable) {
+        Plan::Track(driver) => CallState::tracked(driver),
+        Plan::Run(driver) => CallState::run(driver, interrupt),
+        Plan::PassThrough => CallState::run(RunDriver::Sync, interrupt),
+    }
 }

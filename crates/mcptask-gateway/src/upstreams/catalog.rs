@@ -26,6 +26,18 @@ pub struct Route {
     pub definition: Tool,
 }
 
+impl Route {
+    /// What a crash does to a synchronous call of this tool made now (its
+    /// server's `interrupt`): decided when the call is made and kept with it.
+    pub fn interrupt(&self) -> mcptask_core::server::InterruptPolicy {
+        if self.rerun {
+            mcptask_core::server::InterruptPolicy::Rerun
+        } else {
+            mcptask_core::server::InterruptPolicy::Fail
+        }
+    }
+}
+
 /// One server's listing, as the catalog is built from it.
 pub struct Listing {
     pub server: String,
