@@ -112,7 +112,18 @@ pub async fn call(gw: &GatewayClient, call: CallArgs<'_>) -> anyhow::Result<i32>
         if !responses.is_empty() {
             body["inputResponses"] = json!(responses);
         }
-        let failure = match gw.post("/api/v1/calls", &body).await {
+        // Ctrl-C while the gateway makes the call: say what became of it
+        // (rather than die silently with 130).
+        let posted = tokio::select! {
+            posted = gw.post("/api/v1/calls", &body) => posted,
+            _ = tokio::signal::ctrl_c() => {
+                eprintln!(
+                    "interrupted before the gateway answered: a synchronous call is not kept (its answer is lost, though the server may finish the work); a call the gateway kept as a task goes on there\n  find it:   mcptask tasks list\n  follow it: mcptask tasks show ID --follow"
+                );
+                return Ok(exit::INTERRUPTED);
+            }
+        };
+        let failure = match posted {
             Ok(out) => break out,
             Err(e) => e,
         };

@@ -514,3 +514,55 @@ async fn tasks_list_pages_and_every_acting_command_speaks_json() {
     })
     .await;
 }
+
+/// Ctrl-C while the gateway makes a synchronous call (the everything
+/// server's long operation, passed through): the CLI says what became of
+/// the call and how to find a kept one, and exits 130 (it died silently).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_during_a_synchronous_call_says_what_became_of_it() {
+    let Some(everything) =
+        Everything::or_skip("ctrl_c_during_a_synchronous_call_says_what_became_of_it")
+    else {
+        return;
+    };
+    let db = TestDatabase::sqlite();
+    let toml = GatewaySpec::with_tokens(&db.url, &[]).toml()
+        + &everything.server_toml("ev", "connect_timeout_ms = 20000\n");
+    let gateway = GatewayProcess::start_toml("gateway", &toml, &[]).await;
+    let mut cli = Command::new(bin())
+        .args([
+            "call",
+            "ev",
+            "trigger-long-running-operation",
+            "--sync",
+            "--args",
+            r#"{"duration": 30, "steps": 3}"#,
+        ])
+        .env("MCPTASK_GATEWAY", &gateway.base)
+        .env("MCPTASK_API_TOKEN", OPERATOR)
+        .env("MCPTASK_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run mcptask call");
+    // Well after the CLI started and posted the call (which runs 30 s).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        cli.try_wait().unwrap().is_none(),
+        "the call was still running"
+    );
+    // SAFETY: signalling a child process this test spawned and still owns.
+    unsafe { libc::kill(cli.id() as i32, libc::SIGINT) };
+    let out = tokio::task::spawn_blocking(move || cli.wait_with_output())
+        .await
+        .unwrap()
+        .expect("the CLI's output");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("interrupted before the gateway answered")
+            && stderr.contains("mcptask tasks list"),
+        "{stderr}"
+    );
+}
