@@ -16,6 +16,16 @@ fn terminal(status: &str) -> bool {
     matches!(status, "completed" | "failed" | "cancelled")
 }
 
+/// A task's status as a person reads it: a call whose tool reported an
+/// error (`isError`) completed, but not well, and exits as failed.
+fn shown_status(task: &Value) -> &str {
+    match task["status"].as_str() {
+        Some("completed") if task["result"]["isError"] == true => "completed with a tool error",
+        Some(status) => status,
+        None => "?",
+    }
+}
+
 /// Print a settled task's outcome; returns the process exit code.
 pub fn print_outcome(task: &Value) -> i32 {
     match task["status"].as_str().unwrap_or("?") {
@@ -270,7 +280,11 @@ async fn follow_until_settled(gw: &GatewayClient, id: &str, live: bool) -> anyho
             if live {
                 eprint!("\r\x1b[2K");
             }
-            eprintln!("{status} after {:.1}s", started.elapsed().as_secs_f64());
+            eprintln!(
+                "{} after {:.1}s",
+                shown_status(&task),
+                started.elapsed().as_secs_f64()
+            );
             return Ok(print_outcome(&task));
         }
         for (key, request) in task["inputRequests"].as_object().into_iter().flatten() {
@@ -441,7 +455,7 @@ pub async fn show(gw: &GatewayClient, id: &str, json_out: bool) -> anyhow::Resul
     outln!(
         "{}  {}  {}@{}",
         t["id"].as_str().unwrap_or(""),
-        t["status"].as_str().unwrap_or(""),
+        shown_status(&t),
         t["tool"].as_str().unwrap_or(""),
         t["server"].as_str().unwrap_or("")
     );

@@ -502,6 +502,15 @@ async fn tasks_list_pages_and_every_acting_command_speaks_json() {
             (Some("completed"), Some(true)),
             "the settled task's detail: {v}"
         );
+        // Read by a person: a tool error is not a plain "completed".
+        let id = v["id"].as_str().expect("the task's id").to_string();
+        let shown = run(&["tasks", "show", &id]).await;
+        let shown = String::from_utf8_lossy(&shown.stdout);
+        assert!(shown.contains("completed with a tool error"), "{shown}");
+        let waited = run(&["call", "demo", "failing_job", "--args", "{}", "--wait"]).await;
+        assert_eq!(waited.status.code(), Some(3), "{waited:?}");
+        let said = String::from_utf8_lossy(&waited.stderr);
+        assert!(said.contains("completed with a tool error after"), "{said}");
 
         let cancelled = run(&["tasks", "cancel", &ids[0], "--json"]).await;
         let v: serde_json::Value = serde_json::from_slice(&cancelled.stdout).unwrap();
