@@ -229,13 +229,22 @@ impl GatewayProcess {
         Self::start_toml(name, &spec.toml(), env).await
     }
 
-    /// [`GatewayProcess::start_with_env`] with the configuration's whole text.
+    /// [`GatewayProcess::start_with_env`] with the configuration's whole text
+    /// (an empty value in `env` unsets that variable).
     pub async fn start_toml(name: &str, toml: &str, env: &[(&str, &str)]) -> GatewayProcess {
         let dir = tempfile::tempdir().expect("temp dir");
         let config = dir.path().join("mcptask.toml");
         std::fs::write(&config, toml).expect("write mcptask.toml");
         let mut command = serve_command(&config);
-        command.current_dir(dir.path()).envs(env.iter().copied());
+        command.current_dir(dir.path());
+        for (key, value) in env {
+            // An empty value unsets the variable: the binary's default.
+            if value.is_empty() {
+                command.env_remove(key);
+            } else {
+                command.env(key, value);
+            }
+        }
         let (process, url) =
             LoggedChild::spawn(name, command, GATEWAY_LISTENING, Duration::from_secs(60))
                 .await

@@ -18,7 +18,7 @@ use cli::output::outln;
     name = "mcptask",
     version,
     about = "Durable runtime for MCP Tasks (SEP-2663)",
-    after_help = "Logs go to standard error; MCPTASK_LOG sets the filter (tracing EnvFilter syntax, default \"info,sqlx=warn,rmcp=warn,rmcp::transport::worker=off\"; e.g. MCPTASK_LOG=debug)."
+    after_help = "Logs go to standard error; MCPTASK_LOG sets the filter (tracing EnvFilter syntax, default \"info,sqlx=warn,rmcp=warn,rmcp::service=error,rmcp::transport::worker=off\"; e.g. MCPTASK_LOG=debug)."
 )]
 struct Cli {
     #[command(subcommand)]

@@ -22,13 +22,22 @@ use tracing_subscriber::{EnvFilter, Layer};
 /// The exporting provider, flushed by [`shutdown`].
 static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
 
+/// mcptask's log filter unless `MCPTASK_LOG` says otherwise. rmcp's service
+/// loop logs every error answered to a peer at WARN (an unknown tool, a bad
+/// argument: the caller's business, not the operator's) and dumps whole
+/// unexpected messages: `rmcp::service` only above that. What the operator
+/// needs of a failed request, mcptask logs itself (a redacted failure's
+/// incident, at WARN).
+pub const DEFAULT_LOG_FILTER: &str =
+    "info,sqlx=warn,rmcp=warn,rmcp::service=error,rmcp::transport::worker=off";
+
 /// The log filter: `MCPTASK_LOG`, else mcptask's defaults; never the spans
 /// meant for export (they are not log lines).
 fn log_filter() -> EnvFilter {
     // rmcp's worker logs a failed connection as the Debug dump of its error
     // chain (Rust type paths); mcptask logs the same failure once, in words.
     let filter = EnvFilter::try_from_env("MCPTASK_LOG")
-        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,rmcp=warn,rmcp::transport::worker=off"));
+        .unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG_FILTER));
     filter.add_directive(format!("{TARGET}=off").parse().expect("a valid directive"))
 }
 

@@ -39,3 +39,37 @@ async fn a_servers_call_timeout_bounds_a_full_way_pass_through() {
     })
     .await;
 }
+
+/// With the default log filter, errors the front answers its callers (an
+/// unknown tool, twice) are not operator warnings: rmcp's service loop
+/// logged each as `WARN … response error`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_answered_to_callers_are_not_logged_as_warnings() {
+    with_deadline(Duration::from_secs(120), async {
+        let upstream_db = TestDatabase::sqlite();
+        let demo = DemoServer::start(&upstream_db.url, &[]).await;
+        let front_db = TestDatabase::sqlite();
+        let toml = format!(
+            "{}\n[proxy]\nenabled = true\n",
+            GatewaySpec::open(&front_db.url, &[("demo", &demo.url)]).toml(),
+        );
+        // The binary's own default filter (MCPTASK_LOG unset).
+        let gateway = GatewayProcess::start_toml("gateway", &toml, &[("MCPTASK_LOG", "")]).await;
+        let client = TestClient::http(&format!("{}/mcp", gateway.base), None, Lifecycle::Legacy)
+            .await
+            .expect("a legacy session at /mcp");
+        for _ in 0..2 {
+            let unknown = client
+                .peer()
+                .call_tool_once(CallToolRequestParams::new("nobody__greet"))
+                .await
+                .expect_err("no such tool");
+            assert!(unknown.to_string().contains("unknown tool"), "{unknown}");
+        }
+        let log = gateway.log();
+        assert!(log.contains("listening"), "the log is read: {log}");
+        assert!(!log.contains("response error"), "{log}");
+        assert!(!log.contains(" WARN "), "{log}");
+    })
+    .await;
+}
