@@ -58,7 +58,7 @@ pub fn spec() -> Value {
                     "status": {"$ref": "#/components/schemas/Status"}, "statusMessage": {"type": ["string", "null"]},
                     "principal": {"type": ["string", "null"]}, "conversation": {"type": ["string", "null"]}, "callId": {"type": ["string", "null"]},
                     "correlation": {}, "createdAt": {"type": "string", "format": "date-time"}, "updatedAt": {"type": "string", "format": "date-time"},
-                    "completedAt": {"type": ["string", "null"], "format": "date-time"}, "cancelRequested": {"type": "boolean"},
+                    "completedAt": {"type": ["string", "null"], "format": "date-time"}, "cancelRequested": {"type": "boolean"}, "toolError": {"type": "boolean", "description": "completed, with the tool's own error (isError)"},
                     "pollCount": {"type": "integer"}, "consecutiveErrors": {"type": "integer"}, "lastError": {"type": ["string", "null"]},
                     "inputRequests": {"type": "object", "additionalProperties": true},
                     "remoteTaskId": {"type": "string", "description": "The upstream's task id of a sep2663 or toolset call (operators only)"}

@@ -26,6 +26,9 @@ pub fn summary(r: &RemoteTaskRecord, operator: bool) -> Value {
         "updatedAt": to_rfc3339(r.updated_at),
         "completedAt": time(r.completed_at),
         "cancelRequested": r.cancel_requested_at.is_some(),
+        // Completed, but the tool said it failed (`isError`): lists show it
+        // without the result.
+        "toolError": r.result.as_ref().is_some_and(|result| result["isError"] == true),
         "pollCount": r.poll_count,
         "consecutiveErrors": r.consecutive_errors,
         "lastError": r.last_error,

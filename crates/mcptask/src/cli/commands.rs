@@ -16,11 +16,18 @@ fn terminal(status: &str) -> bool {
     matches!(status, "completed" | "failed" | "cancelled")
 }
 
-/// A task's status as a person reads it: a call whose tool reported an
-/// error (`isError`) completed, but not well, and exits as failed.
+/// Whether a completed call's tool reported an error (`isError` in its
+/// result; `toolError` in a list's rows, which carry no result): it
+/// completed, but not well, and exits as failed.
+fn tool_error(task: &Value) -> bool {
+    task["status"] == "completed"
+        && (task["result"]["isError"] == true || task["toolError"] == true)
+}
+
+/// A task's status as a person reads it.
 fn shown_status(task: &Value) -> &str {
     match task["status"].as_str() {
-        Some("completed") if task["result"]["isError"] == true => "completed with a tool error",
+        _ if tool_error(task) => "completed with a tool error",
         Some(status) => status,
         None => "?",
     }
@@ -418,7 +425,11 @@ fn row(t: &Value, now_ms: i64) -> String {
     format!(
         "{:<36}  {:<15}  {:>5}  {:<12}  {:<28}  {:<13}  {}",
         t["id"].as_str().unwrap_or(""),
-        t["status"].as_str().unwrap_or(""),
+        if tool_error(t) {
+            "tool error"
+        } else {
+            t["status"].as_str().unwrap_or("")
+        },
         age,
         t["principal"].as_str().unwrap_or("-"),
         format!(

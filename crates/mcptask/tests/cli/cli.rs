@@ -511,6 +511,16 @@ async fn tasks_list_pages_and_every_acting_command_speaks_json() {
         assert_eq!(waited.status.code(), Some(3), "{waited:?}");
         let said = String::from_utf8_lossy(&waited.stderr);
         assert!(said.contains("completed with a tool error after"), "{said}");
+        let listed = run(&["tasks", "list", "--all"]).await;
+        let listed = String::from_utf8_lossy(&listed.stdout);
+        let failing: Vec<&str> = listed
+            .lines()
+            .filter(|l| l.contains("failing_job@demo"))
+            .collect();
+        assert!(
+            !failing.is_empty() && failing.iter().all(|l| l.contains("tool error")),
+            "{listed}"
+        );
 
         let cancelled = run(&["tasks", "cancel", &ids[0], "--json"]).await;
         let v: serde_json::Value = serde_json::from_slice(&cancelled.stdout).unwrap();
