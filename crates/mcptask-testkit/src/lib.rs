@@ -14,7 +14,7 @@
 //!   webhooks ([`webhook`], [`flaky_webhook`]), MCP tasks ([`tasks`]);
 //! - faults: a scripted MCP server ([`scripted_server`]), a switchable
 //!   network front ([`fault_front`]), chaos helpers ([`chaos`], [`rng`]);
-//! - benchmark support ([`bench`], [`machine`]).
+//! - benchmark support ([`mod@bench`], [`machine`]).
 //!
 //! The process-level helpers are re-exported here, so an end-to-end test
 //! writes `use mcptask_testkit::*;`.

@@ -49,7 +49,7 @@ type Result<T, E = String> = std::result::Result<T, E>;
 
 /// URL of a fresh, empty database for one test, or None when PostgreSQL cannot be had and we are not in CI.
 /// Under CI=true (env var CI equal to "true" or "1"), failing to get PostgreSQL panics with a clear message.
-/// When skipping, prints a loud line to stderr: "SKIPPED (no PostgreSQL): <reason> — set MCPTASK_TEST_DATABASE_URL or install initdb/pg_ctl".
+/// When skipping, prints a loud line to stderr: "SKIPPED (no PostgreSQL): REASON — set MCPTASK_TEST_DATABASE_URL or install initdb/pg_ctl".
 pub async fn fresh_database() -> Option<String> {
     let (outcome, cluster) = match env::var(URL_ENV) {
         Ok(admin_url) if !admin_url.is_empty() => (create_database(&admin_url).await, None),

@@ -72,7 +72,7 @@ async fn spawn_logged(
 }
 
 impl LoggedChild {
-    /// Spawn `command` and wait for its `ready` line (see [`spawn_logged`]);
+    /// Spawn `command` and wait for its `ready` line (see `spawn_logged`);
     /// returns the process and the rest of that line.
     pub async fn spawn(
         name: &str,

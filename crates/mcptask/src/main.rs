@@ -1,5 +1,9 @@
 //! `mcptask`: durable runtime for MCP Tasks (SEP-2663).
 
+// The doc comments of this binary are clap's help text, which names TOML
+// tables (`[database]`) and URLs as a terminal shows them, not rustdoc links.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::bare_urls)]
+
 mod cli;
 mod demo;
 mod telemetry;

@@ -147,7 +147,7 @@ impl Limiter {
     }
 
     /// Hold `busy`, a refusal of `principal`, before it is answered (see
-    /// [`super::tarpit`]): it comes back with the time held taken off its
+    /// `super::tarpit`): it comes back with the time held taken off its
     /// wait.
     pub async fn hold(&self, principal: Option<&str>, busy: Busy) -> Busy {
         let Some(hold) = self.held(principal, &busy) else {

@@ -551,7 +551,7 @@ impl ServerHandler for FrontServer {
     }
 
     /// A session-ful caller (a legacy `initialize`) hears the list changes
-    /// ([`ListChanges`]) until its session ends.
+    /// (`ListChanges`) until its session ends.
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         let mut changes = ListChanges::new(&self.upstreams);
         let peer = context.peer;
@@ -596,7 +596,7 @@ impl ServerHandler for FrontServer {
         )
     }
 
-    /// One acknowledged stream hears the list changes ([`ListChanges`]) it
+    /// One acknowledged stream hears the list changes (`ListChanges`) it
     /// asked for, until the client goes away.
     async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
         // Before anything awaits: the acknowledgment is on its way, and a

@@ -47,7 +47,7 @@ impl Upstreams {
 }
 
 /// List `server` until it answers (or is no longer configured, or `stop`),
-/// then put its tools in the catalog. Backs off from [`FIRST_RETRY`] to
+/// then put its tools in the catalog. Backs off from `FIRST_RETRY` to
 /// [`MAX_RETRY`].
 pub fn list_until_listed(upstreams: Arc<Upstreams>, server: String, stop: CancellationToken) {
     tokio::spawn(async move {

@@ -171,7 +171,7 @@ impl TaskRuntime {
 
     /// Hear which tasks change status from now on, here or on another
     /// replica sharing the store (hints: re-read the task; after
-    /// [`TaskChange::Resync`], every task of interest).
+    /// `TaskChange::Resync`, every task of interest).
     pub fn changes(&self) -> tokio::sync::broadcast::Receiver<super::TaskChange> {
         self.inner.feed.subscribe()
     }

@@ -7,12 +7,12 @@
 //! `IN (SELECT value FROM json_each($n))`), the names of the two-argument
 //! `greatest`/`least`, a planner hint, and the push-signal statement. Each
 //! backend's `statements.rs` names its fragments and instantiates
-//! [`statements!`] once, so a reader finds every statement here and every
+//! `statements!` once, so a reader finds every statement here and every
 //! dialect difference there.
 //!
 //! Two rules are defined here and nowhere else:
-//! - [`live!`]: the live-status predicate (`mcptask_core::lease::LIVE_STATUSES`);
-//! - [`fenced_by!`]: the fenced-update predicate (`mcptask_core::lease::Fence`):
+//! - `live!`: the live-status predicate (`mcptask_core::lease::LIVE_STATUSES`);
+//! - `fenced_by!`: the fenced-update predicate (`mcptask_core::lease::Fence`):
 //!   a claim-owned write changes a row only while it names the claim.
 
 /// The statements of one backend.
