@@ -38,34 +38,22 @@ complete_when_absent!(
     ReadResourceResult
 );
 
-impl Bridged for CallToolResponse {
-    fn bridged(self) -> Self {
-        match self {
-            CallToolResponse::Complete(result) => CallToolResponse::Complete(result.bridged()),
-            other => other,
-        }
-    }
-}
-
-impl Bridged for GetPromptResponse {
-    fn bridged(self) -> Self {
-        match self {
-            GetPromptResponse::Complete(result) => GetPromptResponse::Complete(result.bridged()),
-            other => other,
-        }
-    }
-}
-
-impl Bridged for ReadResourceResponse {
-    fn bridged(self) -> Self {
-        match self {
-            ReadResourceResponse::Complete(result) => {
-                ReadResourceResponse::Complete(result.bridged())
+/// An answer that may be complete (or ask for input, or be a task, which
+/// are the current revision's own): its complete result bridged.
+macro_rules! bridged_when_complete {
+    ($($response:ident),*) => {$(
+        impl Bridged for $response {
+            fn bridged(self) -> Self {
+                match self {
+                    $response::Complete(result) => $response::Complete(result.bridged()),
+                    other => other,
+                }
             }
-            other => other,
         }
-    }
+    )*};
 }
+
+bridged_when_complete!(CallToolResponse, GetPromptResponse, ReadResourceResponse);
 
 #[cfg(test)]
 mod tests {

@@ -415,37 +415,25 @@ impl ServerHandler for FrontServer {
             }
         };
         let arguments = request.arguments.clone().unwrap_or_default();
-        let answer = match routed.plan {
-            Plan::PassThrough => {
-                self.pass_through(&routed, arguments, &request, &context)
-                    .instrument(span)
-                    .await
+        let route = &routed.route;
+        let answer = async {
+            match routed.plan {
+                Plan::PassThrough => {
+                    self.pass_through(&routed, arguments, &request, &context)
+                        .await
+                }
+                Plan::Track(driver) => {
+                    self.tracked(route, driver, arguments, &caller, &request, declares)
+                        .await
+                }
+                Plan::Run(driver) => {
+                    self.run(route, driver, arguments, &caller, &request, declares)
+                        .await
+                }
             }
-            Plan::Track(driver) => {
-                self.tracked(
-                    &routed.route,
-                    driver,
-                    arguments,
-                    &caller,
-                    &request,
-                    declares,
-                )
-                .instrument(span)
-                .await
-            }
-            Plan::Run(driver) => {
-                self.run(
-                    &routed.route,
-                    driver,
-                    arguments,
-                    &caller,
-                    &request,
-                    declares,
-                )
-                .instrument(span)
-                .await
-            }
-        };
+        }
+        .instrument(span)
+        .await;
         answer.map(Bridged::bridged)
     }
 

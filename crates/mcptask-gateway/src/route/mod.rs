@@ -161,28 +161,29 @@ pub async fn decide(calls: &Calls, intent: Intent<'_>) -> Result<Decided, Failur
             {
                 return Ok(Decided::Agent(agent, admit().await?));
             }
+            let unknown = || Failure::UnknownTool {
+                server: None,
+                tool: name.to_string(),
+            };
             let catalog = upstreams.catalog();
             let Some(route) = catalog.get(name) else {
-                // Perhaps a tool of a server that has not answered yet.
-                // (Said only to a caller the policy lets call it.)
+                // Perhaps a tool of a server that has not answered yet
+                // (said only to a caller the policy lets call it).
                 return Err(match upstreams.unlisted_owner(name) {
                     Some((server, tool)) if visible(calls, caller, &server, &tool) => {
                         Failure::NotReady(server)
                     }
-                    _ => Failure::UnknownTool {
-                        server: None,
-                        tool: name.to_string(),
-                    },
+                    _ => unknown(),
                 });
             };
-            let route = Some(route)
-                .filter(|r| visible(calls, caller, &r.server, &r.tool))
-                .cloned()
-                .ok_or_else(|| Failure::UnknownTool {
-                    server: None,
-                    tool: name.to_string(),
-                })?;
-            (route.server.clone(), route.tool.clone(), Some(route))
+            if !visible(calls, caller, &route.server, &route.tool) {
+                return Err(unknown());
+            }
+            (
+                route.server.clone(),
+                route.tool.clone(),
+                Some(route.clone()),
+            )
         }
         Target::Upstream { server, tool } => {
             let unknown = || Failure::UnknownTool {
