@@ -58,30 +58,15 @@ async fn call_as(token: &str, mcp: &str, tool: &str, extra_meta: Value) -> Value
     meta.as_object_mut()
         .unwrap()
         .extend(extra_meta.as_object().cloned().unwrap_or_default());
-    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-        "params": {"name": tool, "arguments": {"name": "relay"}, "_meta": meta}});
-    let response = reqwest::Client::new()
-        .post(mcp)
-        .bearer_auth(token)
-        .header("Accept", "application/json, text/event-stream")
-        .header("MCP-Protocol-Version", "2026-07-28")
-        .header("Mcp-Method", "tools/call")
-        .header("Mcp-Name", tool)
-        .header(
-            "traceparent",
-            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
-        )
-        .json(&body)
-        .send()
-        .await
-        .expect("POST /mcp");
-    let text = response.text().await.expect("the answer");
-    // A JSON body, or the one message of an SSE stream.
-    let json = text
-        .lines()
-        .find_map(|l| l.strip_prefix("data:"))
-        .unwrap_or(&text);
-    serde_json::from_str(json.trim()).unwrap_or_else(|e| panic!("{e}: {text}"))
+    post_tools_call(
+        mcp,
+        Some(token),
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        tool,
+        json!({"name": "relay"}),
+        meta,
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

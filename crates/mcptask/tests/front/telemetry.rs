@@ -155,32 +155,21 @@ async fn post_call(
     trace_id: &str,
     capabilities: serde_json::Value,
 ) -> serde_json::Value {
-    let body = json!({"jsonrpc": "2.0", "id": 11, "method": "tools/call", "params": {
-    "name": tool, "arguments": {"name": "trace"},
-    "_meta": {
+    let meta = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientInfo": {"name": "trace-test", "version": "0"},
         "io.modelcontextprotocol/clientCapabilities": capabilities,
-    }}});
-    let text = reqwest::Client::new()
-        .post(mcp)
-        .header("Accept", "application/json, text/event-stream")
-        .header("MCP-Protocol-Version", "2026-07-28")
-        .header("Mcp-Method", "tools/call")
-        .header("Mcp-Name", tool)
-        .header("traceparent", format!("00-{trace_id}-{CALLER_SPAN}-01"))
-        .json(&body)
-        .send()
-        .await
-        .expect("POST /mcp")
-        .text()
-        .await
-        .expect("the answer");
-    let json = text
-        .lines()
-        .find_map(|l| l.strip_prefix("data:"))
-        .unwrap_or(&text);
-    serde_json::from_str(json.trim()).unwrap_or_else(|e| panic!("{e}: {text}"))
+    });
+    let traceparent = format!("00-{trace_id}-{CALLER_SPAN}-01");
+    mcptask_testkit::post_tools_call(
+        mcp,
+        None,
+        &traceparent,
+        tool,
+        json!({"name": "trace"}),
+        meta,
+    )
+    .await
 }
 
 /// Every path through the front continues the caller's trace: the fast
