@@ -18,6 +18,16 @@ use crate::config::Config;
 use crate::front;
 use crate::live::{Changes, Fingerprint, LiveConfig};
 
+/// What the call runtime's task store is seen through
+/// ([`Gateway::start_layered`]): it gets the store's task flows and returns
+/// the flows the runtime uses.
+pub type StoreLayer = Box<
+    dyn FnOnce(
+            Arc<dyn mcptask_core::store::ServerTaskStore>,
+        ) -> Arc<dyn mcptask_core::store::ServerTaskStore>
+        + Send,
+>;
+
 /// How long shutdown lets running work drain before leaving it to recovery.
 const DRAIN: Duration = Duration::from_secs(10);
 
@@ -113,6 +123,28 @@ impl Gateway {
         config: Config,
         store: mcptask_sql::Store,
     ) -> anyhow::Result<Gateway> {
+        Self::start_layered(config, store, Box::new(|tasks| tasks)).await
+    }
+
+    /// [`start_with_store`](Self::start_with_store), with the call
+    /// runtime's task store seen through `layer`: instrumentation, or a
+    /// test's hook between the runtime and its writes (how the fault tests
+    /// open crash windows, `mcptask_testkit::interposed`; the product has
+    /// no crash points of its own).
+    ///
+    /// ```no_run
+    /// # async fn start(config: mcptask_gateway::config::Config) -> anyhow::Result<()> {
+    /// let store = mcptask_sql::open(&config.database.url).await?;
+    /// // The identity layer: what `start_with_store` does.
+    /// let gateway =
+    ///     mcptask_gateway::Gateway::start_layered(config, store, Box::new(|tasks| tasks)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn start_layered(
+        config: Config,
+        store: mcptask_sql::Store,
+        layer: StoreLayer,
+    ) -> anyhow::Result<Gateway> {
         let mut builder = Tracker::builder(store.remote_tasks()).config(config.tracker.clone());
         let oauth = oauth_runtime(&config, &store)?;
         for def in config.server_defs_with(oauth.as_ref()) {
@@ -123,7 +155,9 @@ impl Gateway {
         }
         let tracker = builder.start().await.context("starting the tracker")?;
         let stop = CancellationToken::new();
-        let calls = Calls::start(tracker.clone(), &config, &store, stop.clone()).await?;
+        let call_tasks = layer(store.server_tasks());
+        let calls =
+            Calls::start(tracker.clone(), &config, &store, call_tasks, stop.clone()).await?;
         let http =
             mcptask_client::tls::build_http_client(reqwest::Client::builder).unwrap_or_default();
         let gateway = Gateway {

@@ -48,10 +48,9 @@ pub mod metrics;
 pub mod route;
 pub mod spans;
 pub use config::telemetry;
-pub mod test_hooks;
 pub mod upstreams;
 
 pub use calls::Calls;
 pub use config::{Config, ConfigError};
-pub use gateway::Gateway;
+pub use gateway::{Gateway, StoreLayer};
 pub use live::{Changes, Fingerprint, LiveConfig};

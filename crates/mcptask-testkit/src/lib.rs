@@ -31,6 +31,7 @@ pub mod fixtures;
 pub mod flaky_webhook;
 pub mod gateway;
 pub mod installed;
+pub mod interposed;
 pub mod machine;
 pub mod mcp;
 pub mod otlp;

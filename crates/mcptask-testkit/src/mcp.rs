@@ -52,8 +52,19 @@ impl TestClient {
     /// rmcp server) on one end of an in-memory pipe and connect to the
     /// other.
     pub async fn in_process(server: impl ServerHandler, lifecycle: Lifecycle) -> Self {
+        Self::in_process_on(&tokio::runtime::Handle::current(), server, lifecycle).await
+    }
+
+    /// [`in_process`](Self::in_process), with the server side served on
+    /// `runtime`: a test that shuts that runtime down (a gateway "killed"
+    /// with everything it spawned) ends the server's side with it.
+    pub async fn in_process_on(
+        runtime: &tokio::runtime::Handle,
+        server: impl ServerHandler,
+        lifecycle: Lifecycle,
+    ) -> Self {
         let (client_io, server_io) = tokio::io::duplex(1 << 20);
-        tokio::spawn(async move {
+        runtime.spawn(async move {
             if let Ok(running) = server.serve(server_io).await {
                 let _ = running.waiting().await;
             }

@@ -288,12 +288,12 @@ impl HandleCommit for Mirror {
             // caller's task must not promise to outlive it.
             max_ttl_ms: record.ttl_ms,
         };
-        // The windows around the commit of the row with its call task: the
-        // upstream task exists, mcptask holds nothing yet / both.
-        crate::test_hooks::crash_point("front.before_handle_commit");
+        // The commit of the row with its call task, one transaction: before
+        // it the upstream task exists and mcptask holds nothing, after it
+        // both (the crash tests open both windows through the store,
+        // `tests/gateway/crash.rs`).
         match self.runtime.create_task(request).await {
             Ok(task) => {
-                crate::test_hooks::crash_point("front.after_handle_commit");
                 *self.created.lock().expect("mirror lock") = Some(task);
                 Ok(())
             }

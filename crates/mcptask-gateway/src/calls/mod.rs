@@ -92,12 +92,15 @@ fn follow_list_changes(upstreams: Arc<Upstreams>, server: String, stop: Cancella
 
 impl Calls {
     /// List every upstream, refuse a configuration whose names clash, and
-    /// start the call runtime on `store` (call tasks interrupted by a crash
-    /// are recovered here or on any replica sharing the store).
+    /// start the call runtime on `call_tasks`, the task flows of `store`
+    /// (maybe seen through a [`StoreLayer`](crate::gateway::StoreLayer)):
+    /// call tasks interrupted by a crash are recovered here or on any replica
+    /// sharing the store.
     pub async fn start(
         tracker: mcptask_client::Tracker,
         config: &Config,
         store: &mcptask_sql::Store,
+        call_tasks: Arc<dyn mcptask_core::store::ServerTaskStore>,
         stop: CancellationToken,
     ) -> anyhow::Result<Calls> {
         let upstreams = Upstreams::new(tracker, config.upstreams());
@@ -137,14 +140,12 @@ impl Calls {
                 }
             });
         }
-        let runtime = TaskRuntime::builder_with_source(
-            store.server_tasks(),
-            Arc::new(Source(upstreams.clone())),
-        )
-        .config(config.proxy.runtime_config())
-        .start()
-        .await
-        .context("starting the call runtime")?;
+        let runtime =
+            TaskRuntime::builder_with_source(call_tasks, Arc::new(Source(upstreams.clone())))
+                .config(config.proxy.runtime_config())
+                .start()
+                .await
+                .context("starting the call runtime")?;
         // The tracker follows SEP-1686 and synchronous calls through it.
         upstreams
             .tracker

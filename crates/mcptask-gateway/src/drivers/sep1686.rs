@@ -49,7 +49,6 @@ pub(super) async fn run(
     let handle = sep1686::create(lane, &route.tool, Value::Object(call.arguments), None)
         .await
         .map_err(exit_of)?;
-    crate::test_hooks::crash_point("front.sep1686_before_saving_the_upstream_id");
     let state = CallState::Sep1686 {
         upstream_task: Some(handle.id().to_string()),
     };

@@ -131,7 +131,7 @@ impl Seam {
 }
 
 /// A caller with a principal token (or anonymous), never an operator.
-fn caller(principal: Option<&str>) -> Caller {
+pub fn caller(principal: Option<&str>) -> Caller {
     Caller {
         principal: principal.map(str::to_string),
         ..Caller::default()

@@ -59,7 +59,7 @@ mcptask_testkit::on_both_backends! {
 
     async fn create_queue_full_refused_server_busy(db: TestDatabase) {
         let clock = ManualClock::new(1_800_000_000_000);
-        let store = PausedStore::new(db.server_tasks().await);
+        let store = Interposed::new(db.server_tasks().await, Pause::new());
         let mut cfg = config();
         cfg.max_create_queue = 2;
         cfg.max_create_batch = 1;
@@ -76,7 +76,7 @@ mcptask_testkit::on_both_backends! {
             let rt = rt.clone();
             async move { rt.create_task(request("echo", json!({}))).await }
         });
-        store.committed.notified().await;
+        store.hook.committed.notified().await;
         // Each create is queued on its first poll.
         let mut queued: Vec<_> = (0..2)
             .map(|_| Box::pin(rt.create_task(request("echo", json!({})))))
@@ -89,12 +89,12 @@ mcptask_testkit::on_both_backends! {
             fourth.await.is_ok_and(is_busy),
             "a fourth create finds the queue full"
         );
-        store.resume.send_replace(true);
+        store.hook.resume.send_replace(true);
         first.await.unwrap().unwrap();
         for create in queued {
             create.await.unwrap();
         }
-        assert_eq!(store.created().len(), 3, "refused creates stored nothing");
+        assert_eq!(store.hook.created().len(), 3, "refused creates stored nothing");
         rt.create_task(request("echo", json!({}))).await.unwrap();
     }
 }

@@ -14,7 +14,7 @@ use mcptask_testkit::fixtures::server::{
 mcptask_testkit::on_both_backends! {
     async fn caller_dropped_after_commit_work_runs(db: TestDatabase) {
         let clock = ManualClock::new(1_800_000_000_000);
-        let store = PausedStore::new(db.server_tasks().await);
+        let store = Interposed::new(db.server_tasks().await, Pause::new());
         let rt = runtime_with(
             store.clone() as std::sync::Arc<dyn ServerTaskStore>,
             &clock,
@@ -23,14 +23,14 @@ mcptask_testkit::on_both_backends! {
             "A",
         )
         .await;
-        let committed = store.committed.clone();
+        let committed = store.hook.committed.clone();
         let create = rt.create_task(request("echo", json!({"n": 1})));
         tokio::select! {
             r = create => panic!("the create returned before its commit was released: {r:?}"),
             _ = committed.notified() => {} // committed: the caller goes away now
         }
-        store.resume.send_replace(true);
-        let ids = store.created();
+        store.hook.resume.send_replace(true);
+        let ids = store.hook.created();
         assert_eq!(ids.len(), 1);
         let v = eventually(&rt, &ids[0], "completed", status_is("completed")).await;
         assert_eq!(v["result"]["content"][0]["text"], "echo {\"n\":1}");

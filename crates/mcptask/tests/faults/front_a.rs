@@ -1,8 +1,9 @@
 //! The MCP front's fault matrix, part A: what becomes of a front task when
 //! its upstream is SIGKILLed (each driver), when the proxy replica that
-//! made it is SIGKILLed (two replicas on PostgreSQL), when the proxy dies in
-//! the window around the commit of an upstream task's handle, and when the
-//! front refuses a call after the upstream already created its task.
+//! made it is SIGKILLed (two replicas on PostgreSQL), and when the front
+//! refuses a call after the upstream already created its task. (The
+//! windows around the commit of an upstream task's handle are opened in
+//! process, through the store: `mcptask-gateway` `tests/gateway/crash.rs`.)
 //!
 //! Real processes throughout: `mcptask serve` with `[proxy] enabled = true`
 //! (`/mcp`), `mcptask demo-server` (SEP-2663) over HTTP, the
@@ -442,124 +443,7 @@ async fn a_replica_killed_mid_task_its_front_tasks_settle_at_the_other() {
 }
 
 // ---------------------------------------------------------------------------
-// 3. The crash window around the commit of an upstream task's handle
-
-on_both_stores! {
-    /// The proxy dies (`MCPTASK_TEST_CRASH_AT=front.after_handle_commit`)
-    /// right after the upstream task's row and its front task committed
-    /// (one transaction), before the caller heard of it. Restarted, the
-    /// proxy adopts the front task: it follows the same upstream task to
-    /// its result (nothing is sent upstream twice) and the call is one row.
-    async fn crash_after_the_handle_commit_the_front_task_adopts_the_upstream_task(db) {
-        with_deadline(Duration::from_secs(180), async {
-            let upstream_db = TestDatabase::sqlite();
-            let demo = DemoServer::start(&upstream_db.url, &[]).await;
-            let toml = proxy_toml(&db.url, "", "", &http_server("demo", &demo.url));
-            let crash = [("MCPTASK_TEST_CRASH_AT", "front.after_handle_commit")];
-            let mut gateway = GatewayProcess::start_toml("proxy (crashing)", &toml, &crash).await;
-            let client = gateway.front_client().await;
-            let call = client.call("demo__slow_compute", json!({"seconds": 3, "label": "adopted"}));
-            assert!(call.await.is_err(), "the proxy died before it answered");
-            assert!(!gateway.exited().await.success());
-            assert_eq!(upstream_tasks(&upstream_db.url).await.len(), 1);
-
-            let gateway = GatewayProcess::start_toml("proxy (restarted)", &toml, &[]).await;
-            let api = gateway.client(None);
-            let rows = api.list_all("").await;
-            assert_eq!(rows.len(), 1, "the call's row survived the crash: {rows:#?}");
-            let id = rows[0]["id"].as_str().expect("an id").to_string();
-            let client = gateway.front_client().await;
-            let done = wait_terminal(&client, &id, WAIT).await;
-            assert_eq!(result_text(&done), "adopted: computed in 3s", "{done:#}");
-            let row = api.wait_status(&id, "completed").await;
-            assert_eq!((&row["face"], &row["driver"]), (&json!("mcp"), &json!("sep2663")));
-            let front_tasks = db
-                .open()
-                .await
-                .server_tasks()
-                .list_tasks(None, false, None, 10, 0)
-                .await
-                .expect("list the front tasks");
-            assert_eq!(front_tasks.tasks.len(), 1, "one front task");
-            let upstream = upstream_tasks(&upstream_db.url).await;
-            assert_eq!(upstream.len(), 1, "created once: {upstream:?}");
-            assert_eq!(upstream[0].1, "completed");
-        })
-        .await;
-    }
-
-    /// The proxy dies (`MCPTASK_TEST_CRASH_AT=front.before_handle_commit`)
-    /// after the upstream created its task, before its row and front task
-    /// committed. Restarted, the proxy holds neither (no half state: no row
-    /// without its front task, no front task without its row). The upstream
-    /// task is beyond reach: the caller never got an id and SEP-2663 has no
-    /// way to list tasks (docs/RELIABILITY.md, known limits).
-    async fn crash_before_the_handle_commit_leaves_no_half_state(db) {
-        with_deadline(Duration::from_secs(180), async {
-            let upstream_db = TestDatabase::sqlite();
-            let demo = DemoServer::start(&upstream_db.url, &[]).await;
-            let toml = proxy_toml(&db.url, "", "", &http_server("demo", &demo.url));
-            let crash = [("MCPTASK_TEST_CRASH_AT", "front.before_handle_commit")];
-            let mut gateway = GatewayProcess::start_toml("proxy (crashing)", &toml, &crash).await;
-            let client = gateway.front_client().await;
-            let call = client.call("demo__slow_compute", json!({"seconds": 3}));
-            assert!(call.await.is_err(), "the proxy died before it answered");
-            assert!(!gateway.exited().await.success());
-
-            let gateway = GatewayProcess::start_toml("proxy (restarted)", &toml, &[]).await;
-            let rows = gateway.client(None).list_all("").await;
-            assert!(rows.is_empty(), "no row: {rows:#?}");
-            let store = db.open().await;
-            // Front calls of an unauthenticated caller are anonymous.
-            let front_tasks = store
-                .server_tasks()
-                .list_tasks(None, false, None, 10, 0)
-                .await
-                .expect("list the front tasks");
-            assert_eq!(front_tasks.tasks.len(), 0, "no front task");
-            assert_eq!(upstream_tasks(&upstream_db.url).await.len(), 1);
-        })
-        .await;
-    }
-}
-
-on_both_stores! {
-    /// The proxy dies right after a 2025-11-25 upstream (the everything
-    /// server over HTTP) created the task of a front call, before the
-    /// upstream's id was saved
-    /// (`front.sep1686_before_saving_the_upstream_id`). Restarted, the proxy
-    /// fails the front task (its upstream session is lost) and does not
-    /// create the upstream task a second time: one `tools/call` upstream.
-    async fn crash_before_a_2025_11_25_task_id_is_saved_the_call_is_not_made_twice(db) {
-        let test = "crash_before_a_2025_11_25_task_id_is_saved_the_call_is_not_made_twice";
-        let Some(ev) = Everything::or_skip(test) else {
-            return;
-        };
-        with_deadline(Duration::from_secs(240), async {
-            let (_upstream, url) = ev.start_http("everything", free_port()).await;
-            let seen = FaultFront::start(url.trim_end_matches("/mcp")).await;
-            let toml = proxy_toml(&db.url, "", "", &http_server("ev", &seen.url()));
-            let crash = [("MCPTASK_TEST_CRASH_AT", "front.sep1686_before_saving_the_upstream_id")];
-            let mut gateway = GatewayProcess::start_toml("proxy (crashing)", &toml, &crash).await;
-            let client = gateway.front_client().await;
-            let id = client
-                .start_task("ev__simulate-research-query", json!({"topic": "rust"}))
-                .await;
-            assert!(!gateway.exited().await.success());
-            assert_eq!(seen.count("tools/call"), 1);
-
-            let gateway = GatewayProcess::start_toml("proxy (restarted)", &toml, &[]).await;
-            let client = gateway.front_client().await;
-            let done = wait_terminal(&client, &id, WAIT).await;
-            assert_eq!(status(&done), "failed", "{done:#}");
-            assert_eq!(seen.count("tools/call"), 1, "the upstream task was created once");
-        })
-        .await;
-    }
-}
-
-// ---------------------------------------------------------------------------
-// 4. A call refused after the upstream created its task
+// 3. A call refused after the upstream created its task
 
 on_both_stores! {
     /// `[proxy] max_live_tasks = 1`: a second call of a SEP-2663 tool is
