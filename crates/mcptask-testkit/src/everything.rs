@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use crate::{in_ci, repo_root};
+use crate::repo_root;
 
 /// Where the everything server and the Node that runs it are.
 #[derive(Debug, Clone)]
@@ -39,18 +39,7 @@ impl Everything {
     /// The server, or `None` after a loud SKIPPED line naming `test`; under
     /// `CI=true` a missing server fails the test instead.
     pub fn or_skip(test: &str) -> Option<Everything> {
-        match Everything::find() {
-            Ok(found) => Some(found),
-            Err(why) if in_ci() => panic!(
-                "the everything server is required under CI: {why}; run scripts/install-test-tools"
-            ),
-            Err(why) => {
-                eprintln!(
-                    "SKIPPED ({test}: no everything server): {why} — run scripts/install-test-tools"
-                );
-                None
-            }
-        }
+        crate::peers::or_skip("the everything server", test, Everything::find())
     }
 
     /// A `[[servers]]` entry running it over stdio as `name`, with `extra`

@@ -35,6 +35,7 @@ pub mod interposed;
 pub mod machine;
 pub mod mcp;
 pub mod otlp;
+pub mod peers;
 pub mod pg;
 pub mod process;
 pub mod prometheus;

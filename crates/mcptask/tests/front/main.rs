@@ -7,8 +7,10 @@
 //! the agent tools and across a live reload ([`policy`]); one call's spans,
 //! exported over OTLP, as one trace with its caller's ([`telemetry`]); the
 //! fast path of stateless pass-through calls ([`pass_through`]); a rule of
-//! the call holding on every path ([`route`]).
+//! the call holding on every path ([`route`]); FastMCP's default client
+//! before two npm servers, directly and through the front ([`fastmcp`]).
 
+mod fastmcp;
 mod one_call;
 mod pass_through;
 mod policy;
