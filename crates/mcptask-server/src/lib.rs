@@ -62,6 +62,7 @@ mod config;
 mod engine;
 mod error;
 pub mod mcp;
+pub mod task_manager;
 pub mod tool;
 
 pub use config::RuntimeConfig;
