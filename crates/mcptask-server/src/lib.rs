@@ -62,7 +62,14 @@ mod config;
 mod engine;
 mod error;
 pub mod mcp;
+pub mod task_manager;
 pub mod tool;
+
+/// docs/MIGRATING-FROM-RMCP-TASKS.md, whose before and after servers are
+/// compiled as doc tests (only then: a packaged crate has no docs/ to read).
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/MIGRATING-FROM-RMCP-TASKS.md")]
+mod migration_guide {}
 
 pub use config::RuntimeConfig;
 pub use engine::{

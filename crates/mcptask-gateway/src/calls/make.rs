@@ -225,6 +225,7 @@ impl Calls {
                 id: Some(record.id.clone()),
                 call_row: Some(Box::new(row)),
                 max_ttl_ms: None,
+                ..Default::default()
             })
             .await?;
         tracker.call_committed(&record.id);
@@ -287,6 +288,7 @@ impl HandleCommit for Mirror {
             // What the upstream granted its task (`None`: unlimited): the
             // caller's task must not promise to outlive it.
             max_ttl_ms: record.ttl_ms,
+            ..Default::default()
         };
         // The commit of the row with its call task, one transaction: before
         // it the upstream task exists and mcptask holds nothing, after it

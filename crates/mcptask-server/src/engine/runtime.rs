@@ -83,6 +83,12 @@ pub struct CreateRequest {
     /// runtime's default: a proxy's task keeps no longer than the upstream
     /// task it follows is kept. `None`: no cap.
     pub max_ttl_ms: Option<i64>,
+    /// `pollIntervalMs` suggested for this task; `None`: its tool's, else
+    /// the runtime's default.
+    pub poll_interval_ms: Option<i64>,
+    /// The status message the task starts with (shown from its
+    /// `CreateTaskResult` on); `None`: none until the work sets one.
+    pub status_message: Option<String>,
 }
 
 /// A task's TTL: `ttl_ms` (`None`: unlimited) bounded by `cap`.
@@ -228,10 +234,14 @@ impl TaskRuntime {
                 request.max_ttl_ms,
             ),
             poll_interval_ms: Some(
-                tool.poll_interval_ms
+                request
+                    .poll_interval_ms
+                    .or(tool.poll_interval_ms)
                     .unwrap_or(rt.config.default_poll_interval_ms),
             ),
-            status_message: None,
+            status_message: request.status_message.map(|m| {
+                mcptask_core::payload::truncate_text(&m, rt.config.limits.max_message_bytes)
+            }),
             owner: rt.owner.clone(),
             claim_token: lease::mint_token(),
             driver: request.driver,

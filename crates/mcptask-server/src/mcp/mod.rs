@@ -11,7 +11,7 @@ mod listen;
 mod listen_layer;
 pub mod principal;
 mod stdio;
-mod validate;
+pub(crate) mod validate;
 pub mod wire;
 
 pub use handler::{DurableTaskServer, declares_tasks, is_modern};

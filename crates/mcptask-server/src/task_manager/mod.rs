@@ -1,0 +1,28 @@
+//! rmcp's task API over the durable runtime: an rmcp server made durable by
+//! changing a `use` line and a constructor.
+//!
+//! An rmcp server keeps its tasks in `rmcp::task_manager::TaskManager`; this
+//! module has a [`TaskManager`] with the same methods, a [`TaskContext`] with
+//! the same methods, and rmcp's own [`TaskOptions`], [`TaskExit`] and
+//! [`TaskFuture`], so the closures an rmcp server hands to `spawn` compile
+//! unchanged but for the durable writes (`.await?`). docs/MIGRATING-FROM-RMCP-TASKS.md
+//! walks through a server and lists every difference.
+//!
+//! ```no_run
+//! // use rmcp::task_manager::{TaskExit, TaskManager, TaskOptions};
+//! use mcptask_server::task_manager::{TaskExit, TaskManager, TaskOptions};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! // let tasks = TaskManager::new();
+//! let tasks = TaskManager::open(mcptask_sql::open("sqlite:tasks.db").await?.server_tasks()).await?;
+//! # let _ = (tasks, TaskOptions::default(), TaskExit::Cancelled); Ok(()) }
+//! ```
+
+mod context;
+mod manager;
+mod tools;
+
+pub use context::TaskContext;
+pub use manager::{SHUTDOWN_GRACE, TaskManager};
+pub use rmcp::task_manager::{TaskExit, TaskFuture, TaskOptions};
+pub use tools::{CLOSURE_TOOL, cancelled};

@@ -1,0 +1,8 @@
+//! `mcptask_server::task_manager`, rmcp's `TaskManager` API over the durable
+//! runtime: the same handler code on rmcp's manager and on ours answers the
+//! same ([`same_handler`]), and the `rmcp_task_server` example, run as real
+//! processes, passes the conformance suite's task scenarios on SQLite and
+//! PostgreSQL, survives SIGKILL and is served by two replicas ([`example`]).
+
+mod example;
+mod same_handler;
