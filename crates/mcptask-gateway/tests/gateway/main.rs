@@ -6,6 +6,7 @@ mod authorization;
 mod issuer;
 mod limits;
 mod oauth_config;
+mod peers;
 mod readiness;
 mod route;
 mod seam;

@@ -11,6 +11,7 @@
 
 mod one_call;
 mod pass_through;
+mod peers_behaviour;
 mod policy;
 mod proxy_agent_tools;
 mod proxy_everything;
