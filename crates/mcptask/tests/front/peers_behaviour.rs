@@ -203,3 +203,128 @@ async fn an_upstream_started_5_s_after_the_gateway_is_listed_within_2_s() {
     .await;
 }
 
+/// One JSON-RPC exchange over a stdio proxy's pipes: a 2026-07-28 request
+/// (no session), its answer line.
+async fn ask_stdio(
+    stdin: &mut tokio::process::ChildStdin,
+    stdout: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    id: u64,
+    method: &str,
+    params: serde_json::Value,
+) -> serde_json::Value {
+    use tokio::io::AsyncWriteExt;
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "short-lived-host", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    stdin
+        .write_all(format!("{request}\n").as_bytes())
+        .await
+        .expect("write to the proxy");
+    loop {
+        let line = tokio::time::timeout(Duration::from_secs(30), stdout.next_line())
+            .await
+            .expect("an answer within 30 s")
+            .expect("read the proxy's stdout")
+            .expect("the proxy answers");
+        let message: serde_json::Value = serde_json::from_str(&line).expect("JSON-RPC");
+        if message["id"] == json!(id) {
+            return message;
+        }
+    }
+}
+
+/// `mcptask proxy --stdio` on `config`, its pipes taken.
+fn spawn_proxy(
+    config: &std::path::Path,
+) -> (
+    tokio::process::Child,
+    tokio::process::ChildStdin,
+    tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+) {
+    use tokio::io::AsyncBufReadExt;
+    let mut command = proxy_stdio_command(config);
+    command
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let mut proxy = command.spawn().expect("spawn mcptask proxy --stdio");
+    let stdin = proxy.stdin.take().expect("piped stdin");
+    let stdout = tokio::io::BufReader::new(proxy.stdout.take().expect("piped stdout")).lines();
+    (proxy, stdin, stdout)
+}
+
+/// A host that starts a background call through `proxy --stdio` and exits
+/// (its stdin closes, as every `inspector --cli` run does) while the call
+/// runs longer than the proxy's shutdown drain (10 s): the proxy finishes
+/// the call before it exits, and a later proxy on the same SQLite file
+/// reads it `completed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_call_of_a_stdio_host_that_exits_completes() {
+    with_deadline(Duration::from_secs(120), async {
+        let upstream = SyncUpstream::start().await;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = dir.path().join("mcptask.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[database]\nurl = \"sqlite:{}\"\n[api]\nauth = \"none\"\n\n[[servers]]\nname = \"up\"\nurl = \"{}\"\nbackground = [\"held\"]\n",
+                dir.path().join("front.db").display(),
+                upstream.url
+            ),
+        )
+        .expect("write mcptask.toml");
+        let (mut proxy, mut stdin, mut stdout) = spawn_proxy(&config);
+        let started = ask_stdio(
+            &mut stdin,
+            &mut stdout,
+            1,
+            "tools/call",
+            json!({"name": "up__held", "arguments": {}}),
+        )
+        .await;
+        let id = started["result"]["structuredContent"]["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a background task: {started}"))
+            .to_string();
+        upstream.wait_heard("held", 1).await;
+        // The host exits: its end of the pipes closes, no signal follows.
+        drop(stdin);
+        drop(stdout);
+        let gone = Instant::now();
+        // Longer than the proxy's drain at shutdown: before this fix the
+        // call was left to recovery there and failed "interrupted".
+        tokio::time::sleep(Duration::from_secs(11)).await;
+        assert!(
+            proxy.try_wait().expect("the proxy's status").is_none(),
+            "the proxy exited while its host's call ran"
+        );
+        upstream.release(1);
+        let exited = tokio::time::timeout(Duration::from_secs(20), proxy.wait())
+            .await
+            .expect("the proxy exits once the call has ended")
+            .expect("the proxy's status");
+        println!(
+            "the proxy exited {:?} after its host ({exited}), the call released after 11 s",
+            gone.elapsed()
+        );
+        assert!(exited.success(), "{exited}");
+
+        let (_later, mut stdin, mut stdout) = spawn_proxy(&config);
+        let got = ask_stdio(
+            &mut stdin,
+            &mut stdout,
+            1,
+            "tools/call",
+            json!({"name": "mcptask_get_task", "arguments": {"taskId": id}}),
+        )
+        .await;
+        assert_eq!(
+            got["result"]["structuredContent"]["status"], "completed",
+            "{got:#}"
+        );
+    })
+    .await;
+}
