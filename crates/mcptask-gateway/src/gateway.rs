@@ -309,6 +309,29 @@ impl Gateway {
         front::serve_stdio(&self.calls, principal, self.stop.clone()).await
     }
 
+    /// After the host of `proxy --stdio` went away: the calls it started
+    /// (a background tool, a task) are the front's, not the host's, and
+    /// die with this process; wait until none runs here any more (each is
+    /// bounded by its TTL), or until [`Gateway::stop`] (a signal: then
+    /// they drain and are left to recovery as at any shutdown).
+    pub async fn finish_calls_of_a_gone_host(&self) {
+        let mut told = false;
+        while self.calls.runtime.running_count() > 0 {
+            if !told {
+                told = true;
+                tracing::info!(
+                    running = self.calls.runtime.running_count(),
+                    "the host went away; its calls still running here are finished before exiting (stop with SIGTERM to leave them to recovery)"
+                );
+            }
+            // Polled: a count that only falls, read a few times a second.
+            tokio::select! {
+                _ = self.stop.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            }
+        }
+    }
+
     /// Refresh the task gauges of `/metrics` from the store every `every`,
     /// until the gateway stops.
     pub fn spawn_metric_gauges(&self, every: Duration) {

@@ -141,6 +141,12 @@ impl SyncUpstream {
     /// Serve the tools on `127.0.0.1:0` (a stateful Streamable HTTP
     /// endpoint answering JSON).
     pub async fn start() -> SyncUpstream {
+        Self::start_at("127.0.0.1:0").await
+    }
+
+    /// [`SyncUpstream::start`] on `addr` (`127.0.0.1:PORT`): an upstream
+    /// that comes up after the gateway that names it.
+    pub async fn start_at(addr: &str) -> SyncUpstream {
         let tools = Tools {
             heard: Arc::default(),
             calls: Arc::new(watch::channel(0).0),
@@ -156,7 +162,7 @@ impl SyncUpstream {
                 .with_cancellation_token(stop.clone()),
         );
         let app = axum::Router::new().nest_service("/mcp", service);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        let listener = tokio::net::TcpListener::bind(addr)
             .await
             .expect("bind the upstream's port");
         let url = format!(

@@ -175,6 +175,8 @@ pub async fn proxy_stdio(config_path: &Path, flags: &Overrides) -> anyhow::Resul
     stop_on_signal(&gateway);
     reload_on_sighup(&gateway, config_path, flags, true);
     let served = gateway.serve_stdio().await;
+    // Background work outlives the host that started it.
+    gateway.finish_calls_of_a_gone_host().await;
     gateway.shutdown().await;
     served
 }

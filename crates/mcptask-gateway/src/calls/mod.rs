@@ -21,16 +21,8 @@ pub use limits::{Admitted, Busy, Limiter, Limits};
 pub use make::{CallError, CallRequest, Started};
 pub use source::Source;
 
-use crate::config::{Config, ConfigError};
+use crate::config::Config;
 use crate::upstreams::{Upstream, Upstreams, list_until_listed};
-
-/// How long the front's start waits for the first listing of every server
-/// (a clash among those that answer is refused at start, and a server that
-/// starts in a few seconds, as `npx` servers do, is served from the first
-/// request); a server that has not answered by then is listed in the
-/// background, and a mute one no longer holds the front for its whole
-/// connect timeout.
-const FIRST_LISTING: Duration = Duration::from_secs(10);
 
 /// How often the catalog is listed again when no upstream says it changed.
 const REFRESH_EVERY: Duration = Duration::from_secs(300);
@@ -91,11 +83,11 @@ fn follow_list_changes(upstreams: Arc<Upstreams>, server: String, stop: Cancella
 }
 
 impl Calls {
-    /// List every upstream, refuse a configuration whose names clash, and
-    /// start the call runtime on `call_tasks`, the task flows of `store`
-    /// (maybe seen through a [`StoreLayer`](crate::gateway::StoreLayer)):
-    /// call tasks interrupted by a crash are recovered here or on any replica
-    /// sharing the store.
+    /// Begin listing every upstream (in the background: nothing here waits
+    /// for one), and start the call runtime on `call_tasks`, the task flows
+    /// of `store` (maybe seen through a
+    /// [`StoreLayer`](crate::gateway::StoreLayer)): call tasks interrupted by
+    /// a crash are recovered here or on any replica sharing the store.
     pub async fn start(
         tracker: mcptask_client::Tracker,
         config: &Config,
@@ -105,40 +97,13 @@ impl Calls {
     ) -> anyhow::Result<Calls> {
         let upstreams = Upstreams::new(tracker, config.upstreams());
         upstreams.set_question_timeout(config.proxy.question_timeout());
-        if config.proxy.enabled {
-            // The front names every upstream tool: a clash among the
-            // servers that answer at once is a configuration error, found
-            // before it serves. It waits no longer than that for them: a
-            // server down or mute is listed in the background (below) and
-            // its tools appear when it answers.
-            let clashes = match tokio::time::timeout(FIRST_LISTING, upstreams.refresh()).await {
-                Ok((clashes, _unreachable)) => clashes,
-                Err(_) => upstreams.rebuild_catalog(),
-            };
-            if !clashes.is_empty() {
-                let lines: Vec<String> = clashes.iter().map(|c| format!("  {c}")).collect();
-                return Err(ConfigError(format!(
-                    "the proxy cannot name every upstream tool uniquely:\n{}\n  fix: set prefix = \"…\" on the [[servers]] entries above (prefix = \"\" keeps upstream names and needs names that do not clash)",
-                    lines.join("\n")
-                ))
-                .into());
-            }
-            for server in upstreams.unlisted() {
-                list_until_listed(upstreams.clone(), server, stop.child_token());
-            }
-        } else {
-            // Calls name their server: the catalog is for drivers and
-            // recovery, and may fill in while the gateway already serves.
-            let upstreams = upstreams.clone();
-            let stop = stop.child_token();
-            tokio::spawn(async move {
-                for clash in upstreams.refresh().await.0 {
-                    tracing::warn!(%clash, "an upstream tool was left out of the catalog");
-                }
-                for server in upstreams.unlisted() {
-                    list_until_listed(upstreams.clone(), server, stop.child_token());
-                }
-            });
+        // Nothing waits for the upstreams: each server is listed in the
+        // background, its tools served (and announced to the front's
+        // callers) as soon as it answers; one down or mute is listed again
+        // until it does. A clash between two servers' names leaves the
+        // later server's clashing tools out, and is logged.
+        for server in upstreams.server_names() {
+            list_until_listed(upstreams.clone(), server, stop.child_token());
         }
         let runtime =
             TaskRuntime::builder_with_source(call_tasks, Arc::new(Source(upstreams.clone())))

@@ -324,6 +324,13 @@ fn error_of(e: mcptask_client::upstream::UpstreamError) -> ErrorData {
     Failure::from(e).into()
 }
 
+/// How long after the gateway's start the front's `tools/list` may wait
+/// for the first listings under way: a host's first list right after it
+/// spawned `proxy --stdio` gets the servers that answer within it, and no
+/// server, mute or slow, ever holds the list past it (its tools are
+/// announced with `notifications/tools/list_changed` when they come).
+const FIRST_LIST_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// How often a session's list-change follower checks that its session lives.
 const SESSION_CHECK: std::time::Duration = std::time::Duration::from_secs(60);
 
@@ -356,6 +363,9 @@ impl ServerHandler for FrontServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        // What is listed now; right after the start, the servers that
+        // answer at once (a slow or mute one is announced when it answers).
+        self.upstreams.first_listings(FIRST_LIST_GRACE).await;
         // Only the tools this caller may call (tool policy).
         let caller = (self.caller)(&context);
         let mut tools: Vec<Tool> = self

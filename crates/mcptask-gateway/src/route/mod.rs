@@ -135,6 +135,11 @@ fn wants(ask: Ask, route: &Route) -> Wants {
     }
 }
 
+/// How long a call of a tool of a server whose first listing is under way
+/// waits for it: a server that takes a few seconds to start (an `npx`
+/// server over stdio) is called from the first request on.
+const FIRST_LISTING_FOR_A_CALL: Duration = Duration::from_secs(10);
+
 /// Decide a call: route, policy, limits, plan. A tool the caller may not
 /// call reads as one that does not exist; a caller over its fair limits is
 /// held a while (`calls::tarpit`) and refused.
@@ -165,7 +170,18 @@ pub async fn decide(calls: &Calls, intent: Intent<'_>) -> Result<Decided, Failur
                 server: None,
                 tool: name.to_string(),
             };
-            let catalog = upstreams.catalog();
+            let mut catalog = upstreams.catalog();
+            if catalog.get(name).is_none()
+                && let Some((server, _)) = upstreams.unlisted_owner(name)
+            {
+                // Right after the start its server may be answering its
+                // first listing: this call waits for that (only this call,
+                // and a bounded while), then is refused if still unlisted.
+                upstreams
+                    .first_listing_of(&server, FIRST_LISTING_FOR_A_CALL)
+                    .await;
+                catalog = upstreams.catalog();
+            }
             let Some(route) = catalog.get(name) else {
                 // Perhaps a tool of a server that has not answered yet
                 // (said only to a caller the policy lets call it).

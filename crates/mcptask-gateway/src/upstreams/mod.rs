@@ -54,6 +54,11 @@ pub struct Upstreams {
     missed: Mutex<HashMap<String, Instant>>,
     /// How long a relayed question waits for its answer, in ms.
     question_timeout_ms: AtomicU64,
+    /// The servers whose first listing is under way.
+    first: readiness::FirstListings,
+    /// When this gateway began (the front's first `tools/list` waits for
+    /// the first listings no longer than a grace after it).
+    born: Instant,
 }
 
 /// Least time between two listings of a server for calls of tools the
@@ -75,6 +80,8 @@ impl Upstreams {
             rebuilding: Mutex::default(),
             missed: Mutex::default(),
             question_timeout_ms: AtomicU64::new(DEFAULT_QUESTION_TIMEOUT_MS),
+            first: readiness::FirstListings::default(),
+            born: Instant::now(),
         })
     }
 
@@ -182,15 +189,22 @@ impl Upstreams {
     /// clashes (the clashing newcomers are left out) and the servers that
     /// could not be listed, with why.
     pub async fn refresh(&self) -> (Vec<Clash>, Vec<(String, String)>) {
-        // Every server at once: one that is down costs its connect timeout,
-        // not the sum of everyone's.
+        // Every server at once, and each one's listing put in the catalog
+        // as it answers: one that is down or mute costs its connect timeout
+        // to itself only, never the others' freshness.
         let names = self.server_names();
-        let listed = futures::future::join_all(names.iter().map(|name| self.relist(name))).await;
+        let listed = futures::future::join_all(names.iter().map(|name| async move {
+            self.relist(name).await?;
+            self.rebuild();
+            Ok::<_, String>(())
+        }))
+        .await;
         let failures = names
             .into_iter()
             .zip(listed)
             .filter_map(|(name, r)| r.err().map(|why| (name, why)))
             .collect();
+        // The clashes of the whole catalog (unchanged by this last build).
         (self.rebuild(), failures)
     }
 

@@ -1,12 +1,14 @@
-//! Servers not listed yet: the front serves at once, and each server that
-//! was down or mute when the gateway started (or when a reload added it)
-//! is listed again, quickly at first and then every [`MAX_RETRY`], until
-//! it answers; its tools appear then. A call of a tool that may be one of
-//! its tools is told the server is not ready, not that the tool does not
-//! exist.
+//! Servers not listed yet: the front never waits for them. Every server is
+//! listed in the background from the start (and when a reload adds it),
+//! each one's tools entering the catalog as soon as it answers (callers
+//! hear `notifications/tools/list_changed`); a server down or mute is
+//! listed again, quickly at first and then every [`MAX_RETRY`], until it
+//! answers. A call of a tool that may be one of its tools is told the
+//! server is not ready, not that the tool does not exist.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
@@ -16,8 +18,27 @@ use super::Upstreams;
 const FIRST_RETRY: Duration = Duration::from_millis(250);
 
 /// The longest wait between two listings of a server not listed yet: its
-/// tools appear within this long of it answering.
-pub const MAX_RETRY: Duration = Duration::from_secs(2);
+/// tools appear within this long (and one listing) of it answering.
+pub const MAX_RETRY: Duration = Duration::from_secs(1);
+
+/// The servers whose first listing is under way (not answered, not failed
+/// yet), watched by those who may wait for them a little.
+#[derive(Default)]
+pub(super) struct FirstListings {
+    pending: tokio::sync::watch::Sender<BTreeSet<String>>,
+}
+
+impl FirstListings {
+    fn begin(&self, server: &str) {
+        self.pending.send_modify(|p| {
+            p.insert(server.to_string());
+        });
+    }
+
+    fn end(&self, server: &str) {
+        self.pending.send_if_modified(|p| p.remove(server));
+    }
+}
 
 impl Upstreams {
     /// The configured servers whose tools were never listed.
@@ -44,35 +65,63 @@ impl Upstreams {
                 Some((s.name, tool.to_string()))
             })
     }
+
+    /// Until `server`'s first listing has answered or failed, at most
+    /// `bound`: a call naming one of its tools right after the start (a
+    /// stdio server takes a moment to speak) is made rather than refused
+    /// "not ready", while a mute server holds only the calls of its own
+    /// tools, and only that long.
+    pub async fn first_listing_of(&self, server: &str, bound: Duration) {
+        let mut pending = self.first.pending.subscribe();
+        let _ = tokio::time::timeout(bound, pending.wait_for(|p| !p.contains(server))).await;
+    }
+
+    /// Until every first listing under way has answered or failed, or until
+    /// `grace` after the gateway began listing: the front's first
+    /// `tools/list` gets the servers that answer at once, and a slow or mute
+    /// one never holds it longer (its tools are announced when they come).
+    pub async fn first_listings(&self, grace: Duration) {
+        let deadline = self.born + grace;
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        let mut pending = self.first.pending.subscribe();
+        let _ = tokio::time::timeout(left, pending.wait_for(BTreeSet::is_empty)).await;
+    }
 }
 
 /// List `server` until it answers (or is no longer configured, or `stop`),
-/// then put its tools in the catalog. Backs off from `FIRST_RETRY` to
-/// [`MAX_RETRY`].
+/// then put its tools in the catalog (callers are told the catalog
+/// changed). The first attempt is made at once; then the waits back off
+/// from `FIRST_RETRY` to [`MAX_RETRY`].
 pub fn list_until_listed(upstreams: Arc<Upstreams>, server: String, stop: CancellationToken) {
+    upstreams.first.begin(&server);
     tokio::spawn(async move {
         let mut wait = FIRST_RETRY;
         while upstreams.is_configured(&server) && !upstreams.has_listing(&server) {
             let listed = tokio::select! {
-                _ = stop.cancelled() => return,
+                _ = stop.cancelled() => break,
                 listed = upstreams.refresh_server(&server) => listed,
             };
+            upstreams.first.end(&server);
             match listed {
                 Ok(clashes) => {
                     for clash in clashes {
                         tracing::warn!(%clash, "an upstream tool was left out of the catalog");
                     }
                     tracing::info!(%server, "the upstream server answered; its tools are listed");
-                    return;
+                    break;
                 }
                 Err(_) => {
                     tokio::select! {
-                        _ = stop.cancelled() => return,
+                        _ = stop.cancelled() => break,
                         _ = tokio::time::sleep(wait) => {}
                     }
                     wait = (wait * 2).min(MAX_RETRY);
                 }
             }
         }
+        upstreams.first.end(&server);
     });
 }

@@ -8,6 +8,7 @@ mod crash;
 mod issuer;
 mod limits;
 mod oauth_config;
+mod peers;
 mod readiness;
 mod route;
 mod seam;

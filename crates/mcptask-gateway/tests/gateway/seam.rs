@@ -48,8 +48,8 @@ impl Seam {
     /// A gateway before a fresh [`SyncUpstream`], with `sections` (TOML:
     /// `[limits]`, `[[policy]]`, …) added to its configuration and
     /// `server` (TOML keys: `call_timeout_ms`, `background`, …) added to
-    /// the upstream's `[[servers]]` entry. The front is enabled, so the
-    /// upstream's tools are listed before this returns.
+    /// the upstream's `[[servers]]` entry. The front is enabled; the
+    /// upstream's tools are listed (in the background) before this returns.
     pub async fn start(sections: &str, server: &str) -> Seam {
         let upstream = SyncUpstream::start().await;
         let dir = tempfile::tempdir().expect("a temporary directory");
@@ -80,6 +80,17 @@ impl Seam {
         let gateway = Gateway::start_with_store(config, store)
             .await
             .expect("start the gateway");
+        // The gateway lists its upstreams in the background; the seam's
+        // tests start from a listed catalog.
+        let mut changes = gateway.calls.upstreams.catalog_changes();
+        let listed = changes.wait_for(|_| gateway.calls.upstreams.has_listing(SERVER));
+        if tokio::time::timeout(std::time::Duration::from_secs(10), listed)
+            .await
+            .is_err()
+        {
+            let why = gateway.calls.upstreams.refresh_server(SERVER).await.err();
+            panic!("the upstream is not listed after 10 s: {why:?}");
+        }
         Seam {
             gateway,
             upstream,

@@ -13,6 +13,7 @@
 mod fastmcp;
 mod one_call;
 mod pass_through;
+mod peers_behaviour;
 mod policy;
 mod proxy_agent_tools;
 mod proxy_everything;

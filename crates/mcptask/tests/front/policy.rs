@@ -72,7 +72,15 @@ async fn a_denied_tool_is_refused_at_the_stdio_face() {
             let bob = TestClient::stdio(proxy_stdio_command(&config), lifecycle)
                 .await
                 .expect("connect to mcptask proxy --stdio");
-            let listed = names(&bob).await;
+            // The front lists its servers in the background (it never
+            // waits for one): a stateless caller lists again until they
+            // are there.
+            let mut listed = names(&bob).await;
+            let asked = std::time::Instant::now();
+            while !listed.contains(&"demo__greet".to_string()) && asked.elapsed() < Duration::from_secs(10) {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                listed = names(&bob).await;
+            }
             assert!(listed.contains(&"demo__greet".to_string()), "{listed:?}");
             assert!(
                 !listed.iter().any(|n| n.starts_with("demo__slow_")),
