@@ -93,11 +93,14 @@ fn follow_list_changes(upstreams: Arc<Upstreams>, server: String, stop: Cancella
 impl Calls {
     /// List every upstream, refuse a configuration whose names clash, and
     /// start the call runtime on `store` (call tasks interrupted by a crash
-    /// are recovered here or on any replica sharing the store).
+    /// are recovered here or on any replica sharing the store). `owner`
+    /// names the call runtime's owner lease (the process's slot's, see
+    /// [`crate::incarnation`]); `None`: a fresh id.
     pub async fn start(
         tracker: mcptask_client::Tracker,
         config: &Config,
         store: &mcptask_sql::Store,
+        owner: Option<String>,
         stop: CancellationToken,
     ) -> anyhow::Result<Calls> {
         let upstreams = Upstreams::new(tracker, config.upstreams());
@@ -137,14 +140,15 @@ impl Calls {
                 }
             });
         }
-        let runtime = TaskRuntime::builder_with_source(
+        let mut runtime = TaskRuntime::builder_with_source(
             store.server_tasks(),
             Arc::new(Source(upstreams.clone())),
         )
-        .config(config.proxy.runtime_config())
-        .start()
-        .await
-        .context("starting the call runtime")?;
+        .config(config.proxy.runtime_config());
+        if let Some(owner) = owner {
+            runtime = runtime.owner_id(owner);
+        }
+        let runtime = runtime.start().await.context("starting the call runtime")?;
         // The tracker follows SEP-1686 and synchronous calls through it.
         upstreams
             .tracker
