@@ -109,9 +109,7 @@ pub async fn wait_for_claims(
             held += page
                 .iter()
                 .filter(|r| {
-                    r.claim_owner
-                        .as_deref()
-                        .is_some_and(|o| o.contains(&tag))
+                    r.claim_owner.as_deref().is_some_and(|o| o.contains(&tag))
                         && r.claim_expires_at.is_some_and(|e| e > now_ms)
                 })
                 .count();
