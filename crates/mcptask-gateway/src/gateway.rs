@@ -16,6 +16,7 @@ use crate::auth::Authenticator;
 use crate::calls::Calls;
 use crate::config::Config;
 use crate::front;
+use crate::incarnation::Incarnation;
 use crate::live::{Changes, Fingerprint, LiveConfig};
 
 /// What the call runtime's task store is seen through
@@ -48,6 +49,9 @@ pub struct Gateway {
     pub store: mcptask_sql::Store,
     /// The calls: upstream catalog and call runtime.
     pub calls: Calls,
+    /// This process's slot on the store, which its tracker's and call
+    /// runtime's owner ids are named after.
+    pub incarnation: Incarnation,
     /// The OAuth tokens of `[servers.oauth]` servers (when any server has one).
     pub oauth: Option<mcptask_client::oauth::OAuthRuntime>,
     stop: CancellationToken,
@@ -145,7 +149,13 @@ impl Gateway {
         store: mcptask_sql::Store,
         layer: StoreLayer,
     ) -> anyhow::Result<Gateway> {
+        // First: the previous incarnation's leases and claims lapse before
+        // the tracker and the call runtime start claiming.
+        let incarnation = Incarnation::take(&store).await;
         let mut builder = Tracker::builder(store.remote_tasks()).config(config.tracker.clone());
+        if let Some(owner) = incarnation.owner_id("tracker") {
+            builder = builder.owner_id(owner);
+        }
         let oauth = oauth_runtime(&config, &store)?;
         for def in config.server_defs_with(oauth.as_ref()) {
             builder = builder.server(def);
@@ -156,8 +166,15 @@ impl Gateway {
         let tracker = builder.start().await.context("starting the tracker")?;
         let stop = CancellationToken::new();
         let call_tasks = layer(store.server_tasks());
-        let calls =
-            Calls::start(tracker.clone(), &config, &store, call_tasks, stop.clone()).await?;
+        let calls = Calls::start(
+            tracker.clone(),
+            &config,
+            &store,
+            call_tasks,
+            incarnation.owner_id("server"),
+            stop.clone(),
+        )
+        .await?;
         let http =
             mcptask_client::tls::build_http_client(reqwest::Client::builder).unwrap_or_default();
         let gateway = Gateway {
@@ -167,11 +184,13 @@ impl Gateway {
             config,
             store,
             calls,
+            incarnation,
             oauth,
             stop,
             reloading: Arc::default(),
         };
         gateway.spawn_retired_sweep();
+        gateway.stop_when_the_slot_is_lost();
         Ok(gateway)
     }
 
@@ -336,6 +355,23 @@ impl Gateway {
     /// until the gateway stops.
     pub fn spawn_metric_gauges(&self, every: Duration) {
         crate::metrics::spawn_gauges(self.tracker.clone(), every, self.stop.clone());
+    }
+
+    /// A process whose slot another process took (its PostgreSQL session
+    /// was cut meanwhile) may have its work adopted at any moment, and its
+    /// fenced writes are refused: it stops serving (and the binary exits)
+    /// rather than run on beside the adopter.
+    fn stop_when_the_slot_is_lost(&self) {
+        let gateway = self.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = gateway.stop.cancelled() => {}
+                _ = gateway.incarnation.lost() => {
+                    tracing::error!("this process's slot was taken by another process; stopping");
+                    gateway.stop();
+                }
+            }
+        });
     }
 
     /// Ask [`Gateway::serve`] (or [`Gateway::serve_stdio`]) to return.

@@ -43,6 +43,7 @@ mod drivers;
 pub mod failure;
 pub mod front;
 mod gateway;
+pub mod incarnation;
 pub mod live;
 pub mod metrics;
 pub mod route;

@@ -15,6 +15,7 @@ mod error;
 pub mod flows;
 mod migrations;
 pub mod postgres;
+pub mod slot;
 pub mod sqlite;
 
 use std::sync::Arc;
@@ -22,7 +23,7 @@ use std::sync::Arc;
 use mcptask_core::store::{RemoteTaskStore, ServerTaskStore};
 
 pub use error::OpenError;
-pub use flows::{NotReady, SqlStore};
+pub use flows::{NotReady, Released, SqlStore};
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
@@ -86,6 +87,29 @@ impl Store {
         match self {
             Store::Sqlite(s) => Arc::new(s.clone()),
             Store::Postgres(s) => Arc::new(s.clone()),
+        }
+    }
+
+    /// Take the lowest free process slot of this store ([`slot`]): the
+    /// proof that every lease and claim named after it belongs to a process
+    /// that is gone. `None` when every slot is held.
+    pub async fn take_slot(&self) -> Result<Option<slot::Slot>, mcptask_core::StoreError> {
+        match self {
+            Store::Sqlite(s) => s.take_slot(),
+            Store::Postgres(s) => s.take_slot().await,
+        }
+    }
+
+    /// Let the leases and claims of `slot`'s earlier incarnations lapse now
+    /// ([`SqlStore::release_slot`]).
+    pub async fn release_slot(
+        &self,
+        slot: &slot::Slot,
+        now: i64,
+    ) -> Result<Released, mcptask_core::StoreError> {
+        match self {
+            Store::Sqlite(s) => s.release_slot(&slot.prefix(), now).await,
+            Store::Postgres(s) => s.release_slot(&slot.prefix(), now).await,
         }
     }
 

@@ -82,7 +82,7 @@ impl Drop for SlowProxy {
 }
 
 /// How many live tasks the tracker process `pid` (owner ids are
-/// `tracker-PID-RANDOM`) holds unexpired work claims on, polling the store
+/// `tracker-PID-RANDOM`, behind the process slot's `slotN.` prefix) holds unexpired work claims on, polling the store
 /// until it holds some or `within` passes.
 pub async fn wait_for_claims(
     tracker: &mcptask_client::Tracker,
@@ -109,9 +109,7 @@ pub async fn wait_for_claims(
             held += page
                 .iter()
                 .filter(|r| {
-                    r.claim_owner
-                        .as_deref()
-                        .is_some_and(|o| o.starts_with(&tag))
+                    r.claim_owner.as_deref().is_some_and(|o| o.contains(&tag))
                         && r.claim_expires_at.is_some_and(|e| e > now_ms)
                 })
                 .count();

@@ -81,7 +81,8 @@ impl TrackerBuilder {
         self
     }
 
-    /// Use a fixed owner id (tests); each process start gets a fresh one by default.
+    /// Use this owner id (a process slot's, see `mcptask_sql::slot`; or a
+    /// fixed one in tests); each process start gets a fresh one by default.
     pub fn owner_id(mut self, owner: impl Into<String>) -> Self {
         self.owner = Some(owner.into());
         self

@@ -23,7 +23,8 @@ pub struct ProxySection {
     pub principal: Option<String>,
     /// How long the proxy's claim on its running front tasks lasts without
     /// a heartbeat (default 30 000): after a crash, another process
-    /// (or the restarted one) recovers them once it lapses.
+    /// recovers them once it lapses. The crashed process restarted on the
+    /// same store adopts them at once ([`crate::incarnation`]).
     #[serde(default)]
     pub owner_lease_ms: Option<i64>,
     /// Live call tasks this process runs at once (front tasks, and

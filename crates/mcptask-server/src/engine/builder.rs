@@ -44,7 +44,8 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Use a fixed owner id (tests); by default each process start gets a fresh one.
+    /// Use this owner id (a process slot's, see `mcptask_sql::slot`; or a
+    /// fixed one in tests); by default each process start gets a fresh one.
     pub fn owner_id(mut self, owner: impl Into<String>) -> Self {
         self.owner = Some(owner.into());
         self

@@ -14,7 +14,10 @@ mod gate;
 mod oauth;
 mod remote;
 mod server;
+mod slots;
 pub mod sql;
+
+pub use slots::Released;
 
 use sqlx::Pool;
 
@@ -37,6 +40,9 @@ pub struct SqlStore<D: sqlx::Database> {
     /// Who gets the single writer next (SQLite): a caller's task create
     /// before background bookkeeping (`gate`). `None`: the pool decides.
     pub(crate) gate: Option<std::sync::Arc<gate::WriteGate>>,
+    /// The database file (SQLite), beside which process slots are locked
+    /// (`crate::slot`). `None` on PostgreSQL.
+    pub(crate) file: Option<std::sync::Arc<std::path::Path>>,
 }
 
 impl<D: sqlx::Database> Clone for SqlStore<D> {
@@ -46,6 +52,7 @@ impl<D: sqlx::Database> Clone for SqlStore<D> {
             reader: self.reader.clone(),
             background: self.background.clone(),
             gate: self.gate.clone(),
+            file: self.file.clone(),
         }
     }
 }

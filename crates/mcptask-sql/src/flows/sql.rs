@@ -59,6 +59,15 @@ pub struct Statements {
     pub claim_orphans: &'static str,
     /// Delete expired owner rows that own no live task.
     pub prune_owners: &'static str,
+    /// Let the owner leases of a slot's earlier incarnations lapse (`$1`
+    /// the slot's owner-id prefix, `$2` the lapse time).
+    pub release_slot_owners: &'static str,
+    /// Let the work claims a slot's earlier incarnations hold on live
+    /// tracked tasks lapse (`$1` prefix, `$2` lapse time).
+    pub release_slot_claims: &'static str,
+    /// Let the notify claims a slot's earlier incarnations hold lapse
+    /// (`$1` prefix, `$2` lapse time).
+    pub release_slot_notify_claims: &'static str,
     /// Fail live tasks whose TTL elapsed.
     pub expire_overdue: &'static str,
     /// Delete tasks whose retention ended.
@@ -591,6 +600,20 @@ macro_rules! statements {
                 " LIMIT $4", $skip_locked_tasks, ")
                  RETURNING *"
             ),
+            // A slot's owner ids share its prefix (`mcptask_sql::slot`);
+            // `substr` rather than `LIKE`, whose `_` would match any
+            // character. Owner rows are few; the claims are looked for
+            // among live tasks (and undelivered events) only.
+            release_slot_owners: "UPDATE server_owners SET lease_expires_at = $2
+                 WHERE lease_expires_at > $2 AND substr(owner_id, 1, length($1)) = $1",
+            release_slot_claims: concat!(
+                "UPDATE remote_tasks SET claim_expires_at = $2
+                 WHERE claim_expires_at > $2 AND substr(claim_owner, 1, length($1)) = $1 AND ",
+                $crate::flows::sql::live!("status")
+            ),
+            release_slot_notify_claims: "UPDATE remote_tasks SET notify_expires_at = $2
+                 WHERE next_notify_at IS NOT NULL AND event_version > delivered_version
+                   AND notify_expires_at > $2 AND substr(notify_owner, 1, length($1)) = $1",
             prune_owners: concat!(
                 "DELETE FROM server_owners
                  WHERE lease_expires_at < $1

@@ -47,11 +47,18 @@ impl SqlStore<Postgres> {
             reader: pool,
             background: None,
             gate: None,
+            file: None,
         })
     }
 
     /// The pool, for tests and tools that need raw SQL.
     pub fn pool(&self) -> &PgPool {
         &self.writer
+    }
+
+    /// Take the lowest free process slot of this database
+    /// ([`crate::slot`]): an advisory lock on a session of its own.
+    pub async fn take_slot(&self) -> Result<Option<crate::slot::Slot>, mcptask_core::StoreError> {
+        crate::slot::take_postgres((*self.writer.connect_options()).clone()).await
     }
 }

@@ -72,12 +72,22 @@ impl SqlStore<Sqlite> {
             reader,
             background: Some(std::sync::Arc::new(background)),
             gate: Some(Default::default()),
+            file: Some(path.into()),
         })
     }
 
     /// The write pool, for tests and tools that need raw SQL.
     pub fn writer_pool(&self) -> &SqlitePool {
         &self.writer
+    }
+
+    /// Take the lowest free process slot of this database file
+    /// ([`crate::slot`]): a lock on a file beside it.
+    pub fn take_slot(&self) -> Result<Option<crate::slot::Slot>, mcptask_core::StoreError> {
+        match &self.file {
+            Some(file) => crate::slot::take_sqlite(file),
+            None => Ok(None),
+        }
     }
 }
 

@@ -6,5 +6,6 @@
 mod oauth_tokens;
 mod remote;
 mod server;
+mod slots;
 mod sqlite_checkpoint;
 mod sqlite_file;

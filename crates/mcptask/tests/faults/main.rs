@@ -43,6 +43,7 @@ mod front_b;
 mod live_config;
 mod notifications;
 mod protocol;
+mod restart;
 mod retention;
 mod store;
 mod upstream;

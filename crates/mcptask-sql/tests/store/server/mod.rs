@@ -10,7 +10,7 @@ mod faults;
 mod front;
 mod inputs;
 mod retention;
-mod support;
+pub(crate) mod support;
 mod tasks;
 
 use mcptask_testkit::db::fresh_postgres;
