@@ -40,11 +40,16 @@ async def probe(plan):
     report = {}
     async with Client(transport) as client:
         report["protocol"] = client.protocol_version
-        report["tools"] = sorted(t.name for t in await client.list_tools())
+        # The calls first, the listings after: a front lists its upstreams in
+        # the background and answers a list made in its first moments with
+        # the servers that answered by then (announcing the others with
+        # list_changed, which this one-shot probe does not wait for), while
+        # a call of a server still starting waits for it.
         report["calls"] = []
         for name, arguments in plan.get("tools", []):
             result = await client.call_tool_mcp(name, arguments)
             report["calls"].append({"tool": name, "isError": bool(result.is_error), "content": dump(result.content)})
+        report["tools"] = sorted(t.name for t in await client.list_tools())
         # Lists only what the server declares (a server without prompts
         # answers "method not found", as it may).
         capabilities = client.server_capabilities

@@ -329,7 +329,7 @@ fn error_of(e: mcptask_client::upstream::UpstreamError) -> ErrorData {
 /// spawned `proxy --stdio` gets the servers that answer within it, and no
 /// server, mute or slow, ever holds the list past it (its tools are
 /// announced with `notifications/tools/list_changed` when they come).
-const FIRST_LIST_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+const FIRST_LIST_GRACE: std::time::Duration = std::time::Duration::from_millis(900);
 
 /// How often a session's list-change follower checks that its session lives.
 const SESSION_CHECK: std::time::Duration = std::time::Duration::from_secs(60);

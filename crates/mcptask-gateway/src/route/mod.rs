@@ -171,14 +171,13 @@ pub async fn decide(calls: &Calls, intent: Intent<'_>) -> Result<Decided, Failur
                 tool: name.to_string(),
             };
             let mut catalog = upstreams.catalog();
-            if catalog.get(name).is_none()
-                && let Some((server, _)) = upstreams.unlisted_owner(name)
-            {
-                // Right after the start its server may be answering its
-                // first listing: this call waits for that (only this call,
-                // and a bounded while), then is refused if still unlisted.
+            if catalog.get(name).is_none() && upstreams.unlisted_owner(name).is_some() {
+                // Right after the start the servers that may serve it may be
+                // answering their first listing: this call waits for those
+                // (only this call, and a bounded while), then is refused if
+                // the name is still unlisted.
                 upstreams
-                    .first_listing_of(&server, FIRST_LISTING_FOR_A_CALL)
+                    .first_listings_for(name, FIRST_LISTING_FOR_A_CALL)
                     .await;
                 catalog = upstreams.catalog();
             }

@@ -50,30 +50,31 @@ impl Upstreams {
     }
 
     /// The server not listed yet that may serve the front name `name`, and
-    /// the tool's name there (a server under `prefix` serves `prefix__…`;
-    /// one with no prefix may serve any name), if any.
+    /// the tool's name there, if any.
     pub fn unlisted_owner(&self, name: &str) -> Option<(String, String)> {
         self.servers()
             .into_iter()
             .filter(|s| !self.has_listing(&s.name))
-            .find_map(|s| {
-                let tool = if s.prefix.is_empty() {
-                    name
-                } else {
-                    name.strip_prefix(s.prefix.as_str())?.strip_prefix("__")?
-                };
-                Some((s.name, tool.to_string()))
-            })
+            .find_map(|s| Some((s.name.clone(), may_serve(&s, name)?.to_string())))
     }
 
-    /// Until `server`'s first listing has answered or failed, at most
-    /// `bound`: a call naming one of its tools right after the start (a
-    /// stdio server takes a moment to speak) is made rather than refused
-    /// "not ready", while a mute server holds only the calls of its own
-    /// tools, and only that long.
-    pub async fn first_listing_of(&self, server: &str, bound: Duration) {
+    /// Until no server whose first listing is under way may serve the front
+    /// name `name` (each answered or failed), at most `bound`: a call naming
+    /// one of its tools right after the start (a stdio server takes a
+    /// moment to speak) is made rather than refused "not ready", while a
+    /// mute server holds only the calls that may be of its tools, and only
+    /// that long. With several servers without a prefix, a name may be any
+    /// of theirs: the call waits for each.
+    pub async fn first_listings_for(&self, name: &str, bound: Duration) {
+        let servers = self.servers();
+        let owners: BTreeSet<String> = servers
+            .iter()
+            .filter(|s| may_serve(s, name).is_some())
+            .map(|s| s.name.clone())
+            .collect();
         let mut pending = self.first.pending.subscribe();
-        let _ = tokio::time::timeout(bound, pending.wait_for(|p| !p.contains(server))).await;
+        let none_pending = pending.wait_for(|p| p.is_disjoint(&owners));
+        let _ = tokio::time::timeout(bound, none_pending).await;
     }
 
     /// Until every first listing under way has answered or failed, or until
@@ -88,6 +89,18 @@ impl Upstreams {
         }
         let mut pending = self.first.pending.subscribe();
         let _ = tokio::time::timeout(left, pending.wait_for(BTreeSet::is_empty)).await;
+    }
+}
+
+/// The tool's name at `server` if `server` may serve the front name `name`:
+/// a server under `prefix` serves `prefix__…`; one with no prefix may serve
+/// any name.
+fn may_serve<'n>(server: &super::Upstream, name: &'n str) -> Option<&'n str> {
+    if server.prefix.is_empty() {
+        Some(name)
+    } else {
+        name.strip_prefix(server.prefix.as_str())?
+            .strip_prefix("__")
     }
 }
 

@@ -212,9 +212,10 @@ pub(crate) fn spawn_loops(rt: Arc<RuntimeInner>) {
     spawn_loop(
         "recovery",
         cfg.recovery_every_ms,
-        draining,
+        draining.clone(),
         step(|m| Box::pin(async move { m.recover_once().await.map(|_| ()) })),
     );
+    retry_deferred_when_tools_change(rt.clone(), draining);
     spawn_loop(
         "sweep",
         cfg.sweep_every_ms,
@@ -227,6 +228,26 @@ pub(crate) fn spawn_loops(rt: Arc<RuntimeInner>) {
         stopped,
         step(|m| Box::pin(async move { m.backstop_once().await.map(|_| ()) })),
     );
+}
+
+/// Retry the tasks recovery deferred (their tool not known yet) as soon as
+/// the tool source's list changes, not a recovery period later: a proxy
+/// restarted under an interrupted call lists its upstream in the
+/// background, and the call is settled or rerun the moment the upstream
+/// answers.
+fn retry_deferred_when_tools_change(rt: Arc<RuntimeInner>, stop: CancellationToken) {
+    let mut changed = rt.source.changed();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                r = changed.changed() => if r.is_err() { return },
+            }
+            if let Err(panic) = AssertUnwindSafe(rt.retry_deferred()).catch_unwind().await {
+                tracing::error!(panic = %panic_text(&panic), "retrying deferred tasks panicked; the recovery loop retries them");
+            }
+        }
+    });
 }
 
 /// Tasks the sweep fails are past their deadline: retained from now on.
