@@ -39,6 +39,11 @@ pub enum Fault {
     Refuse,
     /// Forward each request after this long (a server slow to answer).
     Delay(Duration),
+    /// Answer the next request that names a session (`Mcp-Session-Id`)
+    /// `404 Session not found`, as a server does once it forgot the session
+    /// after an idle spell, then forward again (the rule goes back to
+    /// [`Fault::Forward`]). Requests without a session id are forwarded.
+    SessionExpiredOnce,
 }
 
 impl Fault {
@@ -51,6 +56,7 @@ impl Fault {
             Fault::Html(c) => format!("html {c}"),
             Fault::Refuse => "refuse".into(),
             Fault::Delay(d) => format!("delay {} ms", d.as_millis()),
+            Fault::SessionExpiredOnce => "session expired".into(),
         }
     }
 }
@@ -200,7 +206,23 @@ async fn handle(
     let rule = shared.rule.borrow().clone();
     let connection_level = matches!(rule.fault, Fault::Blackhole | Fault::Refuse);
     let applies = connection_level || rule.methods.as_ref().is_none_or(|m| m.contains(&method));
-    let fault = if applies { rule.fault } else { Fault::Forward };
+    let mut fault = if applies { rule.fault } else { Fault::Forward };
+    if fault == Fault::SessionExpiredOnce {
+        // One request only, even among concurrent ones: the one that turns
+        // the rule back to forwarding.
+        let names_session = parts.headers.contains_key("mcp-session-id");
+        let first = names_session
+            && shared.rule.send_if_modified(|r| {
+                let armed = r.fault == Fault::SessionExpiredOnce;
+                if armed {
+                    r.fault = Fault::Forward;
+                }
+                armed
+            });
+        if !first {
+            fault = Fault::Forward;
+        }
+    }
     shared.seen.lock().unwrap().push(FrontSeen {
         at: Instant::now(),
         method,
@@ -214,6 +236,11 @@ async fn handle(
             forward(&client, &target, parts, body).await
         }
         Fault::Hang | Fault::Blackhole | Fault::Refuse => std::future::pending().await,
+        Fault::SessionExpiredOnce => Response::builder()
+            .status(StatusCode::NOT_FOUND)
+            .header(header::CONTENT_TYPE, "text/plain")
+            .body(Body::from("Not Found: Session not found"))
+            .expect("a plain response"),
         Fault::Status(code) => Response::builder()
             .status(code)
             .header(header::CONTENT_TYPE, "text/plain")

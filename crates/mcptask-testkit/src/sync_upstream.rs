@@ -8,7 +8,10 @@
 //! - `held` answers only once the test lets it ([`SyncUpstream::release`]):
 //!   a call kept in flight as long as the test needs;
 //! - `stall` never answers (until its request is cancelled): an upstream
-//!   that went silent.
+//!   that went silent;
+//! - `whoami` sends two progress notifications to the call's progress token
+//!   and answers, as JSON text, the `clientInfo` and `progressToken` it saw
+//!   (a recording upstream).
 //!
 //! Every `tools/call` is counted per tool ([`SyncUpstream::heard`]), so a
 //! test can say a call refused before it reached the upstream never did.
@@ -29,9 +32,11 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    Tool,
 };
 use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -49,6 +54,8 @@ struct Tools {
     /// Bumped on every call heard, to wake [`SyncUpstream::wait_heard`].
     calls: Arc<watch::Sender<u64>>,
     gate: Arc<Semaphore>,
+    /// Speak 2025-11-25 at most: every caller opens a session.
+    legacy: bool,
 }
 
 fn tool(name: &'static str, description: &'static str, schema: Value) -> Tool {
@@ -61,6 +68,32 @@ fn tool(name: &'static str, description: &'static str, schema: Value) -> Tool {
 impl ServerHandler for Tools {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        if self.legacy {
+            std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+        } else {
+            std::borrow::Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS)
+        }
+    }
+
+    /// A legacy server answers `server/discover` as servers written before
+    /// 2026-07-28 do: method not found (the caller falls back to
+    /// `initialize`).
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::DiscoverResult, ErrorData> {
+        if self.legacy {
+            return Err(ErrorData::method_not_found::<
+                rmcp::model::DiscoverRequestMethod,
+            >());
+        }
+        Ok(rmcp::model::DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
+        ))
     }
 
     async fn list_tools(
@@ -76,7 +109,12 @@ impl ServerHandler for Tools {
                 json!({"type": "object", "properties": {"text": {"type": "string"}}}),
             ),
             tool("held", "Answers when the test lets it.", object.clone()),
-            tool("stall", "Never answers.", object),
+            tool("stall", "Never answers.", object.clone()),
+            tool(
+                "whoami",
+                "Sends two progress notifications to the call's progress token and answers what it saw of its caller.",
+                object,
+            ),
         ]))
     }
 
@@ -101,6 +139,30 @@ impl ServerHandler for Tools {
                     _ = context.ct.cancelled() => return Err(cancelled()),
                 }
                 "released".to_string()
+            }
+            "whoami" => {
+                let token = context.meta.get_progress_token();
+                if let Some(token) = &token {
+                    for step in 1..=2 {
+                        let mut note = rmcp::model::ProgressNotificationParam::new(
+                            token.clone(),
+                            f64::from(step),
+                        );
+                        note.total = Some(2.0);
+                        let _ = context.peer.notify_progress(note).await;
+                    }
+                }
+                // A 2026-07-28 request names its client in `_meta`; a
+                // session's client named itself at `initialize`.
+                let client = context
+                    .meta
+                    .client_info()
+                    .or_else(|| context.peer.peer_info().map(|p| p.client_info.clone()));
+                json!({
+                    "clientInfo": client.map(|c| json!({"name": c.name, "version": c.version})),
+                    "progressToken": token.map(|t| serde_json::to_value(t).unwrap_or_default()),
+                })
+                .to_string()
             }
             "stall" => {
                 context.ct.cancelled().await;
@@ -134,6 +196,7 @@ pub struct SyncUpstream {
     /// `http://127.0.0.1:PORT/mcp`
     pub url: String,
     tools: Tools,
+    sessions: Arc<LocalSessionManager>,
     stop: CancellationToken,
 }
 
@@ -144,19 +207,33 @@ impl SyncUpstream {
         Self::start_at("127.0.0.1:0").await
     }
 
+    /// [`SyncUpstream::start`] speaking 2025-11-25 at most, as most servers
+    /// deployed today do: its callers hold sessions (which it may forget,
+    /// [`SyncUpstream::expire_sessions`]) and name themselves at
+    /// `initialize`.
+    pub async fn start_legacy() -> SyncUpstream {
+        Self::serve("127.0.0.1:0", true).await
+    }
+
     /// [`SyncUpstream::start`] on `addr` (`127.0.0.1:PORT`): an upstream
     /// that comes up after the gateway that names it.
     pub async fn start_at(addr: &str) -> SyncUpstream {
+        Self::serve(addr, false).await
+    }
+
+    async fn serve(addr: &str, legacy: bool) -> SyncUpstream {
         let tools = Tools {
             heard: Arc::default(),
             calls: Arc::new(watch::channel(0).0),
             gate: Arc::new(Semaphore::new(0)),
+            legacy,
         };
         let stop = CancellationToken::new();
         let handler = tools.clone();
+        let sessions = Arc::new(LocalSessionManager::default());
         let service = StreamableHttpService::new(
             move || Ok(handler.clone()),
-            Arc::new(LocalSessionManager::default()),
+            sessions.clone(),
             StreamableHttpServerConfig::default()
                 .with_json_response(true)
                 .with_cancellation_token(stop.clone()),
@@ -175,7 +252,12 @@ impl SyncUpstream {
                 .with_graceful_shutdown(async move { stopped.cancelled().await })
                 .await;
         });
-        SyncUpstream { url, tools, stop }
+        SyncUpstream {
+            url,
+            tools,
+            sessions,
+            stop,
+        }
     }
 
     /// How many calls of `tool` the upstream heard so far.
@@ -200,6 +282,24 @@ impl SyncUpstream {
                 self.heard(tool)
             );
         }
+    }
+
+    /// Forget every session, as a server does after an idle spell (or a
+    /// restart): the next request on one is answered `404 Not Found:
+    /// Session not found`. Returns how many there were.
+    pub async fn expire_sessions(&self) -> usize {
+        let ids: Vec<_> = self
+            .sessions
+            .sessions
+            .read()
+            .await
+            .keys()
+            .cloned()
+            .collect();
+        for id in &ids {
+            let _ = self.sessions.close_session(id).await;
+        }
+        ids.len()
     }
 
     /// Let `n` calls of `held` answer (those waiting, or the next ones).

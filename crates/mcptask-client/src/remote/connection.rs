@@ -15,6 +15,7 @@ use tokio::sync::Mutex;
 
 use super::RemoteError;
 use super::handler::UpstreamHandler;
+use super::relabel::Relabel;
 use super::server_def::{ServerDef, Transport};
 
 pub(super) type Session = RunningService<RoleClient, ClientConfig>;
@@ -172,25 +173,54 @@ pub(crate) async fn open_http_with<H: rmcp::ClientHandler + Clone>(
     };
     match handler
         .clone()
-        .serve_with_lifecycle(transport, discover)
+        .serve_with_lifecycle(Relabel::new(transport), discover)
         .await
     {
         Ok(session) => Ok(session),
-        Err(ClientInitializeError::JsonRpcError(data)) if answered_as_legacy(&data) => {
+        Err(probe) if answered_as_legacy(&probe) => {
             let (transport, fail) = http_transport(def)?;
             handler
-                .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+                .serve_with_lifecycle(Relabel::new(transport), ClientLifecycleMode::Initialize)
                 .await
-                .map_err(|e| fail(super::why::init_failure(&e)))
+                .map_err(|fallback| {
+                    fail(super::why::init_failure(
+                        &ClientInitializeError::LegacyFallbackFailed {
+                            discover: Box::new(probe),
+                            fallback: Box::new(fallback),
+                        },
+                    ))
+                })
         }
         Err(e) => Err(fail(super::why::init_failure(&e))),
+    }
+}
+
+/// Whether the answer to the `server/discover` probe says "a server from
+/// before 2026-07-28", to be asked again with `initialize`:
+/// - a JSON-RPC error other than the modern rejections of a request it
+///   understood (what rmcp's `Auto` falls back on: -32601, or the HTTP
+///   404/405 of a server that has no such method);
+/// - a version list with no 2026-07-28 in it (rmcp's own servers capped at
+///   2025-11-25 answer the probe with -32022 and the versions they speak,
+///   which rmcp's client reports as "no compatible version"): a plain
+///   server needs no tasks of its own behind the front, so `initialize`
+///   with one of those versions is the way in.
+fn answered_as_legacy(probe: &ClientInitializeError) -> bool {
+    match probe {
+        ClientInitializeError::JsonRpcError(data) => answered_with_legacy_error(data),
+        ClientInitializeError::NoCompatibleProtocolVersion {
+            server_supported, ..
+        } => server_supported
+            .iter()
+            .any(|v| !mcptask_core::protocol::is_modern(v.as_str())),
+        _ => false,
     }
 }
 
 /// Whether a JSON-RPC error answering `server/discover` says "a server from
 /// before 2026-07-28" (what rmcp's `Auto` falls back on): any error but the
 /// modern rejections of a request it understood.
-fn answered_as_legacy(error: &rmcp::model::ErrorData) -> bool {
+fn answered_with_legacy_error(error: &rmcp::model::ErrorData) -> bool {
     !matches!(
         error.code,
         ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY | ErrorCode::HEADER_MISMATCH
@@ -367,7 +397,7 @@ pub(crate) async fn open_upstream(
                 ))
             })?;
             let session = handler
-                .serve_with_lifecycle(guarded((sink, stream)), lifecycle())
+                .serve_with_lifecycle(Relabel::new(guarded((sink, stream))), lifecycle())
                 .await
                 .map_err(|e| fail(super::why::stdio_init_failure(&e)))?;
             Ok((session, Some(tap)))

@@ -13,6 +13,7 @@ mod handshake;
 pub(crate) mod lanes;
 mod probe;
 mod registry;
+pub(crate) mod relabel;
 mod server_def;
 pub(crate) mod snapshot;
 pub(crate) mod tap;

@@ -16,6 +16,16 @@ use rmcp::transport::streamable_http_client::StreamableHttpError;
 
 type HttpError = StreamableHttpError<reqwest::Error>;
 
+/// What the `server/discover` probe heard, when `initialize` followed it.
+fn probe_failure(e: &ClientInitializeError) -> String {
+    match e {
+        ClientInitializeError::JsonRpcError(data) if status_in(&data.message).is_none() => {
+            format!("answered {} {}", data.code.0, data.message)
+        }
+        other => init_failure(other),
+    }
+}
+
 /// Why a stdio server's process could not be started.
 pub(super) fn spawn_failure(command: &str, cwd: Option<&std::path::Path>, e: &io::Error) -> String {
     // A missing working directory also fails the spawn with "not found":
@@ -57,14 +67,20 @@ pub(super) fn init_failure(e: &ClientInitializeError) -> String {
         ClientInitializeError::NoCompatibleProtocolVersion {
             server_supported, ..
         } => format!(
-            "no common MCP protocol version: the server speaks {}, mcptask needs one with tasks (2026-07-28); upgrade the server",
+            "no common MCP protocol version: the server speaks {}; mcptask speaks 2026-07-28, and any earlier version through `initialize`",
             server_supported
                 .iter()
                 .map(|v| v.to_string())
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
-        ClientInitializeError::LegacyFallbackFailed { discover, .. } => init_failure(discover),
+        // Both attempts, each said plainly: the probe's answer alone hid
+        // why `initialize` failed (often the one that matters).
+        ClientInitializeError::LegacyFallbackFailed { discover, fallback } => format!(
+            "`initialize` failed: {}; before it, the `server/discover` probe: {}",
+            init_failure(fallback),
+            probe_failure(discover)
+        ),
         ClientInitializeError::ExpectedInitResponse(_)
         | ClientInitializeError::ExpectedInitResult(_)
         | ClientInitializeError::ConflictInitResponseId(..)
@@ -326,6 +342,24 @@ fn chain(e: &(dyn Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_fallback_says_why_initialize_failed_and_what_the_probe_heard() {
+        let probe =
+            ClientInitializeError::JsonRpcError(rmcp::model::ErrorData::method_not_found::<
+                rmcp::model::DiscoverRequestMethod,
+            >());
+        let fallback = ClientInitializeError::ConnectionClosed("eof".into());
+        let said = init_failure(&ClientInitializeError::LegacyFallbackFailed {
+            discover: Box::new(probe),
+            fallback: Box::new(fallback),
+        });
+        assert!(
+            said.contains("closed before the server answered `initialize`")
+                && said.contains("server/discover"),
+            "{said}"
+        );
+    }
 
     #[test]
     fn statuses_are_read_from_rmcp_texts() {

@@ -6,8 +6,8 @@ use std::time::Duration;
 use futures::FutureExt;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
-    ClientCapabilities, ClientRequest, InputResponses, ProgressNotificationParam,
-    RequestMetaObject, ServerResult,
+    ClientCapabilities, ClientRequest, GetExtensions, Implementation, InputResponses,
+    ProgressNotificationParam, ProgressToken, RequestMetaObject, ServerResult,
 };
 use rmcp::service::PeerRequestOptions;
 use serde_json::Value;
@@ -18,6 +18,7 @@ use tracing::Instrument;
 use super::{Ask, Lane, UpstreamError};
 use crate::remote::RemoteError;
 use crate::remote::handler::{CallEvent, RouteGuard};
+use crate::remote::relabel::CallerProgressToken;
 
 /// How to make a [`sync_call`].
 #[derive(Debug, Clone, Default)]
@@ -38,6 +39,17 @@ pub struct SyncOptions {
     /// sessions): a front passes its caller's, exactly as declared. `None`
     /// declares what the lane can relay (elicitation, sampling).
     pub capabilities: Option<ClientCapabilities>,
+    /// The caller's `_meta.progressToken`, sent upstream as the call's own
+    /// (a front relays its caller's token; see `remote::relabel`). `None`
+    /// sends a token of mcptask's, unique on the session. Progress comes
+    /// back as [`SyncEvent::Progress`] either way.
+    pub progress_token: Option<ProgressToken>,
+    /// The caller's `clientInfo`, sent in `_meta`
+    /// (`io.modelcontextprotocol/clientInfo`) on a 2026-07-28 session, where
+    /// every request names its client. A session from before 2026-07-28 named
+    /// its client once, at `initialize` (mcptask, for a session shared by
+    /// every caller), and this is not sent.
+    pub client_info: Option<Implementation>,
 }
 
 /// What a synchronous call reports, in order; [`SyncEvent::Done`] is last.
@@ -127,17 +139,26 @@ pub async fn sync_call(
         .peer_info()
         .is_some_and(|i| mcptask_core::protocol::is_modern(i.protocol_version.as_str()));
     // Sampling is deprecated (SEP-2577) but still relayed; see remote::handler.
+    // Stamped after the session's own metadata, so these win.
+    let mut meta = RequestMetaObject::default();
     #[allow(deprecated)]
     if modern && !options.declare_tasks {
-        // Stamped after the session's own capabilities, so this wins.
-        let mut meta = RequestMetaObject::default();
         meta.set_client_capabilities(options.capabilities.unwrap_or_else(|| {
             ClientCapabilities::builder()
                 .enable_elicitation()
                 .enable_sampling()
                 .build()
         }));
+    }
+    if modern && let Some(client) = options.client_info {
+        meta.set_client_info(client);
+    }
+    if !meta.is_empty() {
         request_options = request_options.with_meta(meta);
+    }
+    let mut request = ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
+    if let Some(token) = options.progress_token {
+        request.extensions_mut().insert(CallerProgressToken(token));
     }
 
     let (sink, events) = mpsc::unbounded_channel();
@@ -145,10 +166,7 @@ pub async fn sync_call(
     let progress_base = lane.tap().map(|t| t.progress_lines());
     let handle = lane
         .peer()
-        .send_request_with_option(
-            ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params)),
-            request_options,
-        )
+        .send_request_with_option(request, request_options)
         .instrument(span.clone())
         .await
         .map_err(|e| UpstreamError::from_service("tools/call", e))?;

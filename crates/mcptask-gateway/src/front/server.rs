@@ -222,6 +222,10 @@ impl FrontServer {
                 input_responses: request.input_responses.clone(),
                 request_state: request.request_state.clone(),
                 capabilities: context.meta.client_capabilities(),
+                // Relay, don't rewrite: the upstream sees who calls and
+                // the token its progress is for, as the caller sent them.
+                progress_token: context.meta.get_progress_token(),
+                client_info: caller_info(context),
             },
         )
         .await
@@ -272,6 +276,15 @@ impl FrontServer {
             }
         }
     }
+}
+
+/// The caller's `clientInfo`: in the request's `_meta` (2026-07-28), or as
+/// it named itself at `initialize` (a session from before).
+fn caller_info(context: &RequestContext<RoleServer>) -> Option<rmcp::model::Implementation> {
+    context
+        .meta
+        .client_info()
+        .or_else(|| context.peer.peer_info().map(|p| p.client_info.clone()))
 }
 
 /// Whether the caller of a pass-through call can be sent `method` now: a
