@@ -190,7 +190,7 @@ impl Gateway {
             reloading: Arc::default(),
         };
         gateway.spawn_retired_sweep();
-        gateway.stop_when_the_slot_is_lost();
+        gateway.carry_on_when_the_slot_is_lost();
         Ok(gateway)
     }
 
@@ -358,17 +358,21 @@ impl Gateway {
     }
 
     /// A process whose slot another process took (its PostgreSQL session
-    /// was cut meanwhile) may have its work adopted at any moment, and its
-    /// fenced writes are refused: it stops serving (and the binary exits)
-    /// rather than run on beside the adopter.
-    fn stop_when_the_slot_is_lost(&self) {
+    /// was cut meanwhile: a database restart cuts every session at once,
+    /// and a process starting then may take a slot its holder was about to
+    /// take again) carries on without a slot. What the other process
+    /// adopted is the other's: this one's writes to it are fenced off, its
+    /// local work on it is stopped when its next heartbeat finds the lease
+    /// lapsed, and everything else goes on here. (Stopping instead turned a
+    /// database restart into gateways stopping themselves: the chaos test
+    /// `tracker_chaos::four_trackers_on_postgres_survive_random_kills`.)
+    fn carry_on_when_the_slot_is_lost(&self) {
         let gateway = self.clone();
         tokio::spawn(async move {
             tokio::select! {
                 _ = gateway.stop.cancelled() => {}
                 _ = gateway.incarnation.lost() => {
-                    tracing::error!("this process's slot was taken by another process; stopping");
-                    gateway.stop();
+                    tracing::warn!("this process's slot was taken by another process; carrying on without one (the work the other adopted is fenced off here)");
                 }
             }
         });
