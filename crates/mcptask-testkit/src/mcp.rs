@@ -178,6 +178,28 @@ impl TestClient {
             .await
     }
 
+    /// The names `tools/list` answers, listed again every 100 ms until
+    /// `first` is among them (at most 30 s; then what was listed last): a
+    /// front lists its upstreams in the background, so a list made in its
+    /// first moments has the servers that answered by then, as a host that
+    /// follows `notifications/tools/list_changed` would see.
+    pub async fn tools_once_listed(&self, first: &str) -> Vec<String> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let tools = self
+                .service
+                .peer()
+                .list_all_tools()
+                .await
+                .expect("tools/list");
+            let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+            if names.iter().any(|n| n == first) || tokio::time::Instant::now() >= deadline {
+                return names;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Poll `tasks/get` until `done` says so (or panic after `timeout`).
     pub async fn wait_for(
         &self,

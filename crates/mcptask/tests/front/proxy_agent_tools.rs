@@ -36,14 +36,8 @@ fn text(result: &CallToolResult) -> String {
 }
 
 async fn tool_names(client: &TestClient) -> Vec<String> {
-    client
-        .peer()
-        .list_all_tools()
-        .await
-        .expect("tools/list")
-        .into_iter()
-        .map(|t| t.name.to_string())
-        .collect()
+    // Once the demo server is listed (the front lists it in the background).
+    client.tools_once_listed("demo__confirm_delete").await
 }
 
 /// Start `tool` in the background; returns the front task id.

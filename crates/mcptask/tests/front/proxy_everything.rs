@@ -75,8 +75,7 @@ async fn a_sep1686_task_is_answered_through_the_front_and_plain_calls_pass_throu
     .await
     .expect("connect to mcptask proxy --stdio");
 
-    let tools = client.peer().list_all_tools().await.expect("tools/list");
-    let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+    let names = client.tools_once_listed("everything__echo").await;
     for wanted in [
         "everything__echo",
         "everything__simulate-research-query",
