@@ -31,40 +31,25 @@ const TASK_SCENARIOS: [&str; 10] = [
     "tasks-mrtr-composition",
 ];
 
-/// `target/<profile>/examples/rmcp_task_server`, built with the tests:
-/// `cargo build --all-targets` leaves it under that name, `cargo test
-/// --no-run` (the test command) only as `rmcp_task_server-<hash>`; the
-/// newest of those is taken then.
+/// `target/<profile>/examples/rmcp_task_server`, the program: the test
+/// command builds it with `cargo build --examples`. (`cargo test --no-run`
+/// leaves only `rmcp_task_server-<hash>`, the example built as a test
+/// harness, which takes no `--http`: running that one failed every test
+/// here with "Unrecognized option: 'http'".)
 fn example() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable");
-    let examples = exe
+    let plain = exe
         .parent()
         .and_then(Path::parent)
         .expect("tests live in target/<profile>/deps")
-        .join("examples");
-    let plain = examples.join("rmcp_task_server");
-    if plain.exists() {
-        return plain;
-    }
-    let hashed = std::fs::read_dir(&examples)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|entry| entry.path())
-        .filter(|path| {
-            let name = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or_default();
-            name.starts_with("rmcp_task_server-") && path.extension().is_none()
-        })
-        .max_by_key(|path| path.metadata().and_then(|m| m.modified()).ok());
-    hashed.unwrap_or_else(|| {
-        panic!(
-            "{} is missing: build the examples (cargo test builds them)",
-            plain.display()
-        )
-    })
+        .join("examples")
+        .join("rmcp_task_server");
+    assert!(
+        plain.exists(),
+        "{} is missing: build it first (cargo build --examples; scripts/test does)",
+        plain.display()
+    );
+    plain
 }
 
 /// A running example server on `url`, on an ephemeral port.
