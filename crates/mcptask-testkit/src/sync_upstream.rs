@@ -212,16 +212,22 @@ impl SyncUpstream {
     /// [`SyncUpstream::expire_sessions`]) and name themselves at
     /// `initialize`.
     pub async fn start_legacy() -> SyncUpstream {
-        Self::serve("127.0.0.1:0", true).await
+        Self::serve("127.0.0.1:0", true, true).await
+    }
+
+    /// [`SyncUpstream::start`] answering every request with an SSE stream
+    /// (rmcp's default), where `start`'s answers are JSON bodies.
+    pub async fn start_streaming() -> SyncUpstream {
+        Self::serve("127.0.0.1:0", false, false).await
     }
 
     /// [`SyncUpstream::start`] on `addr` (`127.0.0.1:PORT`): an upstream
     /// that comes up after the gateway that names it.
     pub async fn start_at(addr: &str) -> SyncUpstream {
-        Self::serve(addr, false).await
+        Self::serve(addr, false, true).await
     }
 
-    async fn serve(addr: &str, legacy: bool) -> SyncUpstream {
+    async fn serve(addr: &str, legacy: bool, json: bool) -> SyncUpstream {
         let tools = Tools {
             heard: Arc::default(),
             calls: Arc::new(watch::channel(0).0),
@@ -235,7 +241,7 @@ impl SyncUpstream {
             move || Ok(handler.clone()),
             sessions.clone(),
             StreamableHttpServerConfig::default()
-                .with_json_response(true)
+                .with_json_response(json)
                 .with_cancellation_token(stop.clone()),
         );
         let app = axum::Router::new().nest_service("/mcp", service);

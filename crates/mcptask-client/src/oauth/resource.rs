@@ -150,6 +150,36 @@ fn challenge_summary(challenge: &str) -> String {
     format!("WWW-Authenticate: {s}")
 }
 
+/// Whether the answer to `message` shows how the upstream answers requests
+/// in general (see `crate::remote::answers`): a session-less listing, which
+/// every upstream gets when it is listed. A session's answers and a call's
+/// say less (a server may stream only the calls that send progress).
+fn shows_style(message: &ClientJsonRpcMessage, session_id: Option<&str>) -> bool {
+    session_id.is_none()
+        && matches!(message, ClientJsonRpcMessage::Request(r)
+            if matches!(r.request.method(), "server/discover" | "tools/list"))
+}
+
+/// Notes the style of a response that [`shows_style`].
+fn noted(
+    uri: &str,
+    shows: bool,
+    response: Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>>,
+) -> Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>> {
+    if shows {
+        match &response {
+            Ok(StreamableHttpPostResponse::Json(..)) => {
+                crate::remote::saw(uri, crate::remote::AnswerStyle::Json)
+            }
+            Ok(StreamableHttpPostResponse::Sse(..)) => {
+                crate::remote::saw(uri, crate::remote::AnswerStyle::Sse)
+            }
+            _ => {}
+        }
+    }
+    response
+}
+
 fn failed(message: String) -> StreamableHttpError<reqwest::Error> {
     StreamableHttpError::Auth(AuthError::AuthorizationFailed(message))
 }
@@ -165,22 +195,25 @@ impl StreamableHttpClient for AuthorizingClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        self.run(
-            "POST",
-            &uri,
-            auth_header,
-            &custom_headers,
-            |token, headers| {
-                self.inner.post_message(
-                    uri.clone(),
-                    message.clone(),
-                    session_id.clone(),
-                    token,
-                    headers,
-                )
-            },
-        )
-        .await
+        let shows = shows_style(&message, session_id.as_deref());
+        let response = self
+            .run(
+                "POST",
+                &uri,
+                auth_header,
+                &custom_headers,
+                |token, headers| {
+                    self.inner.post_message(
+                        uri.clone(),
+                        message.clone(),
+                        session_id.clone(),
+                        token,
+                        headers,
+                    )
+                },
+            )
+            .await;
+        noted(&uri, shows, response)
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -192,23 +225,26 @@ impl StreamableHttpClient for AuthorizingClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        self.run(
-            "POST",
-            &uri,
-            auth_header,
-            &custom_headers,
-            |token, headers| {
-                self.inner.post_message_with_max_sse_event_size(
-                    uri.clone(),
-                    message.clone(),
-                    session_id.clone(),
-                    token,
-                    headers,
-                    max_sse_event_size,
-                )
-            },
-        )
-        .await
+        let shows = shows_style(&message, session_id.as_deref());
+        let response = self
+            .run(
+                "POST",
+                &uri,
+                auth_header,
+                &custom_headers,
+                |token, headers| {
+                    self.inner.post_message_with_max_sse_event_size(
+                        uri.clone(),
+                        message.clone(),
+                        session_id.clone(),
+                        token,
+                        headers,
+                        max_sse_event_size,
+                    )
+                },
+            )
+            .await;
+        noted(&uri, shows, response)
     }
 
     async fn post_message_with_response_limits(
@@ -220,23 +256,26 @@ impl StreamableHttpClient for AuthorizingClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        self.run(
-            "POST",
-            &uri,
-            auth_header,
-            &custom_headers,
-            |token, headers| {
-                self.inner.post_message_with_response_limits(
-                    uri.clone(),
-                    message.clone(),
-                    session_id.clone(),
-                    token,
-                    headers,
-                    limits,
-                )
-            },
-        )
-        .await
+        let shows = shows_style(&message, session_id.as_deref());
+        let response = self
+            .run(
+                "POST",
+                &uri,
+                auth_header,
+                &custom_headers,
+                |token, headers| {
+                    self.inner.post_message_with_response_limits(
+                        uri.clone(),
+                        message.clone(),
+                        session_id.clone(),
+                        token,
+                        headers,
+                        limits,
+                    )
+                },
+            )
+            .await;
+        noted(&uri, shows, response)
     }
 
     async fn delete_session(

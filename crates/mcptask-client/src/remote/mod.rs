@@ -3,6 +3,7 @@
 //! read (`snapshot`: validated and bounded before anything enters the store),
 //! and how their failures are classified ([`classify`]: transient or permanent).
 
+mod answers;
 mod cancel;
 pub mod classify;
 mod connection;
@@ -20,6 +21,7 @@ pub(crate) mod tap;
 mod tools;
 mod why;
 
+pub use answers::{AnswerStyle, answer_changes, answers_of, saw};
 pub(crate) use cancel::cancel_remote;
 pub use classify::RemoteError;
 pub use connection::{Connection, Timeouts, upstream_http_client};

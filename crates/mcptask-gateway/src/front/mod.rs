@@ -8,6 +8,7 @@ mod directory;
 mod pass_through;
 mod server;
 mod sessions;
+mod style;
 
 use std::sync::Arc;
 
@@ -19,17 +20,19 @@ use tokio_util::sync::CancellationToken;
 pub use pass_through::PassThrough;
 pub use server::{CallerFn, FrontServer};
 pub use sessions::{Owned, OwnedSessions, SessionOwners};
+pub use style::ByStyle;
 
 use crate::auth::Caller;
 use crate::calls::Calls;
 
 /// The front's MCP endpoint over Streamable HTTP, with task notifications,
-/// the fast path of stateless pass-through calls, and sessions bound to the
-/// callers that opened them.
+/// the fast path of stateless pass-through calls, sessions bound to the
+/// callers that opened them, and answers in the upstreams' style (JSON or
+/// SSE, [`ByStyle`]).
 pub type FrontService = OwnedSessions<
     PassThrough<
         mcptask_server::TaskListenService<
-            StreamableHttpService<FrontServer, Owned<LocalSessionManager>>,
+            ByStyle<StreamableHttpService<FrontServer, Owned<LocalSessionManager>>>,
         >,
     >,
 >;
@@ -74,11 +77,17 @@ pub fn http_service(
         }),
     );
     let owners = SessionOwners::default();
-    let service = StreamableHttpService::new(
+    let json = StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(Owned::new(LocalSessionManager::default(), owners.clone())),
         config,
     );
+    // The same service answering with SSE streams: a clone shares the
+    // session manager and the server.
+    let mut stream = json.clone();
+    stream.config.json_response = false;
+    let upstreams = calls.upstreams.clone();
+    let service = ByStyle::new(json, stream, Arc::new(move || upstreams.streams()));
     // Front task notifications on `subscriptions/listen` (rmcp cannot
     // parse their filter; see TaskListenLayer).
     let service = mcptask_server::TaskListenLayer::new()

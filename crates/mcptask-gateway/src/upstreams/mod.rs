@@ -59,6 +59,10 @@ pub struct Upstreams {
     /// When this gateway began (the front's first `tools/list` waits for
     /// the first listings no longer than a grace after it).
     born: Instant,
+    /// [`Upstreams::streams`] as last derived, with the
+    /// [`mcptask_client::remote::answer_changes`] it was derived at
+    /// (`u64::MAX`: derive again).
+    streams_at: Mutex<(u64, bool)>,
 }
 
 /// Least time between two listings of a server for calls of tools the
@@ -82,6 +86,7 @@ impl Upstreams {
             question_timeout_ms: AtomicU64::new(DEFAULT_QUESTION_TIMEOUT_MS),
             first: readiness::FirstListings::default(),
             born: Instant::now(),
+            streams_at: Mutex::new((u64::MAX, false)),
         })
     }
 
@@ -145,6 +150,31 @@ impl Upstreams {
             .servers()
             .get(server)
             .map_or(default, |(def, _)| def.call_timeout_or(default))
+    }
+
+    /// Whether the front answers its callers with SSE streams rather than
+    /// JSON bodies: when every configured HTTP upstream seen answering
+    /// streamed (at least one), so the front answers as the servers behind
+    /// it do (see `mcptask_client::remote::answers`). Derived again only
+    /// after a style is learnt or the servers change, not per request.
+    pub fn streams(&self) -> bool {
+        let changes = mcptask_client::remote::answer_changes();
+        let mut at = self.streams_at.lock().expect("streams lock");
+        if at.0 != changes {
+            let servers = self.tracker.servers();
+            let mut seen = self.servers().into_iter().filter_map(|s| {
+                let (def, _) = servers.get(&s.name)?;
+                let Transport::Http { url, .. } = &def.transport else {
+                    return None;
+                };
+                mcptask_client::remote::answers_of(url)
+            });
+            let first = seen.next();
+            let streams = first == Some(mcptask_client::remote::AnswerStyle::Sse)
+                && seen.all(|style| style == mcptask_client::remote::AnswerStyle::Sse);
+            *at = (changes, streams);
+        }
+        at.1
     }
 
     /// The current catalog.
@@ -370,6 +400,8 @@ impl Upstreams {
                 .eq(catalog.routes().map(|r| (&r.front, &r.definition, r.facts)))
         };
         *self.catalog.write().expect("catalog lock") = Arc::new(catalog);
+        // The servers may have changed: derive `streams` again.
+        self.streams_at.lock().expect("streams lock").0 = u64::MAX;
         let first = !self.listed.swap(true, Ordering::SeqCst);
         if first || !same || always {
             self.version.send_modify(|v| *v += 1);

@@ -328,3 +328,70 @@ async fn a_background_call_of_a_stdio_host_that_exits_completes() {
     })
     .await;
 }
+
+/// The content type of the front's answer to a stateless 2026-07-28
+/// `tools/list` (the front answers it itself), once `tool` is listed.
+async fn listing_answer_type(mcp: &str, tool: &str) -> String {
+    mcptask_client::tls::install_crypto_provider();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let response = reqwest::Client::new()
+            .post(mcp)
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", "2026-07-28")
+            .header("Mcp-Method", "tools/list")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+            "params": {"_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "style-probe", "version": "0"},
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }}}))
+            .send()
+            .await
+            .expect("POST /mcp");
+        let kind = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let text = response.text().await.expect("the answer");
+        if text.contains(tool) {
+            return kind;
+        }
+        assert!(Instant::now() < deadline, "{tool} never listed: {text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The front answers in its upstream's style: SSE before a server that
+/// streams its answers (rmcp's default), JSON before one that answers JSON,
+/// so a client sees through the front what it sees directly (issue 32:
+/// rmcp's `server-sse-streams-functional` went from SUCCESS directly to
+/// INFO through the front, which answered JSON to everything).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_front_answers_as_its_upstream_streams_or_not() {
+    with_deadline(Duration::from_secs(120), async {
+        for (streaming, want) in [(true, "text/event-stream"), (false, "application/json")] {
+            let upstream = if streaming {
+                SyncUpstream::start_streaming().await
+            } else {
+                SyncUpstream::start().await
+            };
+            let db = TestDatabase::sqlite();
+            let toml = front_toml(
+                &db,
+                &format!("[[servers]]\nname = \"up\"\nurl = \"{}\"\n", upstream.url),
+            );
+            let gateway = GatewayProcess::start_toml("front answering in style", &toml, &[]).await;
+            let direct = listing_answer_type(&upstream.url, "echo").await;
+            let through = listing_answer_type(&format!("{}/mcp", gateway.base), "up__echo").await;
+            println!(
+                "streaming upstream {streaming}: directly {direct:?}, through the front {through:?}"
+            );
+            assert!(direct.starts_with(want), "directly: {direct}");
+            assert!(through.starts_with(want), "through the front: {through}");
+        }
+    })
+    .await;
+}
