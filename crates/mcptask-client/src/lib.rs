@@ -69,7 +69,7 @@ mod watch;
 mod workers;
 
 pub use config::{InvalidSetting, TrackerConfig};
-pub use local::LocalWork;
+pub use local::{LocalTask, LocalWork};
 pub use notify::{
     ChannelNotifier, FanoutNotifier, Notifier, NotifyError, WebhookNotifier, redact_url,
 };

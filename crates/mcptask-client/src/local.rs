@@ -8,6 +8,19 @@ use rmcp::model::{DetailedTask, InputResponses};
 
 use crate::remote::RemoteError;
 
+/// A call task as the tracker reads it: what `tasks/get` answers, and which
+/// run of its work this is (a rerun after an interruption is recorded in
+/// the call's timeline).
+#[derive(Debug, Clone)]
+pub struct LocalTask {
+    /// The task as its caller would read it with `tasks/get`.
+    pub task: DetailedTask,
+    /// 1, then one more for each rerun.
+    pub attempt: i64,
+    /// The process running this attempt (its owner id), if any.
+    pub by: Option<String>,
+}
+
 /// `tasks/get`, `tasks/update` and `tasks/cancel` of the call runtime, for
 /// the tracker's workers. Each call task has the id of its call and is
 /// bound to the call's principal.
@@ -19,14 +32,14 @@ use crate::remote::RemoteError;
 /// refused (the keys can be answered again).
 ///
 /// ```
-/// use mcptask_client::{LocalWork, remote::RemoteError};
-/// use rmcp::model::{DetailedTask, InputResponses};
+/// use mcptask_client::{LocalTask, LocalWork, remote::RemoteError};
+/// use rmcp::model::InputResponses;
 ///
 /// struct Nothing;
 ///
 /// #[async_trait::async_trait]
 /// impl LocalWork for Nothing {
-///     async fn get(&self, id: &str, _: Option<&str>) -> Result<DetailedTask, RemoteError> {
+///     async fn get(&self, id: &str, _: Option<&str>) -> Result<LocalTask, RemoteError> {
 ///         Err(RemoteError::NotFound(format!("no task {id}")))
 ///     }
 ///     async fn update(&self, id: &str, _: Option<&str>, _: InputResponses) -> Result<(), RemoteError> {
@@ -39,8 +52,9 @@ use crate::remote::RemoteError;
 /// ```
 #[async_trait]
 pub trait LocalWork: Send + Sync {
-    /// The call task as its caller would read it with `tasks/get`.
-    async fn get(&self, id: &str, principal: Option<&str>) -> Result<DetailedTask, RemoteError>;
+    /// The call task as its caller would read it with `tasks/get`, and its
+    /// attempt.
+    async fn get(&self, id: &str, principal: Option<&str>) -> Result<LocalTask, RemoteError>;
     /// Deliver stored answers to the call task's open questions.
     async fn update(
         &self,

@@ -109,9 +109,16 @@ pub trait ServerTaskStore: Send + Sync + 'static {
         purge_at: Option<i64>,
     ) -> Result<bool, StoreError>;
 
-    /// Fenced: start another attempt after an interruption (`attempt + 1`).
-    /// Returns the new attempt number.
-    async fn begin_rerun(&self, fence: &Fence, now: i64) -> Result<Option<i64>, StoreError>;
+    /// Fenced: start another attempt after an interruption (`attempt + 1`),
+    /// with `message` as the task's status message (it says why progress
+    /// starts again: [`crate::server::recovery::rerun_message`]). Returns the
+    /// new attempt number.
+    async fn begin_rerun(
+        &self,
+        fence: &Fence,
+        now: i64,
+        message: &str,
+    ) -> Result<Option<i64>, StoreError>;
 
     /// Create or extend the owner lease of a process to `now + lease_ms`.
     async fn heartbeat(&self, owner: &str, now: i64, lease_ms: i64) -> Result<(), StoreError>;

@@ -76,6 +76,8 @@ pub(crate) fn server_task_state<B: Backend>(
         poll_interval_ms: B::column(row, "poll_interval_ms")?,
         purge_at: B::column(row, "purge_at")?,
         input_requests: Vec::new(),
+        attempt: B::column(row, "attempt")?,
+        owner: B::column(row, "owner")?,
     })
 }
 
@@ -172,6 +174,7 @@ pub(crate) fn remote_task<B: Backend>(row: &B::Row) -> Result<RemoteTaskRecord, 
         notify_attempts: B::column(row, "notify_attempts")?,
         last_notify_error: B::column(row, "last_notify_error")?,
         dead_letters: B::column(row, "dead_letters")?,
+        attempt: B::column(row, "attempt")?,
     })
 }
 

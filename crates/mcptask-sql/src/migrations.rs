@@ -39,6 +39,7 @@ files!(
     "0008_calls.sql",
     "0009_oauth_tokens.sql",
     "0010_trace_context.sql",
+    "0011_attempt.sql",
 );
 
 /// The SQLite migrations.

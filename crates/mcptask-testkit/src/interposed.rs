@@ -206,8 +206,13 @@ impl<H: Interpose> ServerTaskStore for Interposed<H> {
     ) -> Result<bool, StoreError> {
         self.inner.finish(fence, outcome, now, purge_at).await
     }
-    async fn begin_rerun(&self, fence: &Fence, now: i64) -> Result<Option<i64>, StoreError> {
-        self.inner.begin_rerun(fence, now).await
+    async fn begin_rerun(
+        &self,
+        fence: &Fence,
+        now: i64,
+        message: &str,
+    ) -> Result<Option<i64>, StoreError> {
+        self.inner.begin_rerun(fence, now, message).await
     }
     async fn heartbeat(&self, owner: &str, now: i64, lease_ms: i64) -> Result<(), StoreError> {
         self.inner.heartbeat(owner, now, lease_ms).await

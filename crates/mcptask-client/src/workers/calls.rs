@@ -114,9 +114,14 @@ async fn local(inner: &Arc<Inner>, phase: Phase, claimed: &ClaimedTask) -> Obser
     let principal = r.principal.as_deref();
     let id = &r.remote_task_id;
     let outcome = match phase {
-        Phase::Poll => work.get(id, principal).await.and_then(|task| {
-            snapshot::from_detailed(id, &task, &inner.config.policy.limits)
-                .map(Observation::Snapshot)
+        Phase::Poll => work.get(id, principal).await.and_then(|local| {
+            snapshot::from_detailed(id, &local.task, &inner.config.policy.limits).map(
+                |mut snapshot| {
+                    snapshot.attempt = Some(local.attempt);
+                    snapshot.attempt_by = local.by;
+                    Observation::Snapshot(snapshot)
+                },
+            )
         }),
         Phase::Cancel => work
             .cancel(id, principal)

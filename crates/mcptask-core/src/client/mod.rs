@@ -62,6 +62,11 @@ pub struct RemoteSnapshot {
     pub result_truncated: bool,
     /// JSON-RPC error object, once failed.
     pub error: Option<Value>,
+    /// Which run of the work this is, where the task's runner says (the
+    /// call runtime does: its tasks rerun after an interruption).
+    pub attempt: Option<i64>,
+    /// The process running that attempt (its owner id), where known.
+    pub attempt_by: Option<String>,
 }
 
 /// How the tracker reaches a call's task: the upstream's own task
@@ -288,6 +293,9 @@ pub struct RemoteTaskRecord {
     pub last_notify_error: Option<String>,
     /// Events given up on after the retry budget.
     pub dead_letters: i64,
+    /// The latest run of the call's work seen (1, then one more per rerun
+    /// after an interruption; only the call runtime's tasks rerun).
+    pub attempt: i64,
 }
 
 impl RemoteTaskRecord {
@@ -406,6 +414,9 @@ pub enum EventKind {
     CancelRequested,
     /// Polling keeps failing; mcptask keeps retrying.
     Degraded,
+    /// The work started again after an interruption (its status message
+    /// says which attempt, run by which process).
+    Rerun,
 }
 
 impl EventKind {
@@ -418,6 +429,7 @@ impl EventKind {
             EventKind::Answered => "answered",
             EventKind::CancelRequested => "cancel_requested",
             EventKind::Degraded => "degraded",
+            EventKind::Rerun => "rerun",
         }
     }
 
@@ -430,6 +442,7 @@ impl EventKind {
             EventKind::Answered,
             EventKind::CancelRequested,
             EventKind::Degraded,
+            EventKind::Rerun,
         ]
         .into_iter()
         .find(|k| k.as_str() == s)

@@ -182,10 +182,23 @@ fn schedule_poll(r: &RemoteTaskRecord, now: i64, policy: &TrackerPolicy, jitter:
     )
 }
 
-/// Apply a snapshot's fields. Returns whether the status or the set of
-/// outstanding keys changed.
-fn absorb(change: &mut Change, s: &RemoteSnapshot, policy: &TrackerPolicy) -> (bool, bool) {
+/// What applying a snapshot changed.
+struct Absorbed {
+    status_changed: bool,
+    /// New outstanding input keys appeared.
+    new_keys: bool,
+    /// The work started again (a later attempt than any seen).
+    rerun: bool,
+}
+
+/// Apply a snapshot's fields.
+fn absorb(change: &mut Change, s: &RemoteSnapshot, policy: &TrackerPolicy) -> Absorbed {
     let r = &mut change.record;
+    let rerun = s.attempt.is_some_and(|a| a > r.attempt);
+    if let Some(attempt) = s.attempt {
+        // Never backwards: a replica's stale read cannot undo a rerun seen.
+        r.attempt = r.attempt.max(attempt);
+    }
     let status = s.status.unwrap_or(r.status);
     let status_changed = status != r.status;
     r.status = status;
@@ -225,7 +238,11 @@ fn absorb(change: &mut Change, s: &RemoteSnapshot, policy: &TrackerPolicy) -> (b
         }
         _ => {}
     }
-    (status_changed, keys_changed && !s.input_requests.is_empty())
+    Absorbed {
+        status_changed,
+        new_keys: keys_changed && !s.input_requests.is_empty(),
+        rerun,
+    }
 }
 
 /// The row (and first event) for a newly recorded handle.
@@ -276,6 +293,7 @@ pub fn new_record(task: &NewRemoteTask, policy: &TrackerPolicy, jitter: f64) -> 
         notify_attempts: 0,
         last_notify_error: None,
         dead_letters: 0,
+        attempt: 1,
     };
     let mut change = Change::of(r);
     absorb(&mut change, &task.snapshot, policy);
@@ -329,7 +347,30 @@ pub fn observe(
             r.last_polled_at = Some(now);
             r.consecutive_errors = 0;
             r.last_error = None;
-            let (status_changed, new_keys) = absorb(&mut change, s, policy);
+            let Absorbed {
+                status_changed,
+                new_keys,
+                rerun,
+            } = absorb(&mut change, s, policy);
+            if rerun {
+                // In the timeline before what the rerun did next, saying
+                // which attempt, run by which process: the progress after
+                // it is the new attempt's. (The rerun may have finished
+                // before this poll, its status message gone: the event
+                // carries its own.)
+                change.emit(EventKind::Rerun, now);
+                let attempt = change.record.attempt;
+                let by = s.attempt_by.as_deref().unwrap_or("another process");
+                if let Some((_, _, data)) = change.events.last_mut()
+                    && let Some(data) = data.as_object_mut()
+                {
+                    data.insert("attempt".into(), json!(attempt));
+                    data.insert(
+                        "statusMessage".into(),
+                        json!(crate::server::recovery::rerun_message(attempt, by)),
+                    );
+                }
+            }
             let r = &mut change.record;
             if r.status.is_terminal() {
                 settle(r, now);
@@ -623,6 +664,45 @@ mod tests {
         assert_eq!(c.record.consecutive_errors, 2);
         assert!(c.events.is_empty());
         assert!(c.record.claim_owner.is_none());
+    }
+
+    /// A later attempt is told once, as a `rerun` event saying which
+    /// attempt and which process, even when the rerun already finished; a
+    /// replica's stale read of an earlier attempt never takes it back.
+    #[test]
+    fn a_rerun_is_one_event_with_its_attempt_and_process() {
+        let poll = |r: &RemoteTaskRecord, s: RemoteSnapshot, now| {
+            observe(
+                r,
+                Phase::Poll,
+                &Observation::Snapshot(s),
+                now,
+                &policy(),
+                0.5,
+                0,
+            )
+        };
+        let attempt = |n: i64, status| RemoteSnapshot {
+            attempt: Some(n),
+            attempt_by: Some("slot1.b".into()),
+            ..snapshot(status)
+        };
+        let first = poll(&fresh(), attempt(1, TaskStatus::Working), 2_000);
+        assert!(first.events.is_empty(), "attempt 1 is no news");
+        let rerun = poll(&first.record, attempt(2, TaskStatus::Completed), 3_000);
+        let kinds: Vec<EventKind> = rerun.events.iter().map(|(_, k, _)| *k).collect();
+        assert_eq!(kinds, vec![EventKind::Rerun, EventKind::Status]);
+        let data = &rerun.events[0].2;
+        assert_eq!(data["attempt"], 2);
+        let said = data["statusMessage"].as_str().unwrap();
+        assert!(said.contains("attempt 2 by slot1.b"), "{said}");
+        let mut live = first.record.clone();
+        live.attempt = 2;
+        let stale = poll(&live, attempt(1, TaskStatus::Working), 4_000);
+        assert!(stale.events.is_empty());
+        assert_eq!(stale.record.attempt, 2, "never backwards");
+        let same = poll(&live, attempt(2, TaskStatus::Working), 5_000);
+        assert!(same.events.is_empty(), "told once");
     }
 
     #[test]

@@ -279,6 +279,11 @@ pub struct ServerTaskState {
     /// `(key, request)` pairs not yet answered, ordered by key (only when
     /// `input_required`).
     pub input_requests: Vec<(String, Value)>,
+    /// Which run of the work this is: 1, then one more for each rerun after
+    /// an interruption.
+    pub attempt: i64,
+    /// The process (owner id) running it, if any.
+    pub owner: Option<String>,
 }
 
 impl ServerTaskState {
@@ -298,6 +303,8 @@ impl ServerTaskState {
             poll_interval_ms: r.poll_interval_ms,
             purge_at: r.purge_at,
             input_requests: view.input_requests.clone(),
+            attempt: r.attempt,
+            owner: r.owner.clone(),
         }
     }
 

@@ -71,7 +71,7 @@ pub fn spec() -> Value {
                 }}]},
                 "TimelineEntry": {"type": "object", "properties": {
                     "idempotencyKey": {"type": "string"}, "taskId": {"type": "string"}, "version": {"type": "integer"},
-                    "kind": {"type": "string", "enum": ["created", "status", "input_required", "answered", "cancel_requested", "degraded"]},
+                    "kind": {"type": "string", "enum": ["created", "status", "input_required", "answered", "cancel_requested", "degraded", "rerun"]},
                     "status": {"$ref": "#/components/schemas/Status"}, "occurredAt": {"type": "string", "format": "date-time"}
                 }},
                 "TaskList": {"type": "object", "properties": {"tasks": {"type": "array", "items": {"$ref": "#/components/schemas/TaskSummary"}}, "nextCursor": {"type": ["string", "null"]}}},

@@ -105,7 +105,7 @@ pub fn detail(
 
 /// A timeline entry / streamed event.
 pub fn event(e: &TaskEvent) -> Value {
-    json!({
+    let mut view = json!({
         "idempotencyKey": e.idempotency_key(),
         "taskId": e.task_id,
         "version": e.version,
@@ -113,7 +113,12 @@ pub fn event(e: &TaskEvent) -> Value {
         "status": e.status.as_str(),
         "occurredAt": to_rfc3339(e.occurred_at),
         "statusMessage": e.data.get("statusMessage"),
-    })
+    });
+    // A rerun says which attempt it started.
+    if let Some(attempt) = e.data.get("attempt") {
+        view["attempt"] = attempt.clone();
+    }
+    view
 }
 
 /// An event a notify target gave up on.

@@ -4,9 +4,9 @@
 
 use async_trait::async_trait;
 use mcptask_client::remote::RemoteError;
-use mcptask_client::{LocalWork, Tracker};
+use mcptask_client::{LocalTask, LocalWork, Tracker};
 use mcptask_server::{TaskError, TaskRuntime};
-use rmcp::model::{DetailedTask, InputResponses};
+use rmcp::model::InputResponses;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
@@ -24,8 +24,13 @@ fn classified(e: TaskError) -> RemoteError {
 
 #[async_trait]
 impl LocalWork for RuntimeWork {
-    async fn get(&self, id: &str, principal: Option<&str>) -> Result<DetailedTask, RemoteError> {
-        self.0.get_task(id, principal).await.map_err(classified)
+    async fn get(&self, id: &str, principal: Option<&str>) -> Result<LocalTask, RemoteError> {
+        let (task, attempt, by) = self
+            .0
+            .get_task_and_attempt(id, principal)
+            .await
+            .map_err(classified)?;
+        Ok(LocalTask { task, attempt, by })
     }
 
     async fn update(

@@ -41,8 +41,13 @@ impl RuntimeInner {
             }
             Recovery::Rerun => tool.expect("recovery reruns only a registered tool"),
         };
+        // Said in the status (and so in a tracked call's timeline): the
+        // progress the caller saw belonged to the attempt that stopped.
+        let message = recovery::rerun_message(record.attempt + 1, &fence.owner);
         match self
-            .retrying("begin rerun", || self.store.begin_rerun(&fence, now))
+            .retrying("begin rerun", || {
+                self.store.begin_rerun(&fence, now, &message)
+            })
             .await
         {
             Ok(Some(attempt)) => {

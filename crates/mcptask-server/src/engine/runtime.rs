@@ -299,6 +299,30 @@ impl TaskRuntime {
         wire::detailed_task(state, self.inner.clock.now_ms())
     }
 
+    /// [`TaskRuntime::get_task`], which run of the task's work this is (1,
+    /// then one more per rerun after an interruption) and the process
+    /// running it (its owner id), from one read.
+    ///
+    /// ```no_run
+    /// # async fn demo(runtime: mcptask_server::TaskRuntime) -> Result<(), mcptask_server::TaskError> {
+    /// let (task, attempt, by) = runtime.get_task_and_attempt("t1", Some("alice")).await?;
+    /// println!("{:?}: attempt {attempt} on {by:?}", task.task.status);
+    /// # Ok(()) }
+    /// ```
+    pub async fn get_task_and_attempt(
+        &self,
+        task_id: &str,
+        principal: Option<&str>,
+    ) -> Result<(DetailedTask, i64, Option<String>), TaskError> {
+        let state = self.inner.visible_state(task_id, principal).await?;
+        let (attempt, by) = (state.attempt, state.owner.clone());
+        Ok((
+            wire::detailed_task(state, self.inner.clock.now_ms())?,
+            attempt,
+            by,
+        ))
+    }
+
     /// The tasks bound to `principal` (`None`: the anonymous callers'
     /// tasks), newest first, at most `limit` (capped at [`MAX_LIST_LIMIT`]),
     /// after `cursor`; only live ones with `live_only`. Returns the page and

@@ -57,6 +57,7 @@ fn mutable_args(r: &RemoteTaskRecord) -> Vec<Arg<'_>> {
         r.notify_attempts,
         &r.last_notify_error,
         r.dead_letters,
+        r.attempt,
     ]
 }
 
@@ -112,6 +113,7 @@ fn fenced_row(r: &RemoteTaskRecord, fence: &Fence) -> Value {
         "notify_attempts": r.notify_attempts,
         "last_notify_error": r.last_notify_error,
         "dead_letters": r.dead_letters,
+        "attempt": r.attempt,
         "claim_owner": r.claim_owner,
         "claim_token": r.claim_token,
         "claim_expires_at": r.claim_expires_at,

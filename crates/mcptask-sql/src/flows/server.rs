@@ -361,12 +361,17 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
         Ok(changed == 1)
     }
 
-    async fn begin_rerun(&self, fence: &Fence, now: i64) -> Result<Option<i64>, StoreError> {
+    async fn begin_rerun(
+        &self,
+        fence: &Fence,
+        now: i64,
+        message: &str,
+    ) -> Result<Option<i64>, StoreError> {
         let mut conn = self.write_conn().await?;
         let row = B::fetch_optional(
             &mut conn,
             B::SQL.begin_rerun,
-            args![&fence.task_id, &fence.owner, &fence.token, now],
+            args![&fence.task_id, &fence.owner, &fence.token, now, message],
         )
         .await?;
         row.map(|r| B::column(&r, "attempt")).transpose()

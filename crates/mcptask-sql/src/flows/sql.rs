@@ -324,7 +324,7 @@ macro_rules! server_fence {
 }
 pub(crate) use server_fence;
 
-/// The columns a remote-task state change writes, as `$2 … $28` (`$1` is the
+/// The columns a remote-task state change writes, as `$2 … $29` (`$1` is the
 /// id), but for `next_poll_at` (`$13`): an application write stores it as
 /// is, a fenced apply merges it with a pending push hint
 /// (`hinted_next_poll!`).
@@ -337,7 +337,7 @@ macro_rules! remote_mutable_columns {
          cancel_requested_at = $18, cancel_sent_at = $19, next_cancel_at = $20,
          cancel_attempts = $21, next_update_at = $22, event_version = $23,
          delivered_version = $24, next_notify_at = $25, notify_attempts = $26,
-         last_notify_error = $27, dead_letters = $28"
+         last_notify_error = $27, dead_letters = $28, attempt = $29"
     };
 }
 pub(crate) use remote_mutable_columns;
@@ -382,7 +382,7 @@ macro_rules! remote_fenced_rows {
          cancel_requested_at BIGINT, cancel_sent_at BIGINT, next_cancel_at BIGINT,
          cancel_attempts BIGINT, next_update_at BIGINT, event_version BIGINT,
          delivered_version BIGINT, next_notify_at BIGINT, notify_attempts BIGINT,
-         last_notify_error TEXT, dead_letters BIGINT, claim_owner TEXT, claim_token TEXT,
+         last_notify_error TEXT, dead_letters BIGINT, attempt BIGINT, claim_owner TEXT, claim_token TEXT,
          claim_expires_at BIGINT, fence_owner TEXT, fence_token TEXT"
     };
 }
@@ -498,7 +498,7 @@ macro_rules! statements {
             // does (docs/BENCHMARKS.md). A waiting task's questions are a
             // second read (`pending_inputs`).
             get_task_state: "SELECT principal, status, status_message, result, error,
-                   created_at, updated_at, ttl_ms, poll_interval_ms, purge_at
+                   created_at, updated_at, ttl_ms, poll_interval_ms, purge_at, attempt, owner
                  FROM server_tasks WHERE id = $1",
             pending_inputs: "SELECT key AS input_key, request AS input_request
                  FROM server_task_inputs
@@ -553,7 +553,7 @@ macro_rules! statements {
                 $crate::flows::sql::server_fence!()
             ),
             begin_rerun: concat!(
-                "UPDATE server_tasks SET attempt = attempt + 1, updated_at = $4 WHERE ",
+                "UPDATE server_tasks SET attempt = attempt + 1, status_message = $5, updated_at = $4 WHERE ",
                 $crate::flows::sql::server_fence!(),
                 " RETURNING attempt"
             ),
@@ -648,12 +648,12 @@ macro_rules! statements {
                     consecutive_errors, last_error, cancel_requested_at, cancel_sent_at,
                     next_cancel_at, cancel_attempts, next_update_at, event_version,
                     delivered_version, next_notify_at, notify_attempts, last_notify_error,
-                    dead_letters, server, server_hash, remote_task_id, principal, conversation,
-                    call_id, correlation, tool, arguments, created_at, driver, driver_data, face,
-                    traceparent, tracestate)
+                    dead_letters, attempt, server, server_hash, remote_task_id, principal,
+                    conversation, call_id, correlation, tool, arguments, created_at, driver,
+                    driver_data, face, traceparent, tracestate)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
                     $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28,
-                    $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40, $41, $42, $43)
+                    $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40, $41, $42, $43, $44)
                  ON CONFLICT (server, principal, remote_task_id) WHERE status IN ('working', 'input_required')
                  DO NOTHING
                  RETURNING id",
@@ -681,8 +681,8 @@ macro_rules! statements {
                 $crate::flows::sql::remote_mutable_columns!(),
                 ", next_poll_at = ",
                 $crate::flows::sql::hinted_next_poll!($min, "CAST($13 AS BIGINT)", "poll_hint_at"),
-                ", poll_hint_at = NULL, claim_owner = $29, claim_token = $30, claim_expires_at = $31 WHERE ",
-                $crate::flows::sql::fenced_by!("claim_owner" = "$32", "claim_token" = "$33")
+                ", poll_hint_at = NULL, claim_owner = $30, claim_token = $31, claim_expires_at = $32 WHERE ",
+                $crate::flows::sql::fenced_by!("claim_owner" = "$33", "claim_token" = "$34")
             ),
             update_remotes_fenced: $fenced_set_update,
             // An application write (cancel intent, answers): the claim columns

@@ -148,7 +148,7 @@ const UPDATE_REMOTES_FENCED: &str = concat!(
         next_update_at = v.next_update_at, event_version = v.event_version,
         delivered_version = v.delivered_version, next_notify_at = v.next_notify_at,
         notify_attempts = v.notify_attempts, last_notify_error = v.last_notify_error,
-        dead_letters = v.dead_letters, claim_owner = v.claim_owner,
+        dead_letters = v.dead_letters, attempt = v.attempt, claim_owner = v.claim_owner,
         claim_token = v.claim_token, claim_expires_at = v.claim_expires_at
      FROM json_to_recordset(CAST($1 AS json)) AS v(",
     crate::flows::sql::remote_fenced_rows!(),

@@ -208,6 +208,26 @@ on_both_stores! {
                 seen - released
             );
             assert_eq!(upstream.heard("held"), 2, "one rerun");
+            // The rerun is in the call's timeline, once, saying which
+            // attempt it is and which process runs it (before, the
+            // timeline had only "created" and "completed": the rerun was
+            // in the log alone).
+            let shown = Api::new(&again.base, None)
+                .get(&format!("/api/v1/tasks/{id}"))
+                .await
+                .json;
+            let reruns: Vec<&Value> = shown["timeline"]
+                .as_array()
+                .expect("a timeline")
+                .iter()
+                .filter(|e| e["kind"] == "rerun")
+                .collect();
+            assert_eq!(reruns.len(), 1, "one rerun in the timeline: {shown:#}");
+            let said = reruns[0]["statusMessage"].as_str().unwrap_or_default();
+            assert!(
+                said.contains("attempt 2") && said.contains("attempt 1 stopped"),
+                "the rerun says which attempt and why progress starts again: {said:?} in {shown:#}"
+            );
         })
         .await;
     }

@@ -29,7 +29,7 @@ mcptask_testkit::on_both_backends! {
                     .unwrap()
                     .is_none()
             );
-            assert!(store.begin_rerun(bad, T0 + 1).await.unwrap().is_none());
+            assert!(store.begin_rerun(bad, T0 + 1, "rerun").await.unwrap().is_none());
             let done = Outcome::Completed {
                 result: json!({"content": []}),
             };
@@ -250,11 +250,17 @@ mcptask_testkit::on_both_backends! {
         let claimed = store.claim_orphans("B", T0 + LEASE + 1, 10).await.unwrap();
         let nf = claimed[0].fence().unwrap();
         assert_eq!(
-            store.begin_rerun(&nf, T0 + LEASE + 2).await.unwrap(),
+            store
+                .begin_rerun(&nf, T0 + LEASE + 2, "rerun as attempt 2")
+                .await
+                .unwrap(),
             Some(2)
         );
         assert_eq!(
-            store.begin_rerun(&f, T0 + LEASE + 2).await.unwrap(),
+            store
+                .begin_rerun(&f, T0 + LEASE + 2, "stale")
+                .await
+                .unwrap(),
             None,
             "old claim cannot rerun"
         );
@@ -272,6 +278,13 @@ mcptask_testkit::on_both_backends! {
         );
         let view = store.get_task("t1").await.unwrap().unwrap();
         assert_eq!(view.record.attempt, 2);
+        assert_eq!(
+            view.record.status_message.as_deref(),
+            Some("rerun as attempt 2"),
+            "the rerun says why its progress starts again"
+        );
+        let state = store.get_task_state("t1").await.unwrap().unwrap();
+        assert_eq!(state.attempt, 2);
         assert_eq!(
             view.record.status,
             TaskStatus::InputRequired,
