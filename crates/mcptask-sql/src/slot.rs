@@ -215,6 +215,16 @@ impl LockSession {
         !moved && self.conn.ping().await.is_ok()
     }
 
+    /// Close the held session (ending its lock) if it still answers.
+    async fn release_old(&mut self) {
+        use sqlx::Connection;
+        if self.conn.ping().await.is_ok() {
+            let _ = sqlx::query("SELECT pg_advisory_unlock_all()")
+                .execute(&mut self.conn)
+                .await;
+        }
+    }
+
     /// A session on the store's current host, and the generation it is of.
     async fn reopen(&self) -> Result<(sqlx::PgConnection, u64), sqlx::Error> {
         use sqlx::Connection;
@@ -242,6 +252,11 @@ async fn hold_pg(mut session: LockSession, number: u32, tell: watch::Sender<bool
             // A connect or query error: the database is still away (or
             // still a standby); try again on the next round.
             if let Ok((mut fresh, generation)) = session.reopen().await {
+                // A session that still answers holds the lock where the
+                // store no longer writes, possibly on the same server (a
+                // `-rw` address): let it go first, or the new session would
+                // find the slot taken by this very process.
+                session.release_old().await;
                 match try_pg_lock(&mut fresh, number).await {
                     Ok(true) => {
                         tracing::info!(slot = number, "slot taken again");

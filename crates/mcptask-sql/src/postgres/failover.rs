@@ -172,12 +172,14 @@ impl Primary {
     }
 
     /// Make host `i` the current one and point `pool` (if any yet) at it.
-    pub(crate) fn choose(&self, i: usize, pool: Option<&PgPool>) {
+    /// A move (or `renew`: the server behind the same address changed)
+    /// retires every connection opened before.
+    pub(crate) fn choose(&self, i: usize, pool: Option<&PgPool>, renew: bool) {
         let before = self.current.swap(i, Ordering::AcqRel);
         if let Some(pool) = pool {
             pool.set_connect_options(self.hosts[i].clone());
         }
-        if before != i {
+        if before != i || renew {
             *self.switched_at.lock().expect("switch time") = Instant::now();
             self.generation.fetch_add(1, Ordering::AcqRel);
             tracing::warn!(
@@ -194,22 +196,26 @@ impl Primary {
     pub(crate) async fn watch(self: Arc<Self>, pool: PgPool) {
         let mut probe: Option<PgConnection> = None;
         let mut outage_logged = false;
+        // The current host answered but no longer qualified (demoted): the
+        // pool's connections to it must go even if the same address
+        // qualifies again (a `-rw` name now pointing at the new primary).
+        let mut disqualified = false;
         let mut ticks = tokio::time::interval(PROBE_EVERY);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         while !pool.is_closed() {
             ticks.tick().await;
-            if let Some(conn) = probe.as_mut()
-                && matches!(
-                    tokio::time::timeout(CONNECT_WITHIN, self.qualifies(conn)).await,
-                    Ok(Ok(Ok(())))
-                )
-            {
-                continue;
+            if let Some(conn) = probe.as_mut() {
+                match tokio::time::timeout(CONNECT_WITHIN, self.qualifies(conn)).await {
+                    Ok(Ok(Ok(()))) => continue,
+                    Ok(Ok(Err(_))) => disqualified = true,
+                    _ => {}
+                }
             }
             probe = None;
             match self.find().await {
                 Ok(i) => {
-                    self.choose(i, Some(&pool));
+                    self.choose(i, Some(&pool), disqualified);
+                    disqualified = false;
                     outage_logged = false;
                     probe = tokio::time::timeout(
                         CONNECT_WITHIN,

@@ -47,7 +47,8 @@ impl SqlStore<Postgres> {
     ///
     /// A libpq-style host list (`postgres://u@h1:5432,h2:5432/db?target_session_attrs=read-write`,
     /// [`hosts`]) connects to the first host that accepts writes and follows
-    /// the primary when it moves ([`failover`]).
+    /// the primary when it moves (`failover`); so does one host with
+    /// `target_session_attrs=read-write` or `primary`.
     pub async fn connect(url: &str) -> Result<Self, OpenError> {
         let redacted = crate::redact(url);
         let connect_err = |reason: String, driver: Option<sqlx::Error>| OpenError::Connect {
@@ -57,7 +58,9 @@ impl SqlStore<Postgres> {
         };
         let list = HostList::parse(url)
             .map_err(|e| connect_err(format!("the URL is not valid: {e}"), None))?;
-        if list.hosts().len() > 1 {
+        // One host with a stated target_session_attrs (a `-rw` address
+        // that may briefly reach a demoted server) gets the same checks.
+        if list.hosts().len() > 1 || list.attrs() != hosts::SessionAttrs::Any {
             return Self::connect_list(&list)
                 .await
                 .map_err(|(reason, driver)| connect_err(reason, driver));
@@ -101,7 +104,7 @@ impl SqlStore<Postgres> {
                 Err(_) => tokio::time::sleep(failover::PROBE_EVERY).await,
             }
         };
-        primary.choose(first, None);
+        primary.choose(first, None, false);
         let (admit, keep) = (primary.clone(), primary.clone());
         let pool = pool_options::<Postgres>(POOL_SIZE, ACQUIRE_WITHIN)
             .after_connect(move |conn, _meta| {

@@ -65,13 +65,27 @@ async fn a_store_on_a_host_list_follows_the_promoted_standby() {
     assert_eq!(slot_locks(&pair.primary_url(&db)).await, Some(1));
     let tasks = store.server_tasks();
 
+    // The standby written first: the store still opens on the primary (a
+    // standby is never taken for it).
+    let reversed = format!(
+        "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/{db}?target_session_attrs=read-write",
+        pair.standby_port(),
+        pair.primary_port()
+    );
+    let other = mcptask_sql::open(&reversed)
+        .await
+        .expect("open the store on the reversed list");
+    let early = new_task("t0", "A", None);
+    create(&*other.server_tasks(), &early).await;
+    other.close().await;
+
     // t1 is A's; t2 was A's and B took it over, so A's fence of t2 is stale.
     let (t1, t2) = (new_task("t1", "A", None), new_task("t2", "A", None));
     create(&*tasks, &t1).await;
     create(&*tasks, &t2).await;
     tasks.heartbeat("B", T0, LEASE).await.unwrap();
     let taken = tasks.claim_orphans("B", T0 + LEASE + 1, 10).await.unwrap();
-    assert_eq!(taken.len(), 2);
+    assert_eq!(taken.len(), 3, "t0, t1 and t2");
     let fresh_t1 = Fence {
         task_id: "t1".into(),
         owner: "B".into(),
