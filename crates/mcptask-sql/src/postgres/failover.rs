@@ -105,10 +105,13 @@ impl Primary {
         self.generation.load(Ordering::Acquire)
     }
 
-    /// Whether a session qualifies as the list's target: always for `any`;
-    /// otherwise not in recovery, and for `read-write` not read-only either.
+    /// Whether a session qualifies as the list's target: any that answers
+    /// for `any`; otherwise one not in recovery, and for `read-write` not
+    /// read-only either. An error: the session does not answer.
     async fn qualifies(&self, conn: &mut PgConnection) -> Result<Result<(), String>, sqlx::Error> {
         if self.attrs == SessionAttrs::Any {
+            // Still a round trip: the watcher's probe must notice a dead host.
+            conn.ping().await?;
             return Ok(Ok(()));
         }
         let (recovery, read_only): (bool, String) =

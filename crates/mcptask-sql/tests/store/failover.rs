@@ -149,3 +149,43 @@ async fn a_store_on_a_host_list_follows_the_promoted_standby() {
     );
     drop(slot);
 }
+
+/// With `target_session_attrs=any` the pool stays on the first host that
+/// answers and moves only when it stops answering: to the standby, whose
+/// writes fail (read-only, transient) until it is promoted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_any_list_moves_when_its_host_stops_answering() {
+    let Some(pair) = ReplicatedPair::start().await else {
+        eprintln!("failover: SKIPPED (see above)");
+        return;
+    };
+    let db = pair.fresh_database().await;
+    let url = pair.host_list_url(&db).replace(
+        "target_session_attrs=read-write",
+        "target_session_attrs=any",
+    );
+    let store = mcptask_sql::open(&url).await.expect("open the store");
+    let tasks = store.server_tasks();
+    let t1 = new_task("t1", "A", None);
+    create(&*tasks, &t1).await;
+
+    pair.kill_primary();
+    let killed = Instant::now();
+    pair.promote_standby().await;
+    let fence = fence_of(&t1);
+    let (applied, _) = retried(|| tasks.set_status_message(&fence, Some("moved"), T0 + 1)).await;
+    assert!(applied);
+    let mut on_standby = <sqlx::PgConnection as sqlx::Connection>::connect(&pair.standby_url(&db))
+        .await
+        .expect("connect to the promoted standby");
+    let message: Option<String> =
+        sqlx::query_scalar("SELECT status_message FROM server_tasks WHERE id = 't1'")
+            .fetch_one(&mut on_standby)
+            .await
+            .expect("t1 on the new primary");
+    assert_eq!(message.as_deref(), Some("moved"));
+    eprintln!(
+        "store failover (any): first write on the new primary {} ms after the kill",
+        killed.elapsed().as_millis()
+    );
+}
