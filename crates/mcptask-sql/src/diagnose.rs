@@ -99,7 +99,7 @@ fn passes(e: &sqlx::Error) -> bool {
 }
 
 /// A PostgreSQL connect error as its cause and fix.
-fn postgres_reason(options: &PgConnectOptions, at: &str, e: &sqlx::Error) -> String {
+pub(crate) fn postgres_reason(options: &PgConnectOptions, at: &str, e: &sqlx::Error) -> String {
     let user = options.get_username();
     let database = options.get_database().unwrap_or(user);
     match e {

@@ -129,6 +129,30 @@ mod tests {
         }
     }
 
+    /// What a primary switch throws at statements in flight and at new
+    /// connects, each of which the store's callers must retry on the new
+    /// primary: a cut or refused connection, the pool timing out, a session
+    /// refused as read-only by the host-list check, admin shutdown,
+    /// "cannot connect now", a read-only transaction on a demoted server.
+    #[test]
+    fn what_a_failover_raises_is_transient() {
+        use std::io::{Error, ErrorKind};
+        let errors = [
+            sqlx::Error::Io(Error::from(ErrorKind::ConnectionReset)),
+            sqlx::Error::Io(Error::from(ErrorKind::ConnectionRefused)),
+            sqlx::Error::Io(Error::from(ErrorKind::UnexpectedEof)),
+            sqlx::Error::PoolTimedOut,
+            sqlx::Error::Protocol("refused a connection to a server that is a standby".into()),
+        ];
+        for e in errors {
+            let shown = e.to_string();
+            assert!(super::db_err(e).is_transient(), "{shown}");
+        }
+        for code in ["57P01", "57P02", "57P03", "25006", "08006", "08001"] {
+            assert!(transient_code(Some(code), true), "{code}");
+        }
+    }
+
     #[test]
     fn constraints_and_bad_data_are_permanent() {
         // SQLITE_CONSTRAINT, _PRIMARYKEY, _TRIGGER, _DATATYPE, SQLITE_ERROR.

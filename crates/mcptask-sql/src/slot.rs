@@ -150,19 +150,30 @@ pub(crate) fn take_sqlite(db: &Path) -> Result<Option<Slot>, StoreError> {
     Ok(None)
 }
 
-/// Take the lowest free slot of the PostgreSQL database `options` names,
+/// Take the lowest free slot of the PostgreSQL database `pool` connects to,
 /// on a connection of its own. `None`: all [`MAX_SLOTS`] are held.
+///
+/// On a host list (`primary`), the lock follows the pool to a new primary:
+/// the session holding it dies with the old one.
 pub(crate) async fn take_postgres(
-    options: sqlx::postgres::PgConnectOptions,
+    pool: sqlx::PgPool,
+    primary: Option<std::sync::Arc<crate::postgres::failover::Primary>>,
 ) -> Result<Option<Slot>, StoreError> {
     use sqlx::Connection;
-    let mut conn = sqlx::PgConnection::connect_with(&options)
+    let generation = primary.as_ref().map_or(0, |p| p.generation());
+    let mut conn = sqlx::PgConnection::connect_with(&pool.connect_options())
         .await
         .map_err(db_err)?;
     for number in 0..MAX_SLOTS {
         if try_pg_lock(&mut conn, number).await? {
             let (tell, lost) = watch::channel(false);
-            let task = tokio::spawn(hold_pg(conn, options, number, tell));
+            let session = LockSession {
+                conn,
+                generation,
+                pool,
+                primary,
+            };
+            let task = tokio::spawn(hold_pg(session, number, tell));
             return Ok(Some(Slot {
                 number,
                 lost,
@@ -182,34 +193,77 @@ async fn try_pg_lock(conn: &mut sqlx::PgConnection, number: u32) -> Result<bool,
         .map_err(db_err)
 }
 
+/// The session holding a slot's lock, and where a new one would go.
+struct LockSession {
+    conn: sqlx::PgConnection,
+    /// The host list's generation the session was opened in.
+    generation: u64,
+    /// Its connect options are the current primary's.
+    pool: sqlx::PgPool,
+    primary: Option<std::sync::Arc<crate::postgres::failover::Primary>>,
+}
+
+impl LockSession {
+    /// Whether the session still holds the lock where the store writes: it
+    /// answers, and the pool has not moved to another host since it opened.
+    async fn holds(&mut self) -> bool {
+        use sqlx::Connection;
+        let moved = self
+            .primary
+            .as_ref()
+            .is_some_and(|p| p.generation() != self.generation);
+        !moved && self.conn.ping().await.is_ok()
+    }
+
+    /// Close the held session (ending its lock) if it still answers.
+    async fn release_old(&mut self) {
+        use sqlx::Connection;
+        if self.conn.ping().await.is_ok() {
+            let _ = sqlx::query("SELECT pg_advisory_unlock_all()")
+                .execute(&mut self.conn)
+                .await;
+        }
+    }
+
+    /// A session on the store's current host, and the generation it is of.
+    async fn reopen(&self) -> Result<(sqlx::PgConnection, u64), sqlx::Error> {
+        use sqlx::Connection;
+        let generation = self.primary.as_ref().map_or(0, |p| p.generation());
+        let conn = sqlx::PgConnection::connect_with(&self.pool.connect_options()).await?;
+        Ok((conn, generation))
+    }
+}
+
 /// Keep slot `number`'s session: check it every [`PG_CHECK_EVERY`]; when
-/// it was cut (a database restart, a failover), connect again and take the
-/// lock again. If another process took it meanwhile, say so through `tell`
-/// and stop.
-async fn hold_pg(
-    mut conn: sqlx::PgConnection,
-    options: sqlx::postgres::PgConnectOptions,
-    number: u32,
-    tell: watch::Sender<bool>,
-) {
-    use sqlx::Connection;
+/// it was cut (a database restart, a failover) or the store moved to
+/// another primary, connect again and take the lock again. If another
+/// process took it meanwhile, say so through `tell` and stop.
+async fn hold_pg(mut session: LockSession, number: u32, tell: watch::Sender<bool>) {
     loop {
         tokio::time::sleep(PG_CHECK_EVERY).await;
-        if conn.ping().await.is_ok() {
+        if session.holds().await {
             continue;
         }
         tracing::warn!(
             slot = number,
-            "the session holding this process's slot ended; taking the slot again"
+            "the session holding this process's slot ended (or the primary moved); taking the slot again"
         );
         loop {
-            // A connect or query error: the database is still away; try
-            // again on the next round.
-            if let Ok(mut fresh) = sqlx::PgConnection::connect_with(&options).await {
+            // A connect or query error: the database is still away (or
+            // still a standby); try again on the next round.
+            if let Ok((mut fresh, generation)) = session.reopen().await {
+                // A session that still answers holds the lock where the
+                // store no longer writes, possibly on the same server (a
+                // `-rw` address): let it go first, or the new session would
+                // find the slot taken by this very process.
+                session.release_old().await;
                 match try_pg_lock(&mut fresh, number).await {
                     Ok(true) => {
                         tracing::info!(slot = number, "slot taken again");
-                        conn = fresh;
+                        // The old session (if it still answers, on a host
+                        // the store left) goes, and its lock with it.
+                        session.conn = fresh;
+                        session.generation = generation;
                         break;
                     }
                     Ok(false) => {

@@ -14,7 +14,9 @@
 //!   (a recording upstream).
 //!
 //! Every `tools/call` is counted per tool ([`SyncUpstream::heard`]), so a
-//! test can say a call refused before it reached the upstream never did.
+//! test can say a call refused before it reached the upstream never did;
+//! `echo` calls also per text ([`SyncUpstream::echoed`]), so a test that
+//! gives each call a text of its own can say none ran twice.
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -51,6 +53,8 @@ const HEARD_WAIT: Duration = Duration::from_secs(10);
 #[derive(Clone)]
 struct Tools {
     heard: Arc<Mutex<HashMap<String, usize>>>,
+    /// `echo` calls per text.
+    echoed: Arc<Mutex<HashMap<String, usize>>>,
     /// Bumped on every call heard, to wake [`SyncUpstream::wait_heard`].
     calls: Arc<watch::Sender<u64>>,
     gate: Arc<Semaphore>,
@@ -132,7 +136,16 @@ impl ServerHandler for Tools {
         self.calls.send_modify(|n| *n += 1);
         let arguments = request.arguments.unwrap_or_default();
         let text = match request.name.as_ref() {
-            "echo" => text_of(&arguments),
+            "echo" => {
+                let text = text_of(&arguments);
+                *self
+                    .echoed
+                    .lock()
+                    .expect("echoed lock")
+                    .entry(text.clone())
+                    .or_insert(0) += 1;
+                text
+            }
             "held" => {
                 tokio::select! {
                     permit = self.gate.acquire() => permit.expect("the gate stays open").forget(),
@@ -230,6 +243,7 @@ impl SyncUpstream {
     async fn serve(addr: &str, legacy: bool, json: bool) -> SyncUpstream {
         let tools = Tools {
             heard: Arc::default(),
+            echoed: Arc::default(),
             calls: Arc::new(watch::channel(0).0),
             gate: Arc::new(Semaphore::new(0)),
             legacy,
@@ -275,6 +289,11 @@ impl SyncUpstream {
             .get(tool)
             .copied()
             .unwrap_or(0)
+    }
+
+    /// How many `echo` calls the upstream heard, per text.
+    pub fn echoed(&self) -> HashMap<String, usize> {
+        self.tools.echoed.lock().expect("echoed lock").clone()
     }
 
     /// Until the upstream heard `n` calls of `tool` (the test fails after

@@ -245,20 +245,34 @@ pub(crate) async fn connect_pool<D: sqlx::Database>(
     max: u32,
     acquire: std::time::Duration,
 ) -> Result<Pool<D>, sqlx::Error> {
+    pool_options::<D>(max, acquire)
+        .before_acquire(|conn, meta| Box::pin(ping_if_idle(conn, meta)))
+        .connect_with(options)
+        .await
+}
+
+/// The options of [`connect_pool`] before its `before_acquire`, for a
+/// backend that adds its own checks around [`ping_if_idle`].
+pub(crate) fn pool_options<D: sqlx::Database>(
+    max: u32,
+    acquire: std::time::Duration,
+) -> sqlx::pool::PoolOptions<D> {
     sqlx::pool::PoolOptions::<D>::new()
         .max_connections(max)
         .acquire_timeout(acquire)
         .test_before_acquire(false)
-        .before_acquire(|conn, meta| {
-            Box::pin(async move {
-                if meta.idle_for >= TRUSTED_IDLE {
-                    sqlx::Connection::ping(conn).await?;
-                }
-                Ok(true)
-            })
-        })
-        .connect_with(options)
-        .await
+}
+
+/// Ping a connection about to be handed out only if it was idle for
+/// [`TRUSTED_IDLE`] or more ([`connect_pool`] says why).
+pub(crate) async fn ping_if_idle<C: sqlx::Connection>(
+    conn: &mut C,
+    meta: sqlx::pool::PoolConnectionMetadata,
+) -> Result<bool, sqlx::Error> {
+    if meta.idle_for >= TRUSTED_IDLE {
+        conn.ping().await?;
+    }
+    Ok(true)
 }
 
 /// A statement assembled at run time: fragments with `$N` parameters

@@ -33,6 +33,9 @@ use sqlx::{AssertSqlSafe, Connection as _, Executor as _, PgConnection};
 
 use crate::in_ci;
 
+mod replicated;
+pub use replicated::ReplicatedPair;
+
 /// Admin URL of an existing server to create test databases on.
 const URL_ENV: &str = "MCPTASK_TEST_DATABASE_URL";
 /// Name of the shared cluster directory (and, with `.lock`, of its lock file).
@@ -468,14 +471,46 @@ impl Cluster {
     /// returns its port. Runs under the lock, with no server of ours
     /// answering, so nobody can be using the old data.
     fn start_fresh(&self) -> Result<u16> {
-        let bins = PgBinaries::find()?;
-        let data = self.data_dir();
+        self.init_fresh()?;
+        self.start_on_free_port("")
+    }
 
+    /// Wipe the directory and `initdb` a new cluster in it (not started).
+    fn init_fresh(&self) -> Result<()> {
+        let bins = PgBinaries::find()?;
+        self.make_empty_dir(&bins)?;
+        // --locale=C: independent of the host's locale settings (an unset or
+        // uninstalled LANG makes initdb fail) and gives byte-order collation
+        // everywhere. --no-sync: a throwaway cluster need not survive a crash.
+        run_checked(
+            self.tool(&bins.initdb)
+                .arg("-D")
+                .arg(self.data_dir())
+                .args([
+                    "-U",
+                    PG_USER,
+                    "--auth=trust",
+                    "--no-sync",
+                    "-E",
+                    "UTF8",
+                    "--locale=C",
+                ]),
+        )
+    }
+
+    /// Stop whatever still runs on the directory and leave it empty, owned
+    /// by the user the tools run as.
+    fn make_empty_dir(&self, bins: &PgBinaries) -> Result<()> {
         // A postmaster that is alive but unreachable (port file lost,
         // wedged) would keep the data directory locked: stop it hard.
         if self.postmaster_running() {
             let mut stop = self.tool(&bins.pg_ctl);
-            let _ = run_checked(stop.arg("-D").arg(&data).args(["-m", "immediate", "stop"]));
+            let _ =
+                run_checked(
+                    stop.arg("-D")
+                        .arg(self.data_dir())
+                        .args(["-m", "immediate", "stop"]),
+                );
         }
         if self.dir.exists() {
             fs::remove_dir_all(&self.dir)
@@ -487,28 +522,25 @@ impl Cluster {
             let owner = format!("{PG_USER}:{PG_USER}");
             run_checked(Command::new("chown").arg("-R").arg(owner).arg(&self.dir))?;
         }
+        Ok(())
+    }
 
-        // --locale=C: independent of the host's locale settings (an unset or
-        // uninstalled LANG makes initdb fail) and gives byte-order collation
-        // everywhere. --no-sync: a throwaway cluster need not survive a crash.
-        run_checked(self.tool(&bins.initdb).arg("-D").arg(&data).args([
-            "-U",
-            PG_USER,
-            "--auth=trust",
-            "--no-sync",
-            "-E",
-            "UTF8",
-            "--locale=C",
-        ]))?;
-
+    /// Start the initialised cluster on a free port, with `extra` server
+    /// options after the usual ones; returns the port.
+    fn start_on_free_port(&self, extra: &str) -> Result<u16> {
+        let bins = PgBinaries::find()?;
         let mut last_error = String::new();
         for _ in 0..START_ATTEMPTS {
             let port = free_port()?;
             let mut start = self.tool(&bins.pg_ctl);
-            start.arg("-D").arg(&data).arg("-l").arg(self.log_file());
+            start
+                .arg("-D")
+                .arg(self.data_dir())
+                .arg("-l")
+                .arg(self.log_file());
             start
                 .arg("-o")
-                .arg(self.server_options(port))
+                .arg(format!("{} {extra}", self.server_options(port)))
                 .args(["-w", "start"]);
             match run_checked(&mut start) {
                 Ok(_) => {
