@@ -4,7 +4,8 @@
 //!
 //! Its tools:
 //!
-//! - `echo {"text": …}` answers the text at once;
+//! - `echo {"text": …, "ms": …}` answers the text, after `ms` milliseconds
+//!   if given (a call in flight for a while);
 //! - `held` answers only once the test lets it ([`SyncUpstream::release`]):
 //!   a call kept in flight as long as the test needs;
 //! - `stall` never answers (until its request is cancelled): an upstream
@@ -14,7 +15,9 @@
 //!   (a recording upstream).
 //!
 //! Every `tools/call` is counted per tool ([`SyncUpstream::heard`]), so a
-//! test can say a call refused before it reached the upstream never did.
+//! test can say a call refused before it reached the upstream never did,
+//! and every `echo` per text ([`SyncUpstream::heard_text`]), so a test
+//! that gives each call its own text can say each reached it exactly once.
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -51,6 +54,8 @@ const HEARD_WAIT: Duration = Duration::from_secs(10);
 #[derive(Clone)]
 struct Tools {
     heard: Arc<Mutex<HashMap<String, usize>>>,
+    /// `echo` calls per text.
+    echoed: Arc<Mutex<HashMap<String, usize>>>,
     /// Bumped on every call heard, to wake [`SyncUpstream::wait_heard`].
     calls: Arc<watch::Sender<u64>>,
     gate: Arc<Semaphore>,
@@ -105,8 +110,8 @@ impl ServerHandler for Tools {
         Ok(ListToolsResult::with_all_items(vec![
             tool(
                 "echo",
-                "Answers its text at once.",
-                json!({"type": "object", "properties": {"text": {"type": "string"}}}),
+                "Answers its text, after `ms` milliseconds if given.",
+                json!({"type": "object", "properties": {"text": {"type": "string"}, "ms": {"type": "integer"}}}),
             ),
             tool("held", "Answers when the test lets it.", object.clone()),
             tool("stall", "Never answers.", object.clone()),
@@ -132,7 +137,19 @@ impl ServerHandler for Tools {
         self.calls.send_modify(|n| *n += 1);
         let arguments = request.arguments.unwrap_or_default();
         let text = match request.name.as_ref() {
-            "echo" => text_of(&arguments),
+            "echo" => {
+                let text = text_of(&arguments);
+                *self
+                    .echoed
+                    .lock()
+                    .expect("echoed lock")
+                    .entry(text.clone())
+                    .or_insert(0) += 1;
+                if let Some(ms) = arguments.get("ms").and_then(Value::as_u64) {
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                }
+                text
+            }
             "held" => {
                 tokio::select! {
                     permit = self.gate.acquire() => permit.expect("the gate stays open").forget(),
@@ -224,6 +241,7 @@ impl SyncUpstream {
     async fn serve(addr: &str, legacy: bool) -> SyncUpstream {
         let tools = Tools {
             heard: Arc::default(),
+            echoed: Arc::default(),
             calls: Arc::new(watch::channel(0).0),
             gate: Arc::new(Semaphore::new(0)),
             legacy,
@@ -269,6 +287,22 @@ impl SyncUpstream {
             .get(tool)
             .copied()
             .unwrap_or(0)
+    }
+
+    /// How many `echo` calls with `text` the upstream heard so far.
+    pub fn heard_text(&self, text: &str) -> usize {
+        self.tools
+            .echoed
+            .lock()
+            .expect("echoed lock")
+            .get(text)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Every text `echo` was called with, and how many times.
+    pub fn echoed(&self) -> HashMap<String, usize> {
+        self.tools.echoed.lock().expect("echoed lock").clone()
     }
 
     /// Until the upstream heard `n` calls of `tool` (the test fails after
