@@ -19,13 +19,15 @@ use mcptask_testkit::nginx::Nginx;
 use mcptask_testkit::*;
 use serde_json::{Value, json};
 use tokio::time::Instant;
+
 /// How long each `echo` runs at the upstream: calls are in flight when a
 /// replica is told to stop.
 const CALL_MS: u64 = 150;
 /// How long each task's `echo` runs.
 const TASK_MS: u64 = 400;
 
-/// `mcptask.toml` of a replica on `db` listening on `port`, fronting `up`.
+/// `mcptask.toml` of a replica on `db` listening on `port`, fronting
+/// `upstream` as `up`.
 fn replica_toml(db: &str, port: u16, upstream: &SyncUpstream) -> String {
     let q = |s: &str| serde_json::to_string(s).expect("a TOML string");
     format!(
