@@ -342,3 +342,61 @@ impl AsyncWrite for Counted {
         std::pin::Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// Connections the kernel completed before the drain began, each with
+    /// a request sent, are answered (and told to close) rather than reset
+    /// with the listening socket: a balancer cannot retry a `POST` it sent.
+    /// New connections after that are refused. Without `take_queued` every
+    /// queued client read a reset.
+    #[tokio::test]
+    async fn queued_connections_are_answered_then_new_ones_refused() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut clients = Vec::new();
+        for _ in 0..4 {
+            let mut client = TcpStream::connect(addr).await.unwrap();
+            client
+                .write_all(b"POST /work HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+                .await
+                .unwrap();
+            clients.push(client);
+        }
+        let drain = Drain::new();
+        drain.begin();
+        let app = axum::Router::new().route("/work", axum::routing::post(|| async { "done" }));
+        let served = tokio::spawn({
+            let drain = drain.clone();
+            async move { drain.serve(listener, app, CancellationToken::new()).await }
+        });
+        for mut client in clients {
+            let mut answer = String::new();
+            tokio::time::timeout(Duration::from_secs(5), client.read_to_string(&mut answer))
+                .await
+                .expect("answered within the drain")
+                .expect("answered, not reset");
+            assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+            assert!(
+                answer.to_ascii_lowercase().contains("connection: close"),
+                "{answer}"
+            );
+            assert!(answer.ends_with("done"), "{answer}");
+        }
+        tokio::time::timeout(Duration::from_secs(5), served)
+            .await
+            .expect("the server stops once its connections closed")
+            .unwrap()
+            .unwrap();
+        assert!(
+            TcpStream::connect(addr).await.is_err(),
+            "the port is closed"
+        );
+    }
+}
