@@ -20,6 +20,11 @@ use crate::server::{
     ServerTaskRecord, ServerTaskView, TaskCursor, TaskPage, TaskSignal,
 };
 
+/// The push-channel message ([`ServerTaskStore::listen_signals`]) that says
+/// an owner lease was released: its holder stopped and left work for the
+/// others to recover. Never a task id (those have no space).
+pub const OWNER_RELEASED: &str = "owner released";
+
 /// Durable storage for server-side tasks.
 #[async_trait]
 pub trait ServerTaskStore: Send + Sync + 'static {
@@ -124,7 +129,9 @@ pub trait ServerTaskStore: Send + Sync + 'static {
     async fn heartbeat(&self, owner: &str, now: i64, lease_ms: i64) -> Result<(), StoreError>;
 
     /// Let the owner lease lapse at once (graceful shutdown), so other replicas
-    /// recover whatever this process leaves unfinished without waiting.
+    /// recover whatever this process leaves unfinished without waiting; where
+    /// the backend has a push channel, [`OWNER_RELEASED`] is sent on it so
+    /// they do so now rather than at their next recovery pass.
     async fn release_owner(&self, owner: &str, now: i64) -> Result<(), StoreError>;
 
     /// Claim up to `limit` live tasks whose owner's lease expired before `now`,

@@ -15,6 +15,7 @@ use crate::api::{self, AppState};
 use crate::auth::Authenticator;
 use crate::calls::Calls;
 use crate::config::Config;
+use crate::drain::Drain;
 use crate::front;
 use crate::incarnation::Incarnation;
 use crate::live::{Changes, Fingerprint, LiveConfig};
@@ -55,6 +56,8 @@ pub struct Gateway {
     /// The OAuth tokens of `[servers.oauth]` servers (when any server has one).
     pub oauth: Option<mcptask_client::oauth::OAuthRuntime>,
     stop: CancellationToken,
+    /// The HTTP server's drain ([`Gateway::begin_drain`]).
+    drain: Drain,
     /// One reload at a time; holds the OAuth runtime a reload made (the
     /// configuration at start had no OAuth server).
     reloading: Arc<tokio::sync::Mutex<Option<mcptask_client::oauth::OAuthRuntime>>>,
@@ -187,6 +190,7 @@ impl Gateway {
             incarnation,
             oauth,
             stop,
+            drain: Drain::new(),
             reloading: Arc::default(),
         };
         gateway.spawn_retired_sweep();
@@ -305,19 +309,28 @@ impl Gateway {
         api::router_with_mcp(state, max_body, mcp)
     }
 
-    /// Serve the HTTP surface on `listener` until [`Gateway::stop`] is
-    /// called (then call [`Gateway::shutdown`]).
+    /// Serve the HTTP surface on `listener` until its drain
+    /// ([`Gateway::begin_drain`]) has run its course, or [`Gateway::stop`]
+    /// is called; then call [`Gateway::shutdown`].
     pub async fn serve(
         &self,
         listener: tokio::net::TcpListener,
         metrics: Option<PrometheusHandle>,
     ) -> anyhow::Result<()> {
         let app = self.router(metrics);
-        let stop = self.stop.clone();
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move { stop.cancelled().await })
+        self.drain
+            .serve(listener, app, self.stop.clone())
             .await
             .context("HTTP server")
+    }
+
+    /// Leave the load balancer: `/readyz` answers 503, no new connection
+    /// is accepted, the open ones close after their next answer; then
+    /// [`Gateway::serve`] returns (the sequence: [`crate::drain`]). The
+    /// calls and the tracker run on meanwhile, until
+    /// [`Gateway::shutdown`].
+    pub fn begin_drain(&self) {
+        self.drain.begin();
     }
 
     /// Serve the MCP front on stdin/stdout, every call bound to the

@@ -39,6 +39,7 @@ pub mod api;
 pub mod auth;
 pub mod calls;
 pub mod config;
+pub mod drain;
 mod drivers;
 pub mod failure;
 pub mod front;

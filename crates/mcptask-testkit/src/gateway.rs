@@ -324,6 +324,11 @@ impl GatewayProcess {
         self.process.kill().await;
     }
 
+    /// Send SIGTERM (a clean stop: the gateway drains) without waiting.
+    pub fn sigterm(&self) {
+        self.process.sigterm();
+    }
+
     /// Wait (at most [`crate::WAIT`]) until the process ends on its own (a
     /// crash point), reap it and return how it ended.
     pub async fn exited(&mut self) -> std::process::ExitStatus {

@@ -34,6 +34,7 @@ pub mod installed;
 pub mod interposed;
 pub mod machine;
 pub mod mcp;
+pub mod nginx;
 pub mod otlp;
 pub mod peers;
 pub mod pg;

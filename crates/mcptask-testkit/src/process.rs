@@ -1,5 +1,5 @@
 //! Child processes whose stderr is kept (and printed when a test fails),
-//! free ports, and signals sent by pid: SIGKILL, SIGSTOP/SIGCONT.
+//! free ports, and signals sent by pid: SIGKILL, SIGTERM, SIGSTOP/SIGCONT.
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -111,6 +111,11 @@ impl LoggedChild {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// SIGTERM, without waiting: a clean stop (the process drains).
+    pub fn sigterm(&self) {
+        sigterm(self.pid);
+    }
+
     /// SIGKILL (no shutdown, no claim release) and reap; asserts death by signal 9.
     pub async fn kill(&mut self) {
         self.child.start_kill().expect("send SIGKILL");
@@ -166,6 +171,18 @@ pub fn sigkill(pid: u32) {
     // SAFETY: kill(2) with a pid we own and a valid signal number.
     let rc = unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
     assert_eq!(rc, 0, "kill -9 {pid}: {}", std::io::Error::last_os_error());
+}
+
+/// SIGTERM a process by pid: the stop an orchestrator sends first.
+pub fn sigterm(pid: u32) {
+    // SAFETY: kill(2) with a pid we own and a valid signal number.
+    let rc = unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(
+        rc,
+        0,
+        "kill -TERM {pid}: {}",
+        std::io::Error::last_os_error()
+    );
 }
 
 /// Pids of live (not zombie) child processes of this test process whose

@@ -4,7 +4,8 @@
 //!
 //! Its tools:
 //!
-//! - `echo {"text": …}` answers the text at once;
+//! - `echo {"text": …, "ms": …}` answers the text, after `ms` milliseconds
+//!   if given (a call in flight for a while);
 //! - `held` answers only once the test lets it ([`SyncUpstream::release`]):
 //!   a call kept in flight as long as the test needs;
 //! - `stall` never answers (until its request is cancelled): an upstream
@@ -14,9 +15,10 @@
 //!   (a recording upstream).
 //!
 //! Every `tools/call` is counted per tool ([`SyncUpstream::heard`]), so a
-//! test can say a call refused before it reached the upstream never did;
-//! `echo` calls also per text ([`SyncUpstream::echoed`]), so a test that
-//! gives each call a text of its own can say none ran twice.
+//! test can say a call refused before it reached the upstream never did,
+//! and every `echo` per text ([`SyncUpstream::heard_text`],
+//! [`SyncUpstream::echoed`]), so a test that gives each call its own text
+//! can say each reached it exactly once.
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -109,8 +111,8 @@ impl ServerHandler for Tools {
         Ok(ListToolsResult::with_all_items(vec![
             tool(
                 "echo",
-                "Answers its text at once.",
-                json!({"type": "object", "properties": {"text": {"type": "string"}}}),
+                "Answers its text, after `ms` milliseconds if given.",
+                json!({"type": "object", "properties": {"text": {"type": "string"}, "ms": {"type": "integer"}}}),
             ),
             tool("held", "Answers when the test lets it.", object.clone()),
             tool("stall", "Never answers.", object.clone()),
@@ -144,6 +146,9 @@ impl ServerHandler for Tools {
                     .expect("echoed lock")
                     .entry(text.clone())
                     .or_insert(0) += 1;
+                if let Some(ms) = arguments.get("ms").and_then(Value::as_u64) {
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                }
                 text
             }
             "held" => {
@@ -291,7 +296,18 @@ impl SyncUpstream {
             .unwrap_or(0)
     }
 
-    /// How many `echo` calls the upstream heard, per text.
+    /// How many `echo` calls with `text` the upstream heard so far.
+    pub fn heard_text(&self, text: &str) -> usize {
+        self.tools
+            .echoed
+            .lock()
+            .expect("echoed lock")
+            .get(text)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Every text `echo` was called with, and how many times.
     pub fn echoed(&self) -> HashMap<String, usize> {
         self.tools.echoed.lock().expect("echoed lock").clone()
     }

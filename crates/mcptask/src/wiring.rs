@@ -52,6 +52,20 @@ pub async fn bind(addr: SocketAddr, setting: &str) -> anyhow::Result<tokio::net:
         .map_err(|e| bind_error(e, addr, setting))
 }
 
+/// Drain `gateway`'s HTTP server at the first Ctrl-C or SIGTERM
+/// (`mcptask_gateway::drain`: a replica leaves its load balancer without
+/// failing a call), and stop it at once at the second.
+fn drain_on_signal(gateway: &Gateway) {
+    let gateway = gateway.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        gateway.begin_drain();
+        shutdown_signal().await;
+        tracing::warn!("second stop signal: stopping without waiting for open connections");
+        gateway.stop();
+    });
+}
+
 /// Stop `gateway` at the first Ctrl-C or SIGTERM.
 fn stop_on_signal(gateway: &Gateway) {
     let gateway = gateway.clone();
@@ -139,14 +153,15 @@ fn init_telemetry(config: &Config, flags: &Overrides) -> anyhow::Result<()> {
     crate::telemetry::init(export.as_ref())
 }
 
-/// `mcptask serve`: run until Ctrl-C / SIGTERM, then drain within a
-/// deadline; SIGHUP reloads the configuration.
+/// `mcptask serve`: run until Ctrl-C / SIGTERM, then drain (the HTTP
+/// server first, then the calls) within a deadline; SIGHUP reloads the
+/// configuration.
 pub async fn serve(config_path: &Path, flags: &Overrides) -> anyhow::Result<()> {
     let config = Config::load_with_env(config_path, |k| flags.lookup(k))?;
     init_telemetry(&config, flags)?;
     let listen = config.api.listen;
     let gateway = Gateway::start(config).await?;
-    stop_on_signal(&gateway);
+    drain_on_signal(&gateway);
     reload_on_sighup(&gateway, config_path, flags, false);
     let listener = bind(listen, "[api] listen (or MCPTASK_LISTEN)").await?;
     let local = listener.local_addr()?;

@@ -161,6 +161,8 @@ async fn authenticate(State(state): State<AppState>, mut request: Request, next:
 
 /// Readiness for load balancers: 503 while the store is unreachable or
 /// migrations are pending (`/healthz` says only that the process lives).
+/// A draining gateway answers 503 `draining` before this is reached
+/// ([`crate::drain`]).
 async fn ready(State(state): State<AppState>) -> Response {
     match state
         .calls

@@ -187,7 +187,7 @@ pub fn spec() -> Value {
             }},
             "/metrics": {"get": {"summary": "Prometheus metrics", "responses": with(json!({"200": {"description": "Prometheus text format", "content": {"text/plain": {}}}}))}},
             "/healthz": {"get": {"summary": "Liveness", "security": [], "responses": {"200": {"description": "ok"}}}},
-            "/readyz": {"get": {"summary": "Readiness: the store answers and every migration is applied", "security": [], "responses": {"200": {"description": "ready"}, "503": error_response("not_ready: the store is unreachable, or migrations are pending")}}},
+            "/readyz": {"get": {"summary": "Readiness: the store answers, every migration is applied and the gateway is not stopping", "security": [], "responses": {"200": {"description": "ready"}, "503": error_response("not_ready: the store is unreachable, or migrations are pending; draining: the gateway is stopping (SIGTERM)")}}},
             "/.well-known/oauth-protected-resource": {"get": {"summary": "OAuth protected resource metadata (RFC 9728), with [[api.oauth]] configured", "security": [], "responses": {"200": {"description": "The metadata"}, "404": error_response("OAuth is not configured")}}},
             "/.well-known/oauth-protected-resource/mcp": {"get": {"summary": "The same, at the path of the MCP endpoint (RFC 9728 §3.1)", "security": [], "responses": {"200": {"description": "The metadata"}, "404": error_response("OAuth is not configured")}}},
             "/openapi.json": {"get": {"summary": "This document", "security": [], "responses": {"200": {"description": "OpenAPI 3.1"}}}},

@@ -450,7 +450,9 @@ impl TaskRuntime {
 
     /// Stop accepting tasks, give running work until `deadline` to finish, then
     /// stop it and let the owner lease lapse at once so another replica
-    /// recovers whatever is left (per each tool's interrupt policy). Never hangs.
+    /// recovers whatever is left (per each tool's interrupt policy): at once
+    /// where the store has a push channel, which tells the others of the
+    /// release. Never hangs.
     ///
     /// Until the drain ends the process stays a full member: its owner lease
     /// is renewed, and answers (`tasks/update`) and cancellations reach the

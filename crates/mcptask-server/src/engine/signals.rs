@@ -1,6 +1,8 @@
 //! Cross-process wake-ups: a `tasks/update` or `tasks/cancel` handled by one
 //! replica reaches the work running on another through the store's push
-//! channel (PostgreSQL `LISTEN/NOTIFY`). Hints only; the backstop re-check in
+//! channel (PostgreSQL `LISTEN/NOTIFY`), and a replica that stopped and
+//! released its owner lease has its leftovers recovered by the others at
+//! once. Hints only; the backstop re-check in
 //! maintenance covers anything lost. The listener runs until the drain of a
 //! shutdown has ended: work still draining must hear of answers and cancels.
 
@@ -9,7 +11,10 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
+use mcptask_core::store::OWNER_RELEASED;
+
 use super::RuntimeInner;
+use super::maintenance::Maintenance;
 
 /// Wait before subscribing again after the push channel failed or closed.
 const RESUBSCRIBE_DELAY: Duration = Duration::from_secs(1);
@@ -33,6 +38,7 @@ pub(crate) async fn spawn_listener(rt: Arc<RuntimeInner>) {
                     tokio::select! {
                         _ = rt.stopped.cancelled() => return,
                         next = stream.next() => match next {
+                            Some(released) if released == OWNER_RELEASED => recover_now(&rt),
                             Some(task_id) => {
                                 let rt = rt.clone();
                                 tokio::spawn(async move { rt.refresh_local(&task_id).await });
@@ -49,6 +55,21 @@ pub(crate) async fn spawn_listener(rt: Arc<RuntimeInner>) {
                 _ = rt.stopped.cancelled() => return,
                 _ = tokio::time::sleep(RESUBSCRIBE_DELAY) => {}
             }
+        }
+    });
+}
+
+/// A peer stopped and released its owner lease: recover what it left now,
+/// not at the next recovery pass (a rolling update hands work over at
+/// once). A draining process takes on nothing, as its recovery loop.
+fn recover_now(rt: &Arc<RuntimeInner>) {
+    if rt.shutdown.is_cancelled() {
+        return;
+    }
+    let maintenance = Maintenance { rt: rt.clone() };
+    tokio::spawn(async move {
+        if let Err(e) = maintenance.recover_once().await {
+            tracing::debug!(error = %e, "recovery after a peer's release failed; the recovery loop retries");
         }
     });
 }

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use mcptask_server::RuntimeConfig;
 use rmcp::model::TaskStatus;
 use serde_json::json;
 
@@ -58,4 +59,48 @@ mcptask_testkit::on_both_backends! {
         to_b.close().await;
         b.shutdown(Duration::from_secs(1)).await;
     }
+}
+
+/// How soon a peer must adopt the work a stopping runtime released: well
+/// under the peer's recovery period below.
+const ADOPTED_WITHIN: Duration = Duration::from_secs(2);
+
+/// A runtime that stops with work it could not finish releases its owner
+/// lease and says so on PostgreSQL's push channel: a peer whose next
+/// recovery pass is a minute away adopts the work at once (here it fails
+/// the `hold` task "interrupted", the tool's policy). SQLite has no push
+/// channel (its peers are on one host and recover at their next pass).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_lease_is_adopted_by_a_peer_at_once() {
+    let Some(db) = TestDatabase::postgres().await else {
+        eprintln!("a_released_lease_is_adopted_by_a_peer_at_once: SKIPPED (no PostgreSQL)");
+        return;
+    };
+    let gate = Gate::new();
+    let a = start_real(&db, registry(&gate), fast_config(LEASE_MS), "A").await;
+    let slow_recovery = RuntimeConfig {
+        recovery_every_ms: 60_000,
+        ..fast_config(LEASE_MS)
+    };
+    let b = start_real(&db, registry(&gate), slow_recovery, "B").await;
+    let to_a = client(&a).await;
+    let holding = to_a.start_task("hold", json!({})).await;
+    until("A runs the task", || async { a.is_running_here(&holding) }).await;
+    // B's first recovery pass (at its start) is over: the next is a minute away.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    a.shutdown(Duration::from_millis(100)).await;
+    let released = tokio::time::Instant::now();
+    let to_b = client(&b).await;
+    let done = to_b.wait_terminal(&holding, WAIT).await;
+    let adopted = released.elapsed();
+    eprintln!("released lease: the peer settled the task {adopted:?} after the release");
+    assert_eq!(done.task.status(), TaskStatus::Failed, "{done:?}");
+    assert!(
+        adopted < ADOPTED_WITHIN,
+        "the peer adopted the task {adopted:?} after the release, not at once"
+    );
+    to_a.close().await;
+    to_b.close().await;
+    b.shutdown(Duration::from_secs(1)).await;
 }

@@ -391,6 +391,9 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
     async fn release_owner(&self, owner: &str, now: i64) -> Result<(), StoreError> {
         let mut conn = self.write_conn().await?;
         B::execute(&mut conn, B::SQL.release_owner, args![owner, now - 1]).await?;
+        // After the lease lapsed (autocommit): a peer woken by it finds
+        // the work claimable.
+        Self::signal(&mut conn, mcptask_core::store::OWNER_RELEASED).await?;
         Ok(())
     }
 

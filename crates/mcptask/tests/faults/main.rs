@@ -46,5 +46,6 @@ mod notifications;
 mod protocol;
 mod restart;
 mod retention;
+mod rolling;
 mod store;
 mod upstream;
