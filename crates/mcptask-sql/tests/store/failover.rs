@@ -122,14 +122,7 @@ async fn a_store_on_a_host_list_follows_the_promoted_standby() {
     assert_eq!(status(&*tasks, "t2").await, TaskStatus::Working);
 
     // The writes are on the promoted standby.
-    let mut on_standby = <sqlx::PgConnection as sqlx::Connection>::connect(&pair.standby_url(&db))
-        .await
-        .expect("connect to the promoted standby");
-    let message: Option<String> =
-        sqlx::query_scalar("SELECT status_message FROM server_tasks WHERE id = 't1'")
-            .fetch_one(&mut on_standby)
-            .await
-            .expect("t1 on the new primary");
+    let message = t1_message_on(&pair.standby_url(&db)).await;
     assert_eq!(message.as_deref(), Some("on the new primary"));
 
     // The slot's lock follows (its session died with the old primary).
@@ -175,17 +168,21 @@ async fn an_any_list_moves_when_its_host_stops_answering() {
     let fence = fence_of(&t1);
     let (applied, _) = retried(|| tasks.set_status_message(&fence, Some("moved"), T0 + 1)).await;
     assert!(applied);
-    let mut on_standby = <sqlx::PgConnection as sqlx::Connection>::connect(&pair.standby_url(&db))
-        .await
-        .expect("connect to the promoted standby");
-    let message: Option<String> =
-        sqlx::query_scalar("SELECT status_message FROM server_tasks WHERE id = 't1'")
-            .fetch_one(&mut on_standby)
-            .await
-            .expect("t1 on the new primary");
+    let message = t1_message_on(&pair.standby_url(&db)).await;
     assert_eq!(message.as_deref(), Some("moved"));
     eprintln!(
         "store failover (any): first write on the new primary {} ms after the kill",
         killed.elapsed().as_millis()
     );
+}
+
+/// `t1`'s status message as the server at `url` (the promoted standby) has it.
+async fn t1_message_on(url: &str) -> Option<String> {
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(url)
+        .await
+        .expect("connect to the promoted standby");
+    sqlx::query_scalar("SELECT status_message FROM server_tasks WHERE id = 't1'")
+        .fetch_one(&mut conn)
+        .await
+        .expect("t1 on the new primary")
 }
