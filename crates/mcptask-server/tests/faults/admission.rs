@@ -63,6 +63,12 @@ mcptask_testkit::on_both_backends! {
         let mut cfg = config();
         cfg.max_create_queue = 2;
         cfg.max_create_batch = 1;
+        // One writer, held in its commit: with the store's default (several
+        // on PostgreSQL) a second writer on another worker thread could take
+        // a queued create between the polls below, leaving the fourth room
+        // to wait in (it failed so in full runs under load: "a fourth create
+        // finds the queue full", after 20 s).
+        cfg.create_writers = Some(1);
         let rt = runtime_with(
             store.clone() as Arc<dyn ServerTaskStore>,
             &clock,
