@@ -68,7 +68,7 @@ pub(super) async fn pipeline(inner: Arc<Inner>, phase: Phase) {
     let mut claim_now = true;
     // When to claim again if nothing else wakes the phase: the idle tick, or
     // sooner when the store says a task falls due before it.
-    let mut tick = tokio::time::Instant::now() + inner.config.idle_tick;
+    let mut tick = NextClaim::new(tokio::time::Instant::now() + inner.config.idle_tick);
     // Whether the last claim found less than it asked for: only then does
     // the next due time matter (a saturated phase claims as slots free up),
     // so only then does an apply ask the store for it.
@@ -97,7 +97,7 @@ pub(super) async fn pipeline(inner: Arc<Inner>, phase: Phase) {
         tokio::select! {
             Some((want, claimed, due)) = OptionFuture::from(claiming.as_mut().map(|c| &mut c.work)), if claiming.is_some() => {
                 claiming = None;
-                tick = next_tick(&inner, due);
+                tick.claimed(next_tick(&inner, due));
                 match claimed {
                     Ok(claimed) => {
                         // A full claim means more is due: claim again at once.
@@ -115,7 +115,7 @@ pub(super) async fn pipeline(inner: Arc<Inner>, phase: Phase) {
             Some(due) = OptionFuture::from(applying.as_mut().map(|a| &mut a.work)), if applying.is_some() => {
                 applying = None;
                 // The rows just written may fall due before the current tick.
-                tick = tick.min(next_tick(&inner, due));
+                tick.applied(next_tick(&inner, due), claiming.is_some());
             }
             joined = calls.join_next(), if !calls.is_empty() => {
                 let mut next = joined;
@@ -130,12 +130,60 @@ pub(super) async fn pipeline(inner: Arc<Inner>, phase: Phase) {
                 claim_now |= slots - calls.len() >= refill || calls.is_empty();
             }
             _ = wake.notified(), if room => claim_now = true,
-            _ = tokio::time::sleep_until(tick), if room => {
+            _ = tokio::time::sleep_until(tick.at), if room => {
                 claim_now = true;
-                tick = tokio::time::Instant::now() + inner.config.idle_tick;
+                tick.idle(tokio::time::Instant::now() + inner.config.idle_tick);
             }
             _ = inner.shutdown.cancelled(), if !stopping => {}
         }
+    }
+}
+
+/// When the pipeline claims again without a wake-up.
+///
+/// A claim that found nothing more reports when the next task falls due as
+/// it read the store; an apply reports when the rows it just wrote fall
+/// due. The two run side by side, so a claim may have read a row before an
+/// apply that finished first rescheduled it: the sooner time such an apply
+/// reported is kept when that claim ends, never overwritten by the claim's
+/// older view. (It was overwritten: a task whose poll was applied while a
+/// claim ran waited for the idle tick, 60 s by default, instead of its
+/// 50 ms poll interval; seen on PostgreSQL, where claims and applies run
+/// on separate connections at once.)
+#[derive(Debug)]
+struct NextClaim {
+    at: tokio::time::Instant,
+    /// The soonest time an apply reported while a claim ran.
+    during_claim: Option<tokio::time::Instant>,
+}
+
+impl NextClaim {
+    fn new(at: tokio::time::Instant) -> Self {
+        Self {
+            at,
+            during_claim: None,
+        }
+    }
+
+    /// A claim ended, reporting `at` from what it read.
+    fn claimed(&mut self, at: tokio::time::Instant) {
+        self.at = match self.during_claim.take() {
+            Some(applied) => at.min(applied),
+            None => at,
+        };
+    }
+
+    /// An apply ended, reporting `at`; `claim_running`: a claim runs now.
+    fn applied(&mut self, at: tokio::time::Instant, claim_running: bool) {
+        self.at = self.at.min(at);
+        if claim_running {
+            self.during_claim = Some(self.during_claim.map_or(at, |t| t.min(at)));
+        }
+    }
+
+    /// The time came: nothing is known to fall due before `at`.
+    fn idle(&mut self, at: tokio::time::Instant) {
+        self.at = at;
     }
 }
 
@@ -393,4 +441,45 @@ async fn apply(
     }
     inner.wakers.notify.notify_one();
     Ok(all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NextClaim;
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    #[test]
+    fn an_apply_that_ends_during_a_claim_keeps_its_sooner_time() {
+        let now = Instant::now();
+        let idle = now + Duration::from_secs(60);
+        let soon = now + Duration::from_millis(50);
+        let mut next = NextClaim::new(idle);
+        // The apply rescheduled its row for 50 ms from now while a claim
+        // that read the store before it was still running ...
+        next.applied(soon, true);
+        // ... and that claim saw nothing due.
+        next.claimed(idle);
+        assert_eq!(next.at, soon);
+        // Once kept, it is forgotten: the next claim's view stands.
+        next.idle(idle);
+        next.claimed(now + Duration::from_secs(1));
+        assert_eq!(next.at, now + Duration::from_secs(1));
+    }
+
+    #[test]
+    fn an_apply_with_no_claim_running_only_brings_the_time_forward() {
+        let now = Instant::now();
+        let mut next = NextClaim::new(now + Duration::from_secs(60));
+        next.applied(now + Duration::from_secs(90), false);
+        assert_eq!(next.at, now + Duration::from_secs(60));
+        next.applied(now + Duration::from_millis(10), false);
+        assert_eq!(next.at, now + Duration::from_millis(10));
+        next.claimed(now + Duration::from_secs(5));
+        assert_eq!(
+            next.at,
+            now + Duration::from_secs(5),
+            "no apply ran during that claim"
+        );
+    }
 }
