@@ -266,6 +266,12 @@ impl GatewayProcess {
         self.process.log()
     }
 
+    /// Whether a line containing `needle` reaches its log within `within`
+    /// ([`LoggedChild::logged_within`](crate::process::LoggedChild::logged_within)).
+    pub async fn logged_within(&self, needle: &str, within: Duration) -> bool {
+        self.process.logged_within(needle, within).await
+    }
+
     /// Its process id (its stdio upstreams are its children).
     pub fn pid(&self) -> u32 {
         self.process.pid

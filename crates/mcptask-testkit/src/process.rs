@@ -96,6 +96,22 @@ impl LoggedChild {
         self.log.lock().unwrap().join("\n")
     }
 
+    /// Whether a line containing `needle` reaches the log within `within`.
+    /// The process answers before its stderr is read here, so a line it
+    /// wrote while answering may arrive a moment after the answer.
+    pub async fn logged_within(&self, needle: &str, within: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if self.count_lines(needle) > 0 {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Lines of the log containing `needle`.
     pub fn count_lines(&self, needle: &str) -> usize {
         self.log
