@@ -9,7 +9,7 @@
 //! Everything nginx writes (configuration, pid, logs, temporary files)
 //! stays in its own temporary directory; it listens on an ephemeral
 //! loopback port. A machine without nginx skips the test loudly; under
-//! `CI=true` that fails it (`.ci/run` installs `nginx-light`).
+//! `CI=true` that fails it (`.ci/run` installs Debian's `nginx`).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -59,10 +59,10 @@ impl Nginx {
         let binary = match find() {
             Ok(binary) => binary,
             Err(why) if in_ci() => {
-                panic!("nginx is required under CI: {why}; apt-get install nginx-light")
+                panic!("nginx is required under CI: {why}; apt-get install nginx")
             }
             Err(why) => {
-                eprintln!("SKIPPED ({test}: no nginx): {why} — apt-get install nginx-light");
+                eprintln!("SKIPPED ({test}: no nginx): {why} — apt-get install nginx");
                 return None;
             }
         };
