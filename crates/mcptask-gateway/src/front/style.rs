@@ -35,10 +35,15 @@ pub(super) fn answers_as_stream(
 
 /// Serves each request with the JSON-answering service or the streaming
 /// one (the same service, configured twice, over one session manager).
+///
+/// Both are behind `Arc`s and the one a request needs is cloned for it:
+/// the layers above clone this service for every request (tower's way for
+/// a `'static` future), including the relayed ones that never reach rmcp,
+/// and cloning rmcp's service copies its configuration.
 #[derive(Clone)]
 pub struct ByStyle<S> {
-    json: S,
-    stream: S,
+    json: Arc<S>,
+    stream: Arc<S>,
     streams: Arc<dyn Fn() -> bool + Send + Sync>,
 }
 
@@ -47,8 +52,8 @@ impl<S> ByStyle<S> {
     /// names say; `streams` tells whether the upstreams stream now.
     pub(super) fn new(json: S, stream: S, streams: Arc<dyn Fn() -> bool + Send + Sync>) -> Self {
         Self {
-            json,
-            stream,
+            json: Arc::new(json),
+            stream: Arc::new(stream),
             streams,
         }
     }
@@ -62,21 +67,19 @@ where
     type Error = Infallible;
     type Future = S::Future;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        // Both are rmcp's service, always ready; poll both so either may
-        // take the request.
-        match self.json.poll_ready(cx) {
-            Poll::Ready(Ok(())) => self.stream.poll_ready(cx),
-            other => other,
-        }
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        // rmcp's service is always ready (its `poll_ready` answers `Ready`
+        // at once), so the clone made in `call` serves at once too.
+        Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        if answers_as_stream(request.method(), request.headers(), (self.streams)()) {
-            self.stream.call(request)
+        let chosen = if answers_as_stream(request.method(), request.headers(), (self.streams)()) {
+            &self.stream
         } else {
-            self.json.call(request)
-        }
+            &self.json
+        };
+        S::clone(chosen).call(request)
     }
 }
 
