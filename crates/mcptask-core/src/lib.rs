@@ -1,4 +1,4 @@
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 //! Core of mcptask: the domain types, state machines and policies shared by the
 //! server runtime and the client tracker, plus the store traits the SQL backends
 //! implement.
@@ -15,6 +15,12 @@
 //! assert_eq!(clock.now_ms(), 1_500);
 //! assert!(TaskStatus::Completed.is_terminal());
 //! ```
+
+/// The crate's README, whose example is compiled as a doc test so that it
+/// keeps matching the API (only then: it is not part of the documentation).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}
 
 pub mod access;
 pub mod call;

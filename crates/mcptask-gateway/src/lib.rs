@@ -35,6 +35,14 @@
 //! # Ok(()) }
 //! ```
 
+#![deny(missing_docs)]
+
+/// The crate's README, whose example is compiled as a doc test so that it
+/// keeps matching the API (only then: it is not part of the documentation).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}
+
 pub mod api;
 pub mod auth;
 pub mod calls;

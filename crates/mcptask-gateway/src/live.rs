@@ -33,6 +33,7 @@ pub struct LiveConfig {
 }
 
 impl LiveConfig {
+    /// Put `config` in force (at start; reloads replace it).
     pub fn new(config: Config) -> Self {
         Self {
             current: Arc::new(RwLock::new(Arc::new(config))),
@@ -63,6 +64,7 @@ pub struct ServerPrint {
 /// A configuration as a reload compares it: secrets as short hashes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Fingerprint {
+    /// Server name → how it is reached and configured.
     pub servers: BTreeMap<String, ServerPrint>,
     /// `token` or `none`.
     pub auth: String,
@@ -70,6 +72,7 @@ pub struct Fingerprint {
     pub tokens: BTreeMap<String, Option<String>>,
     /// Issuer → hash of its settings.
     pub issuers: BTreeMap<String, String>,
+    /// `[api] public_url`, as written.
     pub public_url: Option<String>,
     /// The `[[policy]]` rules, in order.
     pub policy: Value,
@@ -171,22 +174,35 @@ pub enum ServerChange {
 /// What a reload from one configuration to another changes.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Changes {
+    /// Servers the new configuration adds, by name.
     pub servers_added: Vec<String>,
+    /// Servers it drops: no new calls; their live tasks are followed to their end.
     pub servers_removed: Vec<String>,
+    /// Servers kept under the same name, with what changed.
     pub servers_changed: Vec<(String, ServerChange)>,
+    /// `[api] auth` before and after, when it changed.
     pub auth_mode: Option<(String, String)>,
     /// Principals (`operator` for operator tokens) whose tokens were added.
     pub tokens_added: Vec<String>,
     /// … and removed (a rotated token is one of each).
     pub tokens_removed: Vec<String>,
+    /// `[[api.oauth]]` issuers added, by issuer URL.
     pub issuers_added: Vec<String>,
+    /// … removed.
     pub issuers_removed: Vec<String>,
+    /// … kept under the same issuer with other settings.
     pub issuers_changed: Vec<String>,
+    /// Whether `[api] public_url` changed.
     pub public_url: bool,
+    /// Whether the `[[policy]]` rules changed (they apply to new calls).
     pub policy: bool,
+    /// `[limits]` before and after, when they changed.
     pub limits: Option<(Value, Value)>,
+    /// Webhooks added, by redacted URL.
     pub webhooks_added: Vec<String>,
+    /// Webhooks removed, by redacted URL.
     pub webhooks_removed: Vec<String>,
+    /// Webhooks kept with another secret or timeout.
     pub webhooks_changed: Vec<String>,
     /// Settings read only at start that differ: they take effect at the
     /// next restart.
@@ -211,6 +227,7 @@ fn who(principal: &Option<String>) -> String {
 }
 
 impl Changes {
+    /// What putting `new` in force where `old` is would change.
     pub fn between(old: &Fingerprint, new: &Fingerprint) -> Changes {
         let (servers_added, servers_removed, changed) = diff_keys(&old.servers, &new.servers);
         let servers_changed = changed

@@ -56,7 +56,13 @@
 //! - transient store errors are retried with capped backoff; permanent ones
 //!   ([`mcptask_core::StoreError::Rejected`]) fail the one operation at once.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
+
+/// The crate's README, whose example is compiled as a doc test so that it
+/// keeps matching the API (only then: it is not part of the documentation).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}
 
 mod config;
 mod engine;

@@ -1,4 +1,4 @@
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 //! SQL stores for mcptask: SQLite (embedded default) and PostgreSQL (shared,
 //! multi-process), both via sqlx, with versioned forward-only migrations.
 //!
@@ -8,6 +8,12 @@
 //! let server_tasks = store.server_tasks();
 //! # let _ = server_tasks; Ok(()) }
 //! ```
+
+/// The crate's README, whose example is compiled as a doc test so that it
+/// keeps matching the API (only then: it is not part of the documentation).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}
 
 mod codec;
 mod diagnose;
@@ -134,6 +140,20 @@ impl std::fmt::Debug for Store {
 /// opened before hold the old schema, and SQLite reports a `SELECT *` of a
 /// table that gained columns with the old column list on them (a read of the
 /// new columns then fails).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let dir = tempfile::tempdir()?;
+/// let url = format!("sqlite:{}", dir.path().join("tasks.db").display());
+/// // Creates the file and applies every migration.
+/// let store = mcptask_sql::open(&url).await?;
+/// assert_eq!(store.engine(), mcptask_sql::Engine::Sqlite);
+/// // The schema is current: nothing left to apply.
+/// assert_eq!(mcptask_sql::migrate(&store, &url).await?, 0);
+/// store.close().await;
+/// # Ok(()) }
+/// ```
 pub async fn open(url: &str) -> Result<Store, OpenError> {
     let store = open_without_migrating(url).await?;
     if migrate(&store, url).await? == 0 {

@@ -30,6 +30,29 @@ pub struct TrackerBuilder {
 
 impl Tracker {
     /// Start configuring a tracker on `store` (e.g. `mcptask_sql::Store::remote_tasks()`).
+    ///
+    /// Servers are connected on first use, so a tracker starts with its
+    /// servers down:
+    ///
+    /// ```
+    /// use mcptask_client::{ServerDef, Tracker, TrackerConfig};
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let url = format!("sqlite:{}", dir.path().join("tracker.db").display());
+    /// let store = mcptask_sql::open(&url).await?;
+    /// let tracker = Tracker::builder(store.remote_tasks())
+    ///     .server(ServerDef::http("reports", "http://127.0.0.1:9/mcp"))
+    ///     .server(ServerDef::stdio("local", "my-mcp-server", vec!["--stdio".into()]))
+    ///     .config(TrackerConfig::default())
+    ///     .start()
+    ///     .await?;
+    /// // ... call_tool, get, answer, cancel, wait ...
+    /// tracker.shutdown(Duration::from_secs(5)).await;
+    /// # Ok(()) }
+    /// ```
     pub fn builder(store: Arc<dyn RemoteTaskStore>) -> TrackerBuilder {
         TrackerBuilder {
             store,

@@ -11,15 +11,21 @@ use serde_json::json;
 /// An API error: HTTP status, stable machine code, human message.
 #[derive(Debug)]
 pub struct ApiError {
+    /// The response's HTTP status.
     pub status: StatusCode,
+    /// Stable machine-readable code (`error.code`), what clients match on.
     pub code: &'static str,
+    /// Human-readable explanation (`error.message`), already redacted.
     pub message: String,
+    /// Structured context (`error.details`): the invalid field of an
+    /// answer, an upstream's JSON-RPC error, an incident id.
     pub details: Option<serde_json::Value>,
     /// Seconds a client should wait before trying again (`Retry-After`).
     pub retry_after: Option<u64>,
 }
 
 impl ApiError {
+    /// An error with no details and no `Retry-After`.
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         Self {
             status,
@@ -30,10 +36,12 @@ impl ApiError {
         }
     }
 
+    /// 400 `bad_request`: the request itself is wrong.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
     }
 
+    /// 404 `not_found`: "`what` not found".
     pub fn not_found(what: &str) -> Self {
         Self::new(
             StatusCode::NOT_FOUND,
@@ -42,10 +50,12 @@ impl ApiError {
         )
     }
 
+    /// 403 `forbidden`: the caller may not do this.
     pub fn forbidden(message: impl Into<String>) -> Self {
         Self::new(StatusCode::FORBIDDEN, "forbidden", message)
     }
 
+    /// 401 `unauthorized`: no token, or one the gateway does not know.
     pub fn unauthorized() -> Self {
         Self::new(
             StatusCode::UNAUTHORIZED,

@@ -32,6 +32,7 @@ pub struct AppState {
     pub calls: Calls,
     /// The tracker of the calls (their rows, events and intents).
     pub tracker: Tracker,
+    /// What `GET /metrics` renders (none: the route answers 404).
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
     /// How requests are authenticated.
     pub auth: Authenticator,
@@ -40,6 +41,7 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// The state of the routes of `calls`, authenticating as `config` says.
     pub fn new(
         calls: Calls,
         config: &Config,

@@ -202,6 +202,7 @@ pub fn spec() -> Value {
     doc
 }
 
+/// `GET /openapi.json`: [`spec`] as the response.
 pub async fn document() -> Json<Value> {
     Json(spec())
 }

@@ -72,6 +72,8 @@ impl Drop for Admitted {
 }
 
 impl Limiter {
+    /// A limiter enforcing `limits` (replaced on reload), timed by `clock`;
+    /// no caller has spent anything yet.
     pub fn new(limits: Limits, clock: SharedClock) -> Self {
         Self {
             limits: Mutex::new(limits),

@@ -38,8 +38,11 @@ pub struct ApiSection {
     /// Address of the HTTP API, dashboard and metrics.
     #[serde(default = "default_listen")]
     pub listen: SocketAddr,
+    /// Whether requests need a token (`token`, the default) or not (`none`,
+    /// local development only).
     #[serde(default)]
     pub auth: AuthMode,
+    /// `[[api.tokens]]`: the static bearer tokens and whom each stands for.
     #[serde(default)]
     pub tokens: Vec<TokenSection>,
     /// Largest accepted request body, in bytes.
@@ -62,7 +65,9 @@ pub struct ApiSection {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TokenSection {
+    /// The bearer value (at least 8 characters).
     pub token: Spanned<String>,
+    /// The principal its holder acts as; none: an operator token.
     #[serde(default)]
     pub principal: Option<String>,
 }

@@ -45,7 +45,9 @@ pub struct IssuerSection {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClaimMatch {
+    /// The claim's name (`roles`, `groups`, …).
     pub claim: String,
+    /// The value it must hold (an array claim matches if it contains it).
     pub value: String,
 }
 

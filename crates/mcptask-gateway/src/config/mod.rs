@@ -84,16 +84,20 @@ pub use webhooks::WebhookSection;
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// `[database]`: where calls and tasks are kept.
     #[serde(default)]
     pub database: DatabaseSection,
+    /// `[api]`: the HTTP listener and who may use it.
     #[serde(default)]
     pub api: ApiSection,
     /// `[tracker]`: the client's own settings type; its keys and checks are
     /// defined once, in `mcptask_client::TrackerConfig`.
     #[serde(default)]
     pub tracker: TrackerConfig,
+    /// `[[servers]]`: the upstream MCP servers.
     #[serde(default)]
     pub servers: Vec<ServerSection>,
+    /// `[[webhooks]]`: where every task event is POSTed.
     #[serde(default)]
     pub webhooks: Vec<WebhookSection>,
     /// `[proxy]`: mcptask as an MCP server in front of `[[servers]]`.

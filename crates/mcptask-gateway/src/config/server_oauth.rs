@@ -18,6 +18,8 @@ pub struct OAuthSection {
     /// `client_credentials` (default) or `authorization_code`.
     #[serde(default)]
     pub grant: Grant,
+    /// The client registered at the authorization server (required for
+    /// `client_credentials`; else found or registered, see AUTHORIZATION.md).
     #[serde(default)]
     pub client_id: Option<String>,
     /// The client secret, inline (prefer `client_secret_env`).
@@ -35,6 +37,8 @@ pub struct OAuthSection {
     /// Its algorithm (default ES256).
     #[serde(default)]
     pub signing_algorithm: Option<String>,
+    /// Scopes to ask for (default: those the server's challenge or
+    /// metadata names).
     #[serde(default)]
     pub scopes: Vec<String>,
     /// The authorization server's issuer URL, instead of the one the
@@ -45,6 +49,7 @@ pub struct OAuthSection {
     /// where the authorization server supports it).
     #[serde(default)]
     pub client_metadata_url: Option<String>,
+    /// The name to register under (dynamic registration).
     #[serde(default)]
     pub client_name: Option<String>,
     /// Where `mcptask login` receives the authorization (default
@@ -58,6 +63,7 @@ pub struct OAuthSection {
     /// (read for every token request), or the variable holding it.
     #[serde(default)]
     pub assertion_file: Option<String>,
+    /// … or the environment variable holding it (`jwt_bearer`).
     #[serde(default)]
     pub assertion_env: Option<String>,
     /// `enterprise_managed`: `[servers.oauth.identity_provider]`.

@@ -17,21 +17,32 @@ use super::{ConfigError, OAuthSection, Reload, ServerSecrets, Source};
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerSection {
+    /// The name calls, tool routes and stored tasks know the server by
+    /// (spanned: errors point at it).
     pub name: Spanned<String>,
+    /// Streamable HTTP endpoint (`https://host/mcp`).
     #[serde(default)]
     pub url: Option<String>,
+    /// Extra HTTP headers on every request (e.g. a static `Authorization`).
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// Program to run as a stdio server.
     #[serde(default)]
     pub command: Option<String>,
+    /// Its arguments.
     #[serde(default)]
     pub args: Vec<String>,
+    /// Environment variables added to its environment.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Its working directory (default: the gateway's).
     #[serde(default)]
     pub cwd: Option<String>,
+    /// Bound on one request to the server (default: the tracker's).
     #[serde(default)]
     pub call_timeout_ms: Option<u64>,
+    /// Bound on connecting and the initialize handshake (default: the
+    /// tracker's).
     #[serde(default)]
     pub connect_timeout_ms: Option<u64>,
     /// Front tool names are `<prefix>__<tool>`; default: the server's name;
@@ -73,8 +84,11 @@ pub enum Interrupt {
 /// A configured server as the calls front it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Upstream {
+    /// The server's configured name.
     pub name: String,
+    /// The prefix of its tools' front names (`""`: their own names).
     pub prefix: String,
+    /// `interrupt = "rerun"`: an interrupted synchronous call is made again.
     pub rerun: bool,
     /// Upstream tool names run in the background for non-declaring callers.
     pub background: Vec<String>,

@@ -15,8 +15,11 @@ use super::{ConfigError, Reload, Source};
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WebhookSection {
+    /// The receiving endpoint (`http://` or `https://`).
     pub url: Spanned<String>,
+    /// The HMAC key of the `X-Mcptask-Signature` header.
     pub secret: String,
+    /// Bound on one delivery (default: the tracker's).
     #[serde(default)]
     pub timeout_ms: Option<u64>,
 }

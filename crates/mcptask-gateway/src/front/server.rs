@@ -72,6 +72,8 @@ pub(super) fn busy_error(busy: &crate::calls::Busy) -> ErrorData {
 }
 
 impl FrontServer {
+    /// The MCP front over `calls`, naming each request's caller with
+    /// `caller` (its principal binds the front tasks it creates).
     pub fn new(calls: Calls, caller: CallerFn) -> Self {
         let who = caller.clone();
         let tasks =

@@ -40,8 +40,11 @@ impl Route {
 
 /// One server's listing, as the catalog is built from it.
 pub struct Listing {
+    /// The configured server's name.
     pub server: String,
+    /// The prefix of its tools' front names.
     pub prefix: String,
+    /// Its synchronous calls rerun after an interruption.
     pub rerun: bool,
     /// Upstream tool names run in the background for non-declaring callers.
     pub background: Vec<String>,
@@ -52,8 +55,11 @@ pub struct Listing {
 /// Two routes for one front name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Clash {
+    /// The front tool name both routes claim.
     pub name: String,
+    /// The route that has it (`server/tool`).
     pub first: String,
+    /// The route that claims it again (`server/tool`), left out.
     pub second: String,
 }
 

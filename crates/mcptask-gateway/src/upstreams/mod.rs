@@ -33,6 +33,7 @@ pub use crate::config::Upstream;
 
 /// The upstream side of the proxy: the tracker, the lanes, the catalog.
 pub struct Upstreams {
+    /// The tracker every call to these servers goes through.
     pub tracker: Tracker,
     /// The configured servers (replaced by a configuration reload).
     servers: RwLock<Vec<Upstream>>,
@@ -70,6 +71,8 @@ pub struct Upstreams {
 pub const RELIST_ON_MISS: Duration = Duration::from_secs(5);
 
 impl Upstreams {
+    /// The upstream side for `servers`, over `tracker`; nothing is listed
+    /// until the first catalog build.
     pub fn new(tracker: Tracker, servers: Vec<Upstream>) -> Arc<Self> {
         Arc::new(Self {
             tracker,

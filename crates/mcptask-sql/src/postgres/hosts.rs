@@ -4,7 +4,7 @@
 //! into one URL, and one set of [`PgConnectOptions`], per host; everything
 //! else in the URL (user, password, database, `sslmode`, …) applies to every
 //! host, as in libpq. The pool then connects to whichever host is the
-//! current one ([`super::failover`]).
+//! current one (the `failover` module beside this one).
 //!
 //! ```
 //! use mcptask_sql::postgres::hosts::{HostList, SessionAttrs};
