@@ -23,6 +23,7 @@
 mod readme {}
 
 pub mod access;
+pub mod attempt;
 pub mod call;
 pub mod client;
 pub mod clock;

@@ -116,7 +116,7 @@ pub trait ServerTaskStore: Send + Sync + 'static {
 
     /// Fenced: start another attempt after an interruption (`attempt + 1`),
     /// with `message` as the task's status message (it says why progress
-    /// starts again: [`crate::server::recovery::rerun_message`]). Returns the
+    /// starts again: [`crate::attempt::rerun_message`]). Returns the
     /// new attempt number.
     async fn begin_rerun(
         &self,

@@ -367,7 +367,7 @@ pub fn observe(
                     data.insert("attempt".into(), json!(attempt));
                     data.insert(
                         "statusMessage".into(),
-                        json!(crate::server::recovery::rerun_message(attempt, by)),
+                        json!(crate::attempt::rerun_message(attempt, by)),
                     );
                 }
             }

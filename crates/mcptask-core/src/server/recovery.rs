@@ -62,21 +62,6 @@ pub fn decide(record: &ServerTaskRecord, policy: Option<InterruptPolicy>, now: i
     }
 }
 
-/// The status message a rerun starts with: which attempt, run by which
-/// process, and why the task's progress starts again.
-///
-/// ```
-/// use mcptask_core::server::recovery::rerun_message;
-/// let m = rerun_message(2, "gw-b.1");
-/// assert!(m.contains("attempt 2") && m.contains("gw-b.1") && m.contains("attempt 1"));
-/// ```
-pub fn rerun_message(attempt: i64, by: &str) -> String {
-    format!(
-        "Rerun as attempt {attempt} by {by}: attempt {} stopped with its server process, so the work starts again from the beginning",
-        attempt - 1
-    )
-}
-
 /// The honest end of an attempt that stopped with its process.
 fn interrupted(attempt: i64) -> Outcome {
     Outcome::Failed {

@@ -43,7 +43,7 @@ impl RuntimeInner {
         };
         // Said in the status (and so in a tracked call's timeline): the
         // progress the caller saw belonged to the attempt that stopped.
-        let message = recovery::rerun_message(record.attempt + 1, &fence.owner);
+        let message = mcptask_core::attempt::rerun_message(record.attempt + 1, &fence.owner);
         match self
             .retrying("begin rerun", || {
                 self.store.begin_rerun(&fence, now, &message)
