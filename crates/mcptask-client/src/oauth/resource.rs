@@ -97,6 +97,38 @@ impl AuthorizingClient {
         }
     }
 
+    /// A POST of `message` made by `send` (rmcp's client, given the token
+    /// and headers) and authorized as [`AuthorizingClient::run`] does; the
+    /// style of its answer is noted for the front when it [`shows_style`].
+    /// Every POST variant of the trait goes through here.
+    async fn post<F, Fut>(
+        &self,
+        uri: &str,
+        message: &ClientJsonRpcMessage,
+        session_id: Option<&str>,
+        auth_header: Option<String>,
+        custom: &HashMap<HeaderName, HeaderValue>,
+        send: F,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>>
+    where
+        F: Fn(Option<String>, HashMap<HeaderName, HeaderValue>) -> Fut,
+        Fut: Future<
+            Output = Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>>,
+        >,
+    {
+        let shows = shows_style(message, session_id);
+        let response = self.run("POST", uri, auth_header, custom, send).await;
+        if shows {
+            use crate::remote::{AnswerStyle, saw};
+            match &response {
+                Ok(StreamableHttpPostResponse::Json(..)) => saw(uri, AnswerStyle::Json),
+                Ok(StreamableHttpPostResponse::Sse(..)) => saw(uri, AnswerStyle::Sse),
+                _ => {}
+            }
+        }
+        response
+    }
+
     /// Learn the nonce a resource server asks for (RFC 9449 §9). rmcp's
     /// client reports the 401 but not its `DPoP-Nonce` header, so the server
     /// is asked once more with an empty object for a body: no JSON-RPC
@@ -160,26 +192,6 @@ fn shows_style(message: &ClientJsonRpcMessage, session_id: Option<&str>) -> bool
             if matches!(r.request.method(), "server/discover" | "tools/list"))
 }
 
-/// Notes the style of a response that [`shows_style`].
-fn noted(
-    uri: &str,
-    shows: bool,
-    response: Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>>,
-) -> Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>> {
-    if shows {
-        match &response {
-            Ok(StreamableHttpPostResponse::Json(..)) => {
-                crate::remote::saw(uri, crate::remote::AnswerStyle::Json)
-            }
-            Ok(StreamableHttpPostResponse::Sse(..)) => {
-                crate::remote::saw(uri, crate::remote::AnswerStyle::Sse)
-            }
-            _ => {}
-        }
-    }
-    response
-}
-
 fn failed(message: String) -> StreamableHttpError<reqwest::Error> {
     StreamableHttpError::Auth(AuthError::AuthorizationFailed(message))
 }
@@ -195,25 +207,23 @@ impl StreamableHttpClient for AuthorizingClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        let shows = shows_style(&message, session_id.as_deref());
-        let response = self
-            .run(
-                "POST",
-                &uri,
-                auth_header,
-                &custom_headers,
-                |token, headers| {
-                    self.inner.post_message(
-                        uri.clone(),
-                        message.clone(),
-                        session_id.clone(),
-                        token,
-                        headers,
-                    )
-                },
-            )
-            .await;
-        noted(&uri, shows, response)
+        self.post(
+            &uri,
+            &message,
+            session_id.as_deref(),
+            auth_header,
+            &custom_headers,
+            |token, headers| {
+                self.inner.post_message(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    token,
+                    headers,
+                )
+            },
+        )
+        .await
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -225,26 +235,24 @@ impl StreamableHttpClient for AuthorizingClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        let shows = shows_style(&message, session_id.as_deref());
-        let response = self
-            .run(
-                "POST",
-                &uri,
-                auth_header,
-                &custom_headers,
-                |token, headers| {
-                    self.inner.post_message_with_max_sse_event_size(
-                        uri.clone(),
-                        message.clone(),
-                        session_id.clone(),
-                        token,
-                        headers,
-                        max_sse_event_size,
-                    )
-                },
-            )
-            .await;
-        noted(&uri, shows, response)
+        self.post(
+            &uri,
+            &message,
+            session_id.as_deref(),
+            auth_header,
+            &custom_headers,
+            |token, headers| {
+                self.inner.post_message_with_max_sse_event_size(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    token,
+                    headers,
+                    max_sse_event_size,
+                )
+            },
+        )
+        .await
     }
 
     async fn post_message_with_response_limits(
@@ -256,26 +264,24 @@ impl StreamableHttpClient for AuthorizingClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        let shows = shows_style(&message, session_id.as_deref());
-        let response = self
-            .run(
-                "POST",
-                &uri,
-                auth_header,
-                &custom_headers,
-                |token, headers| {
-                    self.inner.post_message_with_response_limits(
-                        uri.clone(),
-                        message.clone(),
-                        session_id.clone(),
-                        token,
-                        headers,
-                        limits,
-                    )
-                },
-            )
-            .await;
-        noted(&uri, shows, response)
+        self.post(
+            &uri,
+            &message,
+            session_id.as_deref(),
+            auth_header,
+            &custom_headers,
+            |token, headers| {
+                self.inner.post_message_with_response_limits(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    token,
+                    headers,
+                    limits,
+                )
+            },
+        )
+        .await
     }
 
     async fn delete_session(
