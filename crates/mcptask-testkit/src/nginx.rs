@@ -17,7 +17,6 @@ use std::time::Duration;
 
 use tokio::process::{Child, Command};
 
-use crate::in_ci;
 use crate::process::free_port;
 
 /// How long nginx keeps an idle upstream connection: shorter than a
@@ -56,16 +55,7 @@ impl Nginx {
     /// `ports`, or `None` after a loud SKIPPED line naming `test` when
     /// nginx is not installed (under `CI=true`: a failure instead).
     pub async fn start(test: &str, ports: &[u16]) -> Option<Nginx> {
-        let binary = match find() {
-            Ok(binary) => binary,
-            Err(why) if in_ci() => {
-                panic!("nginx is required under CI: {why}; apt-get install nginx")
-            }
-            Err(why) => {
-                eprintln!("SKIPPED ({test}: no nginx): {why} — apt-get install nginx");
-                return None;
-            }
-        };
+        let binary = crate::peers::or_skip_with("nginx", test, "apt-get install nginx", find())?;
         // The port was free a moment ago; another process may take it
         // first, so a failed bind is tried again on another.
         let mut last = String::new();

@@ -14,13 +14,17 @@ use crate::{in_ci, repo_root};
 /// `found`, or `None` after a loud SKIPPED line naming `test` and `peer`;
 /// under `CI=true` a missing peer fails the test instead.
 pub fn or_skip<T>(peer: &str, test: &str, found: Result<T, String>) -> Option<T> {
+    or_skip_with(peer, test, "run scripts/install-test-tools", found)
+}
+
+/// [`or_skip`] for a peer that `fix` installs (`apt-get install nginx`):
+/// the one rule of every test that needs something outside the repository.
+pub fn or_skip_with<T>(peer: &str, test: &str, fix: &str, found: Result<T, String>) -> Option<T> {
     match found {
         Ok(found) => Some(found),
-        Err(why) if in_ci() => {
-            panic!("{peer} is required under CI: {why}; run scripts/install-test-tools")
-        }
+        Err(why) if in_ci() => panic!("{peer} is required under CI: {why}; {fix}"),
         Err(why) => {
-            eprintln!("SKIPPED ({test}: no {peer}): {why} — run scripts/install-test-tools");
+            eprintln!("SKIPPED ({test}: no {peer}): {why} — {fix}");
             None
         }
     }

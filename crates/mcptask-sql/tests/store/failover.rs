@@ -49,8 +49,9 @@ async fn slot_locks(url: &str) -> Option<i64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_on_a_host_list_follows_the_promoted_standby() {
-    let Some(pair) = ReplicatedPair::start().await else {
-        eprintln!("failover: SKIPPED (see above)");
+    let Some(pair) =
+        ReplicatedPair::start("a_store_on_a_host_list_follows_the_promoted_standby").await
+    else {
         return;
     };
     let db = pair.fresh_database().await;
@@ -165,8 +166,8 @@ async fn a_store_on_a_host_list_follows_the_promoted_standby() {
 /// writes fail (read-only, transient) until it is promoted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_any_list_moves_when_its_host_stops_answering() {
-    let Some(pair) = ReplicatedPair::start().await else {
-        eprintln!("failover: SKIPPED (see above)");
+    let Some(pair) = ReplicatedPair::start("an_any_list_moves_when_its_host_stops_answering").await
+    else {
         return;
     };
     let db = pair.fresh_database().await;

@@ -31,24 +31,15 @@ pub struct ReplicatedPair {
 
 impl ReplicatedPair {
     /// Set the pair up and wait until the standby streams synchronously,
-    /// or `None` (after a loud SKIPPED line) when PostgreSQL's tools are
-    /// missing outside CI.
-    pub async fn start() -> Option<ReplicatedPair> {
-        match Self::try_start().await {
-            Ok(pair) => Some(pair),
-            Err(reason) if in_ci() => {
-                panic!(
-                    "a replicated PostgreSQL pair is required under CI but could not be set up: {reason}"
-                )
-            }
-            Err(reason) => {
-                let _ = writeln!(
-                    io::stderr(),
-                    "SKIPPED (no replicated PostgreSQL): {reason} — install initdb/pg_ctl/pg_basebackup"
-                );
-                None
-            }
-        }
+    /// or `None` (after a loud SKIPPED line naming `test`) when PostgreSQL's
+    /// tools are missing outside CI.
+    pub async fn start(test: &str) -> Option<ReplicatedPair> {
+        crate::peers::or_skip_with(
+            "a replicated PostgreSQL",
+            test,
+            "install initdb, pg_ctl and pg_basebackup",
+            Self::try_start().await,
+        )
     }
 
     async fn try_start() -> Result<ReplicatedPair> {

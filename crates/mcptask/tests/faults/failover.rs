@@ -86,8 +86,9 @@ async fn caller(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn failover_to_the_promoted_standby_loses_and_repeats_nothing() {
-    let Some(pair) = ReplicatedPair::start().await else {
-        eprintln!("failover: SKIPPED (see above)");
+    let Some(pair) =
+        ReplicatedPair::start("failover_to_the_promoted_standby_loses_and_repeats_nothing").await
+    else {
         return;
     };
     with_deadline(Duration::from_secs(120), failover_run(&pair)).await;
