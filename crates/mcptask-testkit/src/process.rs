@@ -181,24 +181,28 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// Send `signal` to `pid` (a process this test started, directly or
+/// not), asserting it was delivered; `name` is how `kill -NAME` spells it.
+fn send(pid: u32, signal: libc::c_int, name: &str) {
+    // SAFETY: kill(2) with a pid we own and a valid signal number.
+    let rc = unsafe { libc::kill(pid as libc::pid_t, signal) };
+    assert_eq!(
+        rc,
+        0,
+        "kill -{name} {pid}: {}",
+        std::io::Error::last_os_error()
+    );
+}
+
 /// SIGKILL a process by pid (one this test started, directly or through a
 /// tracker's stdio transport).
 pub fn sigkill(pid: u32) {
-    // SAFETY: kill(2) with a pid we own and a valid signal number.
-    let rc = unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
-    assert_eq!(rc, 0, "kill -9 {pid}: {}", std::io::Error::last_os_error());
+    send(pid, libc::SIGKILL, "9");
 }
 
 /// SIGTERM a process by pid: the stop an orchestrator sends first.
 pub fn sigterm(pid: u32) {
-    // SAFETY: kill(2) with a pid we own and a valid signal number.
-    let rc = unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
-    assert_eq!(
-        rc,
-        0,
-        "kill -TERM {pid}: {}",
-        std::io::Error::last_os_error()
-    );
+    send(pid, libc::SIGTERM, "TERM");
 }
 
 /// Pids of live (not zombie) child processes of this test process whose
@@ -281,37 +285,16 @@ fn live_processes() -> Vec<ProcEntry> {
 /// SIGSTOP a process: it holds its claims and connections but does nothing,
 /// like a process stalled by the scheduler or a long GC pause.
 pub fn freeze(pid: u32) {
-    // SAFETY: kill(2) with a pid we own and a valid signal number.
-    let rc = unsafe { libc::kill(pid as libc::pid_t, libc::SIGSTOP) };
-    assert_eq!(
-        rc,
-        0,
-        "kill -STOP {pid}: {}",
-        std::io::Error::last_os_error()
-    );
+    send(pid, libc::SIGSTOP, "STOP");
 }
 
 /// SIGCONT a process stopped by [`freeze`].
 pub fn thaw(pid: u32) {
-    // SAFETY: kill(2) with a pid we own and a valid signal number.
-    let rc = unsafe { libc::kill(pid as libc::pid_t, libc::SIGCONT) };
-    assert_eq!(
-        rc,
-        0,
-        "kill -CONT {pid}: {}",
-        std::io::Error::last_os_error()
-    );
+    send(pid, libc::SIGCONT, "CONT");
 }
 
 /// SIGHUP a process (`mcptask serve` and `proxy --stdio` reload their
 /// configuration on it).
 pub fn sighup(pid: u32) {
-    // SAFETY: kill(2) with a pid we own and a valid signal number.
-    let rc = unsafe { libc::kill(pid as libc::pid_t, libc::SIGHUP) };
-    assert_eq!(
-        rc,
-        0,
-        "kill -HUP {pid}: {}",
-        std::io::Error::last_os_error()
-    );
+    send(pid, libc::SIGHUP, "HUP");
 }
