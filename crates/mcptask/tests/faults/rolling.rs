@@ -294,14 +294,6 @@ async fn one_task(http: &reqwest::Client, mcp: &str, seen: &Mutex<Seen>, text: S
     }
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let at = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[at]
-}
-
 /// The checks every run makes of what its load saw: no failure; every
 /// task created once, ended, with its own result; every answered text
 /// heard exactly once by the upstream, every refused one never; nothing
@@ -363,8 +355,8 @@ fn summary(seen: &Seen) -> String {
         seen.tasks.len(),
         seen.failures.len(),
         seen.refused.len(),
-        percentile(&sorted, 0.50),
-        percentile(&sorted, 0.99),
+        mcptask_testkit::bench::percentile(&sorted, 0.50),
+        mcptask_testkit::bench::percentile(&sorted, 0.99),
         sorted.last().copied().unwrap_or_default(),
     )
 }
