@@ -29,8 +29,9 @@ static STYLES: LazyLock<Mutex<HashMap<String, AnswerStyle>>> = LazyLock::new(Def
 /// what they derived from the styles and re-derive only after a change.
 static CHANGES: AtomicU64 = AtomicU64::new(0);
 
-/// Note that the upstream at `url` answered in `style`.
-pub fn saw(url: &str, style: AnswerStyle) {
+/// Note that the upstream at `url` answered in `style` (the authorizing
+/// client every upstream request goes through does).
+pub(crate) fn saw(url: &str, style: AnswerStyle) {
     let mut styles = STYLES.lock().unwrap_or_else(|e| e.into_inner());
     let before = styles.insert(url.to_string(), style);
     if before != Some(style) {
@@ -42,9 +43,8 @@ pub fn saw(url: &str, style: AnswerStyle) {
 /// How the upstream at `url` answers, once it has been seen answering.
 ///
 /// ```
-/// use mcptask_client::remote::{AnswerStyle, answers_of, saw};
-/// saw("http://127.0.0.1:9/mcp", AnswerStyle::Sse);
-/// assert_eq!(answers_of("http://127.0.0.1:9/mcp"), Some(AnswerStyle::Sse));
+/// use mcptask_client::remote::answers_of;
+/// // Nothing is known of a server before it answered a listing.
 /// assert_eq!(answers_of("http://127.0.0.1:10/mcp"), None);
 /// ```
 pub fn answers_of(url: &str) -> Option<AnswerStyle> {

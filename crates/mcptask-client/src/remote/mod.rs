@@ -21,7 +21,8 @@ pub(crate) mod tap;
 mod tools;
 mod why;
 
-pub use answers::{AnswerStyle, answer_changes, answers_of, saw};
+pub(crate) use answers::saw;
+pub use answers::{AnswerStyle, answer_changes, answers_of};
 pub(crate) use cancel::cancel_remote;
 pub use classify::RemoteError;
 pub use connection::{Connection, Timeouts, upstream_http_client};
