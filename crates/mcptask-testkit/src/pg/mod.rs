@@ -576,20 +576,23 @@ impl Cluster {
         )
     }
 
+    /// The postmaster's pid as `postmaster.pid` records it, if the file is
+    /// there.
+    fn postmaster_pid(&self) -> Option<u32> {
+        fs::read_to_string(self.data_dir().join("postmaster.pid"))
+            .ok()?
+            .lines()
+            .next()
+            .and_then(|line| line.trim().parse::<u32>().ok())
+    }
+
     /// Whether the postmaster recorded in `postmaster.pid` is still alive.
     ///
     /// `pg_ctl stop` signals whatever PID the file names; after a reboot that
     /// PID may belong to an unrelated process (and we may be root), so check
     /// it really is a postgres process first when /proc lets us.
     fn postmaster_running(&self) -> bool {
-        let Ok(pid_file) = fs::read_to_string(self.data_dir().join("postmaster.pid")) else {
-            return false;
-        };
-        let Some(pid) = pid_file
-            .lines()
-            .next()
-            .and_then(|line| line.trim().parse::<u32>().ok())
-        else {
+        let Some(pid) = self.postmaster_pid() else {
             return false;
         };
         let proc = Path::new("/proc");

@@ -178,12 +178,11 @@ impl ReplicatedPair {
     /// backends end when they notice (their clients' connections break).
     /// Nothing is checkpointed or shipped any more.
     pub fn kill_primary(&self) {
-        let pid = fs::read_to_string(self.primary.data_dir().join("postmaster.pid"))
-            .ok()
-            .and_then(|text| text.lines().next()?.trim().parse::<u32>().ok())
+        let pid = self
+            .primary
+            .postmaster_pid()
             .expect("the primary's postmaster.pid");
-        run_checked(Command::new("kill").args(["-KILL", &pid.to_string()]))
-            .unwrap_or_else(|e| panic!("kill the primary: {e}"));
+        crate::process::sigkill(pid);
     }
 
     /// `pg_ctl promote -w` the standby: returns once it accepts writes, with
