@@ -74,6 +74,9 @@ pub struct Fingerprint {
     pub issuers: BTreeMap<String, String>,
     /// `[api] public_url`, as written.
     pub public_url: Option<String>,
+    /// `[api] metrics_principals`, sorted.
+    #[serde(default)]
+    pub metrics_principals: Vec<String>,
     /// The `[[policy]]` rules, in order.
     pub policy: Value,
     /// `[limits]`.
@@ -151,6 +154,12 @@ impl Fingerprint {
             tokens,
             issuers,
             public_url: config.api.public_url.as_ref().map(|u| u.get_ref().clone()),
+            metrics_principals: {
+                let mut readers = config.api.metrics_principals.clone();
+                readers.sort();
+                readers.dedup();
+                readers
+            },
             policy,
             limits,
             webhooks,
@@ -194,6 +203,8 @@ pub struct Changes {
     pub issuers_changed: Vec<String>,
     /// Whether `[api] public_url` changed.
     pub public_url: bool,
+    /// `[api] metrics_principals` before and after, when they changed.
+    pub metrics_principals: Option<(Vec<String>, Vec<String>)>,
     /// Whether the `[[policy]]` rules changed (they apply to new calls).
     pub policy: bool,
     /// `[limits]` before and after, when they changed.
@@ -285,6 +296,12 @@ impl Changes {
             issuers_removed,
             issuers_changed,
             public_url: old.public_url != new.public_url,
+            metrics_principals: (old.metrics_principals != new.metrics_principals).then(|| {
+                (
+                    old.metrics_principals.clone(),
+                    new.metrics_principals.clone(),
+                )
+            }),
             policy: old.policy != new.policy,
             limits: (old.limits != new.limits).then(|| (old.limits.clone(), new.limits.clone())),
             webhooks_added,
@@ -348,6 +365,13 @@ impl Changes {
         }
         if self.public_url {
             lines.push("public_url changed".into());
+        }
+        if let Some((old, new)) = &self.metrics_principals {
+            lines.push(format!(
+                "metrics readers: [{}] -> [{}]",
+                list(old),
+                list(new)
+            ));
         }
         if self.policy {
             lines

@@ -9,7 +9,7 @@ use crate::api::Api;
 use crate::bin;
 use crate::process::LoggedChild;
 
-/// Tokens of the gateways under test (each at least 8 characters).
+/// Tokens of the gateways under test (each at least 16 characters, as `config::weak_token` requires).
 pub const OPERATOR: &str = "operator-token-0123456789";
 pub const ALICE: &str = "alice-token-0123456789";
 pub const BOB: &str = "bob-token-0123456789";

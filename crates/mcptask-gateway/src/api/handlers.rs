@@ -304,13 +304,26 @@ pub async fn call_tool(
     }
 }
 
-pub async fn list_servers(State(state): State<AppState>) -> Json<Value> {
+/// The configured servers. An operator sees how each is reached (URL or
+/// command), its definition hash, health with its last error, and OAuth
+/// state; any other principal sees only names and health states (what the
+/// dashboard's picker needs): hosts, ports, commands and upstream error
+/// texts are the operator's.
+pub async fn list_servers(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Json<Value> {
     let mut servers: Vec<Value> = Vec::new();
     for name in state.tracker.servers().names() {
         let Some((def, hash)) = state.tracker.servers().get(&name) else {
             continue;
         };
         let health = state.tracker.servers().health(&name);
+        if !caller.operator {
+            let health = health.map(|h| json!({"state": h.state}));
+            servers.push(json!({"name": name, "health": health}));
+            continue;
+        }
         let mut entry = json!({
             "name": name,
             "transport": match &def.transport {
@@ -365,7 +378,23 @@ pub async fn config_in_force(
     })))
 }
 
-pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
+/// The Prometheus metrics: operators, and the principals of
+/// `[api] metrics_principals`, only (they name every server and tool).
+pub async fn metrics(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Result<impl IntoResponse, ApiError> {
+    let allowed = match &state.config {
+        Some(live) => live.get().api.may_read_metrics(&caller),
+        None => caller.operator,
+    };
+    if !allowed {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "metrics are shown to operator tokens and the principals of [api] metrics_principals only",
+        ));
+    }
     let Some(handle) = &state.metrics else {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,

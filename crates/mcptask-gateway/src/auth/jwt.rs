@@ -85,27 +85,32 @@ impl Issuer {
     /// The caller `token` speaks for, with `resource` the audience expected
     /// when none is configured.
     pub async fn verify(&self, token: &str, resource: &str) -> Result<Caller, Refusal> {
-        let header = decode_header(token).map_err(|e| Refusal::invalid(format!("header: {e}")))?;
+        let header = decode_header(token).map_err(|e| Refusal::invalid(why_undecodable(&e)))?;
         if !acceptable(header.alg) {
             return Err(Refusal::invalid(format!(
-                "algorithm {:?} is not accepted",
+                "it is signed with {:?}, which this gateway does not accept",
                 header.alg
             )));
         }
-        let jwk =
-            self.keys.key(header.kid.as_deref()).await.ok_or_else(|| {
-                Refusal::invalid(format!("no key {:?} at the issuer", header.kid))
-            })?;
+        let kid = key_name(header.kid.as_deref());
+        let jwk = self.keys.key(header.kid.as_deref()).await.ok_or_else(|| {
+            Refusal::invalid(match header.kid.as_deref() {
+                Some(kid) => format!("the issuer publishes no key {kid:?}"),
+                None => {
+                    "the token names no key (`kid`) and the issuer has more than one".to_string()
+                }
+            })
+        })?;
         if let Some(alg) = jwk.common.key_algorithm
             && alg.to_string() != format!("{:?}", header.alg)
         {
             return Err(Refusal::invalid(format!(
-                "key {:?} is for {alg}, the token says {:?}",
-                header.kid, header.alg
+                "the issuer's {kid} is for {alg}, and the token is signed with {:?}",
+                header.alg
             )));
         }
         let key = jsonwebtoken::DecodingKey::from_jwk(&jwk)
-            .map_err(|e| Refusal::invalid(format!("key {:?}: {e}", header.kid)))?;
+            .map_err(|_| Refusal::invalid(format!("the issuer's {kid} cannot be used")))?;
         let mut validation = Validation::new(header.alg);
         validation.set_issuer(&[self.issuer()]);
         let audience = self.config.audience.as_deref().unwrap_or(resource);
@@ -114,7 +119,7 @@ impl Issuer {
         validation.validate_nbf = true;
         validation.set_required_spec_claims(&["exp", "iss", "aud"]);
         let claims = decode::<Value>(token, &key, &validation)
-            .map_err(|e| Refusal::invalid(e.to_string()))?
+            .map_err(|e| Refusal::invalid(why_invalid(&e, self.issuer(), audience)))?
             .claims;
         let granted = scopes_of(&claims);
         let missing: Vec<&String> = self
@@ -162,6 +167,47 @@ impl Issuer {
     }
 }
 
+/// The key a token names, for a refusal's reason: `key "abc"`, or that it
+/// names none.
+fn key_name(kid: Option<&str>) -> String {
+    match kid {
+        Some(kid) => format!("key {kid:?}"),
+        None => "key".to_string(),
+    }
+}
+
+/// Why a token's header could not be read, for the log (jsonwebtoken's
+/// own text is its error's debug name).
+fn why_undecodable(e: &jsonwebtoken::errors::Error) -> String {
+    use jsonwebtoken::errors::ErrorKind;
+    match e.kind() {
+        ErrorKind::InvalidAlgorithmName | ErrorKind::UnsupportedAlgorithm => {
+            "its header names an algorithm this gateway does not know".to_string()
+        }
+        _ => "it is not a JWT (its header cannot be read)".to_string(),
+    }
+}
+
+/// Why a token failed verification, for the log and for people: which
+/// check it failed, never a debug name.
+fn why_invalid(e: &jsonwebtoken::errors::Error, issuer: &str, audience: &str) -> String {
+    use jsonwebtoken::errors::ErrorKind;
+    match e.kind() {
+        ErrorKind::InvalidSignature => "its signature does not verify".to_string(),
+        ErrorKind::ExpiredSignature => "it has expired (`exp`)".to_string(),
+        ErrorKind::ImmatureSignature => "it is not valid yet (`nbf`)".to_string(),
+        ErrorKind::InvalidIssuer => format!("it was not issued by {issuer:?} (`iss`)"),
+        ErrorKind::InvalidAudience => format!("it is not meant for {audience:?} (`aud`)"),
+        ErrorKind::InvalidSubject => "its subject (`sub`) is not accepted".to_string(),
+        ErrorKind::MissingRequiredClaim(claim) => format!("it has no `{claim}` claim"),
+        ErrorKind::InvalidClaimFormat(claim) => format!("its `{claim}` claim is malformed"),
+        ErrorKind::InvalidAlgorithm | ErrorKind::MissingAlgorithm => {
+            "its algorithm does not match the issuer's key".to_string()
+        }
+        _ => "it is not a well-formed JWT".to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,6 +218,44 @@ mod tests {
         let s = scopes_of(&json!({"scope": "a b", "scp": ["c"]}));
         assert_eq!(s, HashSet::from(["a".into(), "b".into(), "c".into()]));
         assert!(scopes_of(&json!({"scope": 3})).is_empty());
+    }
+
+    /// A refusal's reason is read by people in the log: it names the
+    /// check, never jsonwebtoken's debug name or an `Option`.
+    #[test]
+    fn refusal_reasons_are_written_for_people() {
+        use jsonwebtoken::errors::{Error, ErrorKind};
+        let kinds = [
+            ErrorKind::InvalidToken,
+            ErrorKind::InvalidSignature,
+            ErrorKind::ExpiredSignature,
+            ErrorKind::ImmatureSignature,
+            ErrorKind::InvalidIssuer,
+            ErrorKind::InvalidAudience,
+            ErrorKind::InvalidSubject,
+            ErrorKind::MissingRequiredClaim("exp".into()),
+            ErrorKind::InvalidClaimFormat("aud".into()),
+            ErrorKind::InvalidAlgorithm,
+            ErrorKind::MissingAlgorithm,
+            ErrorKind::InvalidAlgorithmName,
+        ];
+        for kind in kinds {
+            let debug = format!("{kind:?}");
+            let debug = debug.split('(').next().unwrap().to_string();
+            let e = Error::from(kind);
+            for why in [
+                why_invalid(&e, "https://sso.example", "https://gw.example/mcp"),
+                why_undecodable(&e),
+            ] {
+                assert!(!why.contains(&debug), "{why:?} shows {debug}");
+                assert!(!why.contains("Some(") && !why.contains("None"), "{why:?}");
+            }
+        }
+        let expired = why_invalid(&ErrorKind::ExpiredSignature.into(), "i", "a");
+        assert!(expired.contains("expired"), "{expired}");
+        let audience = why_invalid(&ErrorKind::InvalidAudience.into(), "i", "https://gw/mcp");
+        assert!(audience.contains("https://gw/mcp"), "{audience}");
+        assert_eq!(key_name(Some("zzz")), "key \"zzz\"");
     }
 
     #[test]

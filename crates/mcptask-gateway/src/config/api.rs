@@ -58,6 +58,11 @@ pub struct ApiSection {
     /// this gateway accepts, beside the static tokens.
     #[serde(default)]
     pub oauth: Vec<IssuerSection>,
+    /// Principals besides operators that may read `/metrics` (a
+    /// Prometheus scraper's token, say), so that a scraper needs no
+    /// operator token. Every other principal is refused 403.
+    #[serde(default)]
+    pub metrics_principals: Vec<String>,
 }
 
 /// An API token. With a `principal`, its holder only sees and creates tasks
@@ -65,7 +70,8 @@ pub struct ApiSection {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TokenSection {
-    /// The bearer value (at least 8 characters).
+    /// The bearer value (at least 16 characters, not a placeholder:
+    /// [`weak_token`](super::weak_token)).
     pub token: Spanned<String>,
     /// The principal its holder acts as; none: an operator token.
     #[serde(default)]
@@ -81,6 +87,7 @@ impl Default for ApiSection {
             max_body_bytes: default_max_body(),
             public_url: None,
             oauth: Vec::new(),
+            metrics_principals: Vec::new(),
         }
     }
 }
@@ -94,8 +101,18 @@ fn default_max_body() -> usize {
 }
 
 impl ApiSection {
-    /// Who may call (`auth`, `tokens`, `public_url`, `[[api.oauth]]`): the
-    /// authenticator reads them per request, so a reload applies them.
+    /// Whether `caller` may read `/metrics`: operators, and the principals
+    /// of `metrics_principals`.
+    pub fn may_read_metrics(&self, caller: &crate::auth::Caller) -> bool {
+        caller.operator
+            || caller
+                .principal
+                .as_ref()
+                .is_some_and(|p| self.metrics_principals.contains(p))
+    }
+
+    /// Who may call (`auth`, `tokens`, `public_url`, `[[api.oauth]]`,
+    /// `metrics_principals`): read per request, so a reload applies them.
     pub const RELOAD: Reload = Reload::Live;
     /// The listener (`listen`, `max_body_bytes`) is bound once, at start.
     pub const LISTENER_RELOAD: Reload = Reload::AtStart;
@@ -149,12 +166,8 @@ impl ApiSection {
                     "give every principal (and the operator) a token of its own",
                 ));
             }
-            if t.token.get_ref().len() < 8 {
-                return Err(src.at(
-                    t.token.span(),
-                    "API tokens must be at least 8 characters",
-                    "use a long random value, e.g. from `openssl rand -hex 24`",
-                ));
+            if let Some(why) = super::weak_token(t.token.get_ref()) {
+                return Err(src.at(t.token.span(), &why, super::STRONG_TOKEN_FIX));
             }
         }
         Ok(())

@@ -62,8 +62,11 @@ impl Config {
             };
         }
         if let Some(token) = get("MCPTASK_OPERATOR_TOKEN") {
-            if token.len() < 8 {
-                return Err(ConfigError("MCPTASK_OPERATOR_TOKEN must be at least 8 characters\n  fix: use a long random value, e.g. from `openssl rand -hex 24`".into()));
+            if let Some(why) = super::weak_token(&token) {
+                return Err(ConfigError(format!(
+                    "MCPTASK_OPERATOR_TOKEN: {why}\n  fix: {}",
+                    super::STRONG_TOKEN_FIX
+                )));
             }
             if self.api.tokens.iter().any(|t| t.token.get_ref() == &token) {
                 return Err(ConfigError("MCPTASK_OPERATOR_TOKEN is also a token in [[api.tokens]]\n  fix: give the operator a token of its own".into()));

@@ -50,6 +50,7 @@ mod server_oauth;
 mod servers;
 mod spans;
 pub mod telemetry;
+mod token_strength;
 mod upstream_auth;
 mod url;
 mod webhooks;
@@ -76,6 +77,7 @@ pub use server_oauth::OAuthSection;
 pub use servers::{Interrupt, ServerSection, Upstream};
 pub(crate) use spans::Spans;
 pub use telemetry::TelemetrySection;
+pub use token_strength::{MIN_TOKEN_CHARS, STRONG_TOKEN_FIX, weak_token};
 pub use upstream_auth::IdentityProviderSection;
 pub use webhooks::WebhookSection;
 

@@ -210,7 +210,7 @@ fn environment_overrides_apply_before_validation() {
     let c = Config::load_with_env(&path, |k| match k {
         "MCPTASK_DATABASE_URL" => Some("postgres://u@h/db".into()),
         "MCPTASK_LISTEN" => Some("0.0.0.0:9000".into()),
-        "MCPTASK_OPERATOR_TOKEN" => Some("abcdefghijkl".into()),
+        "MCPTASK_OPERATOR_TOKEN" => Some("abcdefghijklmnop".into()),
         _ => None,
     })
     .unwrap();
@@ -233,10 +233,10 @@ fn environment_overrides_apply_before_validation() {
 fn the_cli_credential_never_becomes_an_operator_token() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("m.toml");
-    let alice = "[api]\nauth = \"token\"\n[[api.tokens]]\ntoken = \"alice-token-123\"\nprincipal = \"alice\"\n";
+    let alice = "[api]\nauth = \"token\"\n[[api.tokens]]\ntoken = \"alice-token-0123456789\"\nprincipal = \"alice\"\n";
     std::fs::write(&path, alice).unwrap();
     let c = Config::load_with_env(&path, |k| {
-        (k == "MCPTASK_API_TOKEN").then(|| "alice-token-123".into())
+        (k == "MCPTASK_API_TOKEN").then(|| "alice-token-0123456789".into())
     })
     .unwrap();
     assert_eq!(
@@ -248,7 +248,7 @@ fn the_cli_credential_never_becomes_an_operator_token() {
     // Without any token, the error says which variable serve does read.
     std::fs::write(&path, "[api]\nauth = \"token\"\n").unwrap();
     let e = Config::load_with_env(&path, |k| {
-        (k == "MCPTASK_API_TOKEN").then(|| "alice-token-123".into())
+        (k == "MCPTASK_API_TOKEN").then(|| "alice-token-0123456789".into())
     })
     .unwrap_err()
     .0;
@@ -259,16 +259,35 @@ fn the_cli_credential_never_becomes_an_operator_token() {
     // The operator variable may not reuse a principal's token.
     std::fs::write(&path, alice).unwrap();
     let e = Config::load_with_env(&path, |k| {
-        (k == "MCPTASK_OPERATOR_TOKEN").then(|| "alice-token-123".into())
+        (k == "MCPTASK_OPERATOR_TOKEN").then(|| "alice-token-0123456789".into())
     })
     .unwrap_err()
     .0;
     assert!(e.contains("also a token"), "{e}");
     // Nor may the file list one token twice.
-    let twice = format!("{alice}[[api.tokens]]\ntoken = \"alice-token-123\"\n");
+    let twice = format!("{alice}[[api.tokens]]\ntoken = \"alice-token-0123456789\"\n");
     let e = Config::parse("m.toml", &twice).unwrap_err().0;
     assert!(
         e.contains("listed twice") && e.starts_with("m.toml:7:"),
         "{e}"
     );
+}
+
+/// A token in the file that is short or a placeholder is refused at its
+/// position, with the fix (the same rule as `MCPTASK_OPERATOR_TOKEN`).
+#[test]
+fn weak_file_tokens_are_refused_where_they_stand() {
+    for (token, why) in [
+        ("changeme-changeme-1", "placeholder"),
+        ("0123abcd", "at least 16"),
+        ("aaaaaaaaaaaaaaaaaaaa", "different characters"),
+    ] {
+        let text = format!("[api]\nauth = \"token\"\n[[api.tokens]]\ntoken = \"{token}\"\n");
+        let e = Config::parse("m.toml", &text).unwrap_err().0;
+        assert!(e.starts_with("m.toml:4:"), "{e}");
+        assert!(
+            e.contains(why) && e.contains("fix: use a long random value"),
+            "{e}"
+        );
+    }
 }

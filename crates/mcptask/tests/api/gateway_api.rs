@@ -869,3 +869,58 @@ fn the_prometheus_parser_accepts_valid_and_rejects_broken_text() {
         assert!(parse_prometheus(bad).is_err(), "accepted {bad:?}");
     }
 }
+
+/// A principal's token reads neither `/metrics` (every server and tool is
+/// named there) nor how upstreams are reached (hosts, ports, commands,
+/// their error texts): both are the operator's. A principal listed in
+/// `[api] metrics_principals` reads the metrics, and a reload changes the
+/// list without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_and_upstream_addresses_are_the_operators() {
+    with_deadline(TEST_LIMIT, async {
+        let s = token_stack(None).await;
+        let (op, alice, bob) = (
+            s.gateway.client(Some(OPERATOR)),
+            s.gateway.client(Some(ALICE)),
+            s.gateway.client(Some(BOB)),
+        );
+        op.get("/metrics").await.assert_status(200);
+        alice.get("/metrics").await.assert_error(403, "forbidden");
+        bob.get("/metrics").await.assert_error(403, "forbidden");
+
+        // Alice may still pick a server to call: names and health states only.
+        let seen = alice.get("/api/v1/servers").await;
+        let text = seen.text.clone();
+        let servers = seen.assert_status(200)["servers"].clone();
+        assert_eq!(servers[0]["name"], "demo", "{servers:#}");
+        for hidden in ["transport", "definitionHash", "oauth"] {
+            assert!(servers[0].get(hidden).is_none(), "{hidden}: {servers:#}");
+        }
+        let port = s
+            .server
+            .url
+            .split(':')
+            .nth(2)
+            .unwrap()
+            .split('/')
+            .next()
+            .unwrap();
+        assert!(!text.contains(port), "the upstream's port shown: {text}");
+        let full = op.get("/api/v1/servers").await.assert_status(200)["servers"].clone();
+        assert_eq!(full[0]["transport"]["url"], s.server.url.as_str());
+
+        // A scraper's principal, given by a reload.
+        let toml = std::fs::read_to_string(s.gateway.config_path()).unwrap();
+        let next = toml.replacen(
+            "auth = \"token\"\n",
+            "auth = \"token\"\nmetrics_principals = [\"bob\"]\n",
+            1,
+        );
+        assert_ne!(toml, next);
+        let line = s.gateway.reload(&next).await.expect("reloaded");
+        assert!(line.contains("metrics readers"), "{line}");
+        bob.get("/metrics").await.assert_status(200);
+        alice.get("/metrics").await.assert_error(403, "forbidden");
+    })
+    .await;
+}

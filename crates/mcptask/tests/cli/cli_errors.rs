@@ -726,6 +726,63 @@ async fn client_and_config_errors_name_the_cause() {
     .await;
 }
 
+/// The operator token the Kubernetes Secret ships with is a placeholder:
+/// `config check` and `serve` refuse it (and a short token) with a fix,
+/// rather than guarding a gateway with a value printed in the repository.
+#[test]
+fn placeholder_and_short_operator_tokens_are_refused() {
+    let shipped = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../deploy/kubernetes/secret.yaml"),
+    )
+    .expect("read the shipped Secret");
+    let placeholder = shipped
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("MCPTASK_OPERATOR_TOKEN: "))
+        .expect("the Secret names an operator token")
+        .trim_matches('"')
+        .to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mcptask.toml");
+    let db = dir.path().join("m.db");
+    std::fs::write(
+        &path,
+        format!(
+            "[database]\nurl = \"sqlite:{}\"\n[api]\nlisten = \"127.0.0.1:0\"\nauth = \"token\"\n",
+            db.display()
+        ),
+    )
+    .unwrap();
+    let path = path.display().to_string();
+    for (token, why) in [
+        (placeholder.as_str(), "placeholder"),
+        ("0123abcd", "at least 16"),
+    ] {
+        for args in [
+            vec!["config", "check", "--config", path.as_str()],
+            vec!["serve", "--config", path.as_str()],
+        ] {
+            let out = mcptask(&args, &[("MCPTASK_OPERATOR_TOKEN", token)]);
+            assert_error(
+                &format!("{} with {token:?}", args[0]),
+                &out,
+                1,
+                &["MCPTASK_OPERATOR_TOKEN", why, "fix:", "openssl rand"],
+            );
+        }
+    }
+    // A random token passes the same check.
+    let out = mcptask(
+        &["config", "check", "--config", path.as_str()],
+        &[("MCPTASK_OPERATOR_TOKEN", "9f2c41d7a0b35e6c8d14f0a2b7c9e3d5")],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The checker itself: a test that cannot fail is a defect.
 #[test]
 fn the_type_path_check_finds_paths_and_spares_urls() {

@@ -127,7 +127,7 @@ fn the_image_runs_the_demo_and_serves_probes_from_its_volume() {
 
     // `serve` with the image's defaults, the operator token from the
     // environment, the port published on the host's loopback only.
-    let token = format!("op-{}", made.id);
+    let token = format!("op-token-{}", made.id);
     let volume = made.volume("data");
     let out = podman(&["volume", "create", &volume], PODMAN_LIMIT);
     assert!(out.status.success(), "{}", both(&out));
