@@ -59,6 +59,7 @@
 mod readme {}
 
 mod config;
+mod feed;
 mod local;
 pub mod notify;
 pub mod oauth;

@@ -55,6 +55,8 @@ pub(crate) struct Inner {
     /// The same hints, to the watchers of one task only (`wait`, a front
     /// call's mirror).
     pub watches: Arc<crate::watch::Watches>,
+    /// The same hints, on their way to the other replicas (`crate::feed`).
+    pub outbox: crate::feed::Outbox,
     /// Stop claiming new work.
     pub shutdown: CancellationToken,
     /// Give up on in-flight calls (the shutdown deadline passed).
@@ -98,9 +100,11 @@ impl Inner {
         Ok(())
     }
 
-    /// Tell local waiters and live views that `task_id` changed.
+    /// Tell local waiters and live views, and every other replica's, that
+    /// `task_id` changed.
     pub(crate) fn changed(&self, task_id: &str) {
         self.watches.changed(task_id);
         let _ = self.changes.send(task_id.to_string());
+        let _ = self.outbox.send(task_id.to_string());
     }
 }

@@ -5,19 +5,57 @@
 //! to the process-wide stream of changed ids woke every live view on every
 //! change, and each then compared ids: work proportional to the number of
 //! live tasks per change. Here a change wakes only the watchers of its id.
+//!
+//! Changes made by other replicas arrive through the store's change feed
+//! (`crate::feed`). While that feed is up, a watch waits for a change and
+//! nothing else: an idle live call costs no timer and no store read. While
+//! it is down (a backend without a channel, a lost connection), a watch
+//! also wakes every [`BACKSTOP`] so its holder re-reads the store, and when
+//! the feed comes back every watcher is woken once, since changes may have
+//! been missed in between.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::watch;
+
+/// How often a watch wakes its holder to re-read the store while the
+/// cross-replica change feed is down.
+pub const BACKSTOP: Duration = Duration::from_millis(500);
 
 /// Watchers by task id; an entry lives while someone watches that task.
 #[derive(Default)]
 pub(crate) struct Watches {
     by_id: Mutex<HashMap<String, watch::Sender<()>>>,
+    /// Whether other replicas' changes reach [`Watches::changed`] (the
+    /// store's change feed is up).
+    feed_up: AtomicBool,
 }
 
 impl Watches {
+    /// The cross-replica change feed went up or down. Either way every
+    /// watcher re-reads once: changes may have been missed meanwhile, and a
+    /// watcher waiting without a backstop must learn that it needs one.
+    pub(crate) fn set_feed_up(&self, up: bool) {
+        self.feed_up.store(up, Ordering::SeqCst);
+        self.changed_all();
+    }
+
+    /// Whether other replicas' changes are being heard.
+    pub(crate) fn feed_up(&self) -> bool {
+        self.feed_up.load(Ordering::SeqCst)
+    }
+
+    /// Wake every watcher (changes may have been lost): proportional to
+    /// the number of watched tasks, so only when the feed says so.
+    pub(crate) fn changed_all(&self) {
+        for tx in self.by_id.lock().expect("watches lock").values() {
+            tx.send_replace(());
+        }
+    }
+
     /// Watch `id` from now on (changes before this call are not reported).
     pub(crate) fn watch(self: &Arc<Self>, id: &str) -> TaskWatch {
         let mut map = self.by_id.lock().expect("watches lock");
@@ -60,11 +98,21 @@ pub struct TaskWatch {
 impl TaskWatch {
     /// Until the task changes after the last call returned (or after the
     /// watch began). A change that came in between is reported at once.
+    /// While other replicas' changes cannot be heard (see the module), it
+    /// also returns after [`BACKSTOP`]: the caller re-reads either way.
     pub async fn changed(&mut self) {
+        let feed_up = self.watches.feed_up();
         let rx = self.rx.as_mut().expect("a live watch has its receiver");
-        if rx.changed().await.is_err() {
-            // The sender lives in the map while this receiver does.
-            std::future::pending::<()>().await;
+        let change = async {
+            if rx.changed().await.is_err() {
+                // The sender lives in the map while this receiver does.
+                std::future::pending::<()>().await;
+            }
+        };
+        if feed_up {
+            change.await;
+        } else {
+            let _ = tokio::time::timeout(BACKSTOP, change).await;
         }
     }
 }
@@ -119,6 +167,33 @@ mod tests {
         // Between a re-read and the wait: still reported.
         watches.changed("a");
         assert!(woken(&mut w).await);
+    }
+
+    /// Bounds only (never an exact duration): the backstop wakes a watch
+    /// while the feed is down, and nothing but a change (or the feed coming
+    /// up or down) wakes it while the feed is up.
+    #[tokio::test]
+    async fn without_the_feed_a_watch_wakes_at_the_backstop_and_with_it_only_on_change() {
+        let watches = Arc::new(Watches::default());
+        let mut w = watches.watch("a");
+        let started = tokio::time::Instant::now();
+        tokio::time::timeout(BACKSTOP * 20, w.changed())
+            .await
+            .expect("feed down: the backstop wakes the watch");
+        assert!(started.elapsed() >= BACKSTOP, "woken before the backstop");
+        watches.set_feed_up(true);
+        // Coming up wakes every watcher once: changes may have been missed.
+        assert!(woken(&mut w).await);
+        let idle = tokio::time::timeout(BACKSTOP * 3, w.changed()).await;
+        assert!(idle.is_err(), "feed up: no timer while nothing changes");
+        watches.changed("a");
+        assert!(woken(&mut w).await);
+        // Going down wakes it too, and the backstop applies again.
+        watches.set_feed_up(false);
+        assert!(woken(&mut w).await);
+        tokio::time::timeout(BACKSTOP * 20, w.changed())
+            .await
+            .expect("feed down again: the backstop");
     }
 
     #[tokio::test]

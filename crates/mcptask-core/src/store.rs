@@ -232,6 +232,23 @@ pub trait RemoteTaskStore: Send + Sync + 'static {
         policy: &crate::client::TrackerPolicy,
     ) -> Result<crate::client::InsertOutcome, StoreError>;
 
+    /// Tell every replica's tracker that these tracked tasks changed (hints:
+    /// their waiters re-read them). One call carries a batch so a backend can
+    /// send it as one message; a no-op where the backend has no channel.
+    async fn publish_remote_changes(&self, task_ids: &[String]) -> Result<(), StoreError> {
+        let _ = task_ids;
+        Ok(())
+    }
+
+    /// The tracked-task changes every replica publishes (batches of ids; an
+    /// empty batch: some may have been lost, re-read what you watch).
+    /// `None`: this backend has no channel; waiters must re-read now and then.
+    async fn listen_remote_changes(
+        &self,
+    ) -> Result<Option<BoxStream<'static, Vec<String>>>, StoreError> {
+        Ok(None)
+    }
+
     /// A tracked task by local id.
     async fn get_remote(
         &self,

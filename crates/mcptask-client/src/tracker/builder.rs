@@ -116,7 +116,9 @@ impl TrackerBuilder {
         let channel = ChannelNotifier::new(4096);
         let mut targets: Vec<Arc<dyn Notifier>> = vec![Arc::new(channel.clone())];
         targets.extend(self.notifiers);
+        let (outbox, outgoing) = crate::feed::outbox();
         let inner = Arc::new(Inner {
+            outbox,
             store: self.store,
             servers: self.servers,
             clock: self.clock,
@@ -135,6 +137,9 @@ impl TrackerBuilder {
             server_slots: Default::default(),
             resolving: Default::default(),
         });
+        // Every tracker hears and tells the other replicas' changes, also
+        // one that only records handles (its inserts wake their waiters).
+        crate::feed::spawn(&inner, outgoing);
         if inner.config.background {
             crate::workers::spawn_all(&inner);
             if inner.config.push {

@@ -1,5 +1,6 @@
-//! Waiting for tasks and watching them change: local hints wake waiters
-//! early, and a periodic re-read covers changes made by other processes.
+//! Waiting for tasks and watching them change: a waiter sleeps until its
+//! task changes, in this process or another replica (`crate::feed`), and
+//! re-reads it then.
 
 use std::time::Duration;
 
@@ -37,9 +38,9 @@ impl Tracker {
             if now >= deadline {
                 return Err(TrackerError::Timeout(Box::new(record)));
             }
-            // Local hints wake us early; the periodic re-read covers other processes.
-            let tick = (deadline - now).min(Duration::from_millis(250));
-            let _ = tokio::time::timeout(tick, watch.changed()).await;
+            // Woken by a change here or at another replica (with a
+            // backstop only while the change feed is down).
+            let _ = tokio::time::timeout(deadline - now, watch.changed()).await;
         }
     }
 
@@ -55,9 +56,19 @@ impl Tracker {
         self.inner.changes.subscribe()
     }
 
-    /// Hints that task `id` changed in this process, from now on; only its
-    /// own changes wake the watch, whatever the number of tasks. Changes
-    /// made by other processes are not seen: re-read now and then.
+    /// Whether changes made by other replicas sharing the store are heard
+    /// now (the store's change feed is up: PostgreSQL `LISTEN`, or the
+    /// in-process feed of a SQLite file). While they are not, watches wake
+    /// now and then so that their holders re-read.
+    pub fn hears_other_replicas(&self) -> bool {
+        self.inner.watches.feed_up()
+    }
+
+    /// Hints that task `id` changed, in this process or at another replica
+    /// sharing the store, from now on; only its own changes wake the watch,
+    /// whatever the number of tasks. While the store's change feed is down
+    /// the watch also wakes now and then, so a re-read after each wake is
+    /// all a caller needs.
     ///
     /// ```no_run
     /// # async fn f(tracker: mcptask_client::Tracker) -> Result<(), mcptask_client::TrackerError> {
@@ -68,7 +79,7 @@ impl Tracker {
     ///         break;
     ///     }
     ///     // A change between the read and this wait is not missed.
-    ///     let _ = tokio::time::timeout(std::time::Duration::from_secs(1), watch.changed()).await;
+    ///     watch.changed().await;
     /// }
     /// # Ok(())
     /// # }

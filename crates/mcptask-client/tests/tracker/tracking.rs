@@ -109,6 +109,43 @@ async fn polls_follow_the_schedule_not_the_idle_tick(backend: TestDatabase) {
     tracker.shutdown(Duration::from_secs(2)).await;
 }
 
+/// A caller waiting at one replica is woken by a change another replica's
+/// tracker made, through the store's change feed, not by a timer of its
+/// own (before the feed, the waiter's watch never heard it: front calls
+/// re-read their tracked task every 500 ms instead).
+async fn a_change_at_another_replica_wakes_its_waiters(backend: TestDatabase) {
+    let server = RemoteServer::start(Some(60_000)).await;
+    let quiet = TrackerConfig {
+        background: false,
+        ..fast_config()
+    };
+    let waiter = tracker(&backend, &server, quiet).await;
+    let worker = tracker(&backend, &server, fast_config()).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !(waiter.hears_other_replicas() && worker.hears_other_replicas()) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the change feed never came up"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let hold = start_task(&worker, "hold").await;
+    until(&worker, &hold.id, "polled", |r| r.poll_count > 0).await;
+    let mut watch = waiter.watch(&hold.id);
+    worker.cancel(&hold.id).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), watch.changed())
+        .await
+        .expect("the waiter heard the other replica's change");
+    // And a wait there ends with the settled task.
+    let settled = waiter
+        .wait(&hold.id, Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(settled.status, TaskStatus::Cancelled);
+    worker.shutdown(Duration::from_secs(2)).await;
+    waiter.shutdown(Duration::from_secs(2)).await;
+}
+
 async fn cancel_settles_with_what_the_server_reports(backend: TestDatabase) {
     let server = RemoteServer::start(Some(60_000)).await;
     let tracker = tracker(&backend, &server, fast_config()).await;
@@ -964,6 +1001,7 @@ mcptask_testkit::on_both_backends! {
     an_unusable_handle_is_cancelled_not_left_running => super::an_unusable_handle_is_cancelled_not_left_running;
     outcomes_are_recorded_as_the_server_reports_them => super::outcomes_are_recorded_as_the_server_reports_them;
     cancel_settles_with_what_the_server_reports => super::cancel_settles_with_what_the_server_reports;
+    a_change_at_another_replica_wakes_its_waiters => super::a_change_at_another_replica_wakes_its_waiters;
     polls_follow_the_schedule_not_the_idle_tick => super::polls_follow_the_schedule_not_the_idle_tick;
     answers_reach_the_server_once => super::answers_reach_the_server_once;
     session_setup_is_bounded_and_carries_configured_headers => super::session_setup_is_bounded_and_carries_configured_headers;

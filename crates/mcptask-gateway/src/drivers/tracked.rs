@@ -1,6 +1,7 @@
 //! The tracked drivers (SEP-2663 and toolsets): the tracker's leased workers
 //! poll, answer and cancel the upstream task (on any replica); the call's
-//! task here mirrors the tracked row until it settles.
+//! task here mirrors the tracked row until it settles, woken by its
+//! changes only.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -16,9 +17,9 @@ use serde_json::{Value, json};
 use super::{internal, unanswered};
 use crate::upstreams::Upstreams;
 
-/// How often a front task re-reads its tracked task when no local change
-/// hint arrived (another replica's tracker may have applied it).
-const TRACKED_TICK: Duration = Duration::from_millis(500);
+/// How long to wait before reading a tracked task again after the store
+/// failed to answer.
+const READ_RETRY: Duration = Duration::from_millis(500);
 
 /// Follow the call's tracked task (the tracker's row of the same id; in
 /// rows written before calls had one id, the one the state names) until it
@@ -44,7 +45,7 @@ pub(super) async fn mirror(
             }
             Err(e) => {
                 tracing::warn!(remote = %id, error = %e, "cannot read a tracked upstream task; retrying");
-                tokio::time::sleep(TRACKED_TICK).await;
+                tokio::time::sleep(READ_RETRY).await;
                 continue;
             }
         };
@@ -107,9 +108,11 @@ pub(super) async fn mirror(
         if ctx.is_cancel_requested() && !cancel_sent {
             cancel_sent = request_cancel(upstreams, &id).await;
         }
+        // Nothing runs for this call until its tracked task changes (here
+        // or at another replica: the tracker's change feed) or its caller
+        // cancels.
         tokio::select! {
             _ = watch.changed() => {}
-            _ = tokio::time::sleep(TRACKED_TICK) => {}
             _ = ctx.cancelled(), if !cancel_sent => {}
         }
     }
@@ -134,10 +137,7 @@ async fn moved_on(
     watch: &mut mcptask_client::TaskWatch,
 ) {
     loop {
-        tokio::select! {
-            _ = watch.changed() => {}
-            _ = tokio::time::sleep(TRACKED_TICK) => {}
-        }
+        watch.changed().await;
         if let Ok(record) = upstreams.tracker.get(id).await {
             let waiting: Vec<&String> = record.input_requests.iter().map(|(k, _)| k).collect();
             if record.status != TaskStatus::InputRequired

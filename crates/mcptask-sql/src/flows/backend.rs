@@ -79,6 +79,17 @@ pub(crate) use args;
 /// A sqlx query on backend `D`, before execution.
 pub type DbQuery<D> = Query<'static, D, <D as Database>::Arguments>;
 
+/// Which rows a change feed carries: the call runtime's server tasks, or
+/// the tracker's remote tasks. Each is its own channel, so a listener of
+/// one never re-reads rows of the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Feed {
+    /// `server_tasks` rows (the `subscriptions/listen` streams).
+    ServerTasks,
+    /// `remote_tasks` rows (the tracker's waiters and live views).
+    RemoteTasks,
+}
+
 /// What differs between backends. Implemented by hand for `sqlx::Sqlite` and
 /// `sqlx::Postgres`; the flows never see more than this.
 pub trait Dialect: Database + Sized {
@@ -116,18 +127,20 @@ pub trait Dialect: Database + Sized {
         pool: &Pool<Self>,
     ) -> BoxFuture<'_, Result<Option<BoxStream<'static, String>>, StoreError>>;
 
-    /// Publish changed server-task ids to every store on this database that
-    /// listens (every replica on PostgreSQL; the stores of this process on
-    /// the same SQLite file).
+    /// Publish changed task ids of `feed` to every store on this database
+    /// that listens (every replica on PostgreSQL; the stores of this
+    /// process on the same SQLite file).
     fn publish_changes(
         pool: &Pool<Self>,
+        feed: Feed,
         task_ids: Vec<String>,
     ) -> BoxFuture<'_, Result<(), StoreError>>;
 
-    /// The changes published on this database (batches of task ids; an
-    /// empty batch: some may have been lost).
+    /// The changes published on `feed` on this database (batches of task
+    /// ids; an empty batch: some may have been lost).
     fn listen_changes(
         pool: &Pool<Self>,
+        feed: Feed,
     ) -> BoxFuture<'_, Result<Option<BoxStream<'static, Vec<String>>>, StoreError>>;
 }
 

@@ -9,6 +9,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use async_trait::async_trait;
+use futures::stream::BoxStream;
 use mcptask_core::call::Driver;
 use mcptask_core::client::delivery::{DeadLetter, DeadLetterFilter, LagClaim, LagResult};
 use mcptask_core::client::transition::{self, Change};
@@ -21,7 +22,7 @@ use mcptask_core::store::RemoteTaskStore;
 use mcptask_core::{StoreError, TaskStatus};
 use serde_json::Value;
 
-use super::backend::{Arg, Backend, args};
+use super::backend::{Arg, Backend, Feed, args};
 use super::{DynamicSql, SqlStore};
 use crate::codec::{self, to_json_text};
 use crate::error::db_err;
@@ -519,6 +520,16 @@ impl<B: Backend> SqlStore<B> {
 
 #[async_trait]
 impl<B: Backend> RemoteTaskStore for SqlStore<B> {
+    async fn publish_remote_changes(&self, task_ids: &[String]) -> Result<(), StoreError> {
+        B::publish_changes(&self.writer, Feed::RemoteTasks, task_ids.to_vec()).await
+    }
+
+    async fn listen_remote_changes(
+        &self,
+    ) -> Result<Option<BoxStream<'static, Vec<String>>>, StoreError> {
+        B::listen_changes(&self.reader, Feed::RemoteTasks).await
+    }
+
     async fn insert_remote(
         &self,
         task: &NewRemoteTask,

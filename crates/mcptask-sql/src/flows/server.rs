@@ -20,7 +20,7 @@ use mcptask_core::{StoreError, TaskStatus};
 use serde_json::Value;
 
 use super::SqlStore;
-use super::backend::{Backend, args};
+use super::backend::{Backend, Feed, args};
 use super::sql;
 use crate::codec::{self, OutcomeColumns, parse_json, parse_status, to_json_text};
 use crate::error::db_err;
@@ -476,11 +476,11 @@ impl<B: Backend> ServerTaskStore for SqlStore<B> {
     }
 
     async fn publish_changes(&self, task_ids: &[String]) -> Result<(), StoreError> {
-        B::publish_changes(&self.writer, task_ids.to_vec()).await
+        B::publish_changes(&self.writer, Feed::ServerTasks, task_ids.to_vec()).await
     }
 
     async fn listen_changes(&self) -> Result<Option<BoxStream<'static, Vec<String>>>, StoreError> {
-        B::listen_changes(&self.reader).await
+        B::listen_changes(&self.reader, Feed::ServerTasks).await
     }
 
     async fn save_state(&self, fence: &Fence, state: &Value, now: i64) -> Result<bool, StoreError> {

@@ -9,7 +9,7 @@ use sqlx::postgres::PgListener;
 use sqlx::{Pool, Postgres};
 
 use crate::error::db_err;
-use crate::flows::backend::{DbQuery, Dialect};
+use crate::flows::backend::{DbQuery, Dialect, Feed};
 use crate::flows::sql::{Statements, statements};
 
 /// Channel carrying server-task ids whose owner should re-read them.
@@ -19,8 +19,20 @@ pub(crate) const SERVER_SIGNAL_CHANNEL: &str = "mcptask_server_signal";
 /// `subscriptions/listen` streams of every replica.
 pub(crate) const TASK_CHANGES_CHANNEL: &str = "mcptask_task_changes";
 
-/// Publishes one payload of changed task ids on [`TASK_CHANGES_CHANNEL`].
-const PUBLISH_CHANGES: &str = "SELECT pg_notify('mcptask_task_changes', $1)";
+/// Channel carrying batches of remote-task ids the tracker changed, for the
+/// waiters and live views of every replica.
+pub(crate) const REMOTE_CHANGES_CHANNEL: &str = "mcptask_remote_changes";
+
+/// Publishes one payload of changed task ids on a channel (`$1`).
+const PUBLISH_CHANGES: &str = "SELECT pg_notify($1, $2)";
+
+/// The channel of `feed`.
+fn channel_of(feed: Feed) -> &'static str {
+    match feed {
+        Feed::ServerTasks => TASK_CHANGES_CHANNEL,
+        Feed::RemoteTasks => REMOTE_CHANGES_CHANNEL,
+    }
+}
 
 /// A listener on `channel` as a stream of payloads; `None` marks an error
 /// after which notifications may have been lost. PgListener reconnects by
@@ -56,6 +68,7 @@ impl Dialect for Postgres {
 
     fn publish_changes(
         pool: &Pool<Self>,
+        feed: Feed,
         task_ids: Vec<String>,
     ) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(async move {
@@ -63,6 +76,7 @@ impl Dialect for Postgres {
             // NOTIFY takes a global lock at commit: one per batch, not per task.
             for payload in crate::flows::changes::payloads(&task_ids) {
                 sqlx::query(PUBLISH_CHANGES)
+                    .bind(channel_of(feed))
                     .bind(payload)
                     .execute(&mut *conn)
                     .await
@@ -74,9 +88,10 @@ impl Dialect for Postgres {
 
     fn listen_changes(
         pool: &Pool<Self>,
+        feed: Feed,
     ) -> BoxFuture<'_, Result<Option<BoxStream<'static, Vec<String>>>, StoreError>> {
         Box::pin(async move {
-            let payloads = listen_channel(pool, TASK_CHANGES_CHANNEL).await?;
+            let payloads = listen_channel(pool, channel_of(feed)).await?;
             // An empty batch tells the feed that changes may have been lost.
             let batches = payloads.map(|p| {
                 p.map(|p| p.split_whitespace().map(str::to_string).collect())
@@ -170,7 +185,10 @@ mod tests {
     }
 
     #[test]
-    fn the_change_statement_uses_the_change_channel() {
-        assert!(super::PUBLISH_CHANGES.contains(super::TASK_CHANGES_CHANNEL));
+    fn each_feed_has_a_channel_of_its_own() {
+        use super::{Feed, channel_of};
+        assert_eq!(channel_of(Feed::ServerTasks), super::TASK_CHANGES_CHANNEL);
+        assert_eq!(channel_of(Feed::RemoteTasks), super::REMOTE_CHANGES_CHANNEL);
+        assert_ne!(super::TASK_CHANGES_CHANNEL, super::REMOTE_CHANGES_CHANNEL);
     }
 }

@@ -6,7 +6,7 @@ use mcptask_core::StoreError;
 use sqlx::{Pool, Sqlite};
 
 use crate::error::db_err;
-use crate::flows::backend::{DbQuery, Dialect};
+use crate::flows::backend::{DbQuery, Dialect, Feed};
 use crate::flows::sql::{Statements, statements};
 
 /// SQLite's statements. There are no row locks: every write transaction holds
@@ -73,16 +73,18 @@ impl Dialect for Sqlite {
 
     fn publish_changes(
         pool: &Pool<Self>,
+        feed: Feed,
         task_ids: Vec<String>,
     ) -> BoxFuture<'_, Result<(), StoreError>> {
-        super::changes::publish(pool, task_ids);
+        super::changes::publish(pool, feed, task_ids);
         Box::pin(async { Ok(()) })
     }
 
     fn listen_changes(
         pool: &Pool<Self>,
+        feed: Feed,
     ) -> BoxFuture<'_, Result<Option<BoxStream<'static, Vec<String>>>, StoreError>> {
-        let stream = super::changes::listen(pool);
+        let stream = super::changes::listen(pool, feed);
         Box::pin(async move { Ok(Some(stream)) })
     }
 }
