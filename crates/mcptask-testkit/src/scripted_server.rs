@@ -32,9 +32,9 @@ pub enum Scripted {
     /// request's id with `-crossed` appended, as a string).
     WrongId(Value),
     /// Two concurrent requests matching the rule are both forwarded, and
-    /// each is answered with the other's answer (its id and its data): an
-    /// upstream that swaps the answers of two calls. A request that finds no
-    /// partner within 30 s is forwarded as it is.
+    /// each is answered with its own answer under the other's id: an
+    /// upstream that swaps the ids of two calls' answers. A request that
+    /// finds no partner within 30 s is forwarded as it is.
     Swap,
 }
 
@@ -253,13 +253,48 @@ async fn swap(
             }
         };
     };
+    let id_of =
+        |body: &[u8]| serde_json::from_slice::<Value>(body).unwrap_or(Value::Null)["id"].clone();
+    let (my_id, their_id) = (id_of(&body), id_of(&partner.body));
     let (mine, theirs) = tokio::join!(
         buffered(proxy, method, &headers, body),
         buffered(proxy, partner.method, &partner.headers, partner.body),
     );
     proxy.script.lock().unwrap().swaps += 1;
-    let _ = partner.answer.send(mine);
-    theirs
+    let _ = partner.answer.send(relabelled(theirs, &my_id).await);
+    relabelled(mine, &their_id).await
+}
+
+/// `response` (a JSON body or an SSE stream, read whole) with the id of
+/// every answer in it replaced by `id`.
+async fn relabelled(response: Response, id: &Value) -> Response {
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes);
+    let relabel = |json: &str| -> Option<String> {
+        let mut message: Value = serde_json::from_str(json).ok()?;
+        if message.get("method").is_some() || message.get("id").is_none() {
+            return None;
+        }
+        message["id"] = id.clone();
+        Some(message.to_string())
+    };
+    let out = match relabel(text.trim()) {
+        Some(json) => json,
+        None => text
+            .split('\n')
+            .map(|line| match line.strip_prefix("data:") {
+                Some(data) => relabel(data.trim())
+                    .map(|json| format!("data: {json}"))
+                    .unwrap_or_else(|| line.to_string()),
+                None => line.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+    };
+    Response::from_parts(parts, Body::from(out))
 }
 
 /// The upstream's whole answer to a request, read to its end.

@@ -156,8 +156,8 @@ async fn seen_by(client: &TestClient, name: &str) -> String {
 }
 
 /// A SEP-2663 (2026-07-28) upstream that answers two concurrent calls of
-/// alice and bob each with the other's answer (id and data): neither sees
-/// the other's data; each either fails or gets its own.
+/// alice and bob each under the other's id: neither sees the other's data;
+/// each either fails or gets its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn swapped_answers_of_two_principals_deliver_nothing_across() {
     let (db, front_db) = (TestDatabase::sqlite(), TestDatabase::sqlite());
