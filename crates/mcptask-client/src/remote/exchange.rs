@@ -61,10 +61,13 @@ pub(crate) type SseStream = BoxStream<'static, Result<sse_stream::Sse, sse_strea
 /// (per session): a resumed stream is checked against it. Shared by the
 /// clones of one session's client.
 #[derive(Clone, Default)]
-pub(crate) struct Resumes(Arc<Mutex<HashMap<(Option<Arc<str>>, String), RequestId>>>);
+pub(crate) struct Resumes(Arc<Mutex<HashMap<StreamKey, RequestId>>>);
+
+/// A response stream's position: its session and an event id on it.
+type StreamKey = (Option<Arc<str>>, String);
 
 impl Resumes {
-    fn note(&self, key: (Option<Arc<str>>, String), asked: RequestId) {
+    fn note(&self, key: StreamKey, asked: RequestId) {
         let mut map = self.0.lock().expect("resumes lock");
         if map.len() >= MAX_RESUMES {
             map.clear();
@@ -72,7 +75,7 @@ impl Resumes {
         map.insert(key, asked);
     }
 
-    fn forget(&self, key: &(Option<Arc<str>>, String)) {
+    fn forget(&self, key: &StreamKey) {
         self.0.lock().expect("resumes lock").remove(key);
     }
 
@@ -144,7 +147,7 @@ impl Exchange {
         };
         match self.verdict(came.as_ref()) {
             Verdict::Keep => message,
-            Verdict::Replace(error) => error,
+            Verdict::Crossed(asked) => crossed(asked),
             // A JSON body holds one message: nothing else to hand over.
             Verdict::Drop => JsonRpcMessage::Notification(dropped_notice()),
         }
@@ -153,7 +156,7 @@ impl Exchange {
     /// The SSE stream answering this exchange, checked event by event; its
     /// event ids are remembered for a resumption.
     pub(crate) fn sse(self, stream: SseStream) -> SseStream {
-        let mut last: Option<(Option<Arc<str>>, String)> = None;
+        let mut last: Option<StreamKey> = None;
         stream
             .filter_map(move |event| {
                 let out = match event {
@@ -168,18 +171,14 @@ impl Exchange {
             .boxed()
     }
 
-    fn event(
-        &self,
-        mut sse: sse_stream::Sse,
-        last: &mut Option<(Option<Arc<str>>, String)>,
-    ) -> sse_stream::Sse {
+    fn event(&self, mut sse: sse_stream::Sse, last: &mut Option<StreamKey>) -> sse_stream::Sse {
         let is_message = matches!(sse.event.as_deref(), None | Some("") | Some("message"));
         let answered = if is_message {
             match sse.data.as_deref().map(answer_id) {
                 Some(Some(came)) => match self.verdict(came.as_ref()) {
                     Verdict::Keep => true,
-                    Verdict::Replace(error) => {
-                        sse.data = serde_json::to_string(&error).ok();
+                    Verdict::Crossed(asked) => {
+                        sse.data = serde_json::to_string(&crossed(asked)).ok();
                         true
                     }
                     Verdict::Drop => {
@@ -228,13 +227,7 @@ impl Exchange {
                     answered = %came,
                     "the upstream answered another request's id on a request's HTTP exchange; the answer was dropped and the request failed"
                 );
-                Verdict::Replace(ServerJsonRpcMessage::error(
-                    ErrorData::internal_error(
-                        CROSSED_ANSWER,
-                        Some(serde_json::json!({"reason": "crossed_answer"})),
-                    ),
-                    Some(asked.clone()),
-                ))
+                Verdict::Crossed(asked.clone())
             }
             None => {
                 tracing::warn!(
@@ -248,10 +241,25 @@ impl Exchange {
     }
 }
 
+/// What becomes of an answer on an exchange.
 enum Verdict {
+    /// It answers the request sent: handed over.
     Keep,
-    Replace(ServerJsonRpcMessage),
+    /// It answers another: the request sent (this id) fails instead.
+    Crossed(RequestId),
+    /// The exchange asked nothing: dropped.
     Drop,
+}
+
+/// The error that answers `asked` in place of a crossed answer.
+fn crossed(asked: RequestId) -> ServerJsonRpcMessage {
+    ServerJsonRpcMessage::error(
+        ErrorData::internal_error(
+            CROSSED_ANSWER,
+            Some(serde_json::json!({"reason": "crossed_answer"})),
+        ),
+        Some(asked),
+    )
 }
 
 /// The id of the answer `data` holds: `Some(id)` for an answer (a message

@@ -269,7 +269,7 @@ impl SyncCall {
             tokio::select! {
                 biased;
                 Some(event) = self.events.recv() => break Next::Event(event),
-                joined = response => break Next::Answer(joined),
+                joined = response => break Next::Answer(Box::new(joined)),
                 _ = tokio::time::sleep_until(falls.unwrap_or_else(tokio::time::Instant::now)), if falls.is_some() => {
                     break Next::Late;
                 }
@@ -282,7 +282,7 @@ impl SyncCall {
             Next::Event(event) => Some(self.event(event)),
             Next::Answer(joined) => {
                 self.response = None;
-                self.outcome = Some(match joined {
+                self.outcome = Some(match *joined {
                     Ok(r) => r.and_then(call_response),
                     Err(e) => Err(UpstreamError::Remote(RemoteError::Transient(format!(
                         "tools/call: {e}"
@@ -424,7 +424,7 @@ impl Drop for SyncCall {
 /// What ended a wait in [`SyncCall::next`].
 enum Next {
     Event(CallEvent),
-    Answer(Result<Result<ServerResult, UpstreamError>, tokio::task::JoinError>),
+    Answer(Box<Result<Result<ServerResult, UpstreamError>, tokio::task::JoinError>>),
     Late,
 }
 
