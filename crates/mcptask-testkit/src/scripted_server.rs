@@ -25,6 +25,17 @@ pub enum Scripted {
     Error(i64, String),
     /// Any HTTP response: status, content type, body.
     Raw(u16, String, Vec<u8>),
+    /// An SSE stream that never answers and never ends (a keep-alive
+    /// comment now and then): an upstream that holds the call.
+    EndlessSse,
+    /// A JSON-RPC result under an id that is not the request's (the
+    /// request's id with `-crossed` appended, as a string).
+    WrongId(Value),
+    /// Two concurrent requests matching the rule are both forwarded, and
+    /// each is answered with its own answer under the other's id: an
+    /// upstream that swaps the ids of two calls' answers. A request that
+    /// finds no partner within 30 s is forwarded as it is.
+    Swap,
 }
 
 /// Answer requests of `method` (and task `task_id`, if set) with `answer`,
@@ -80,6 +91,19 @@ pub struct Seen {
 struct Script {
     rules: Vec<Rule>,
     seen: Vec<Seen>,
+    /// A [`Scripted::Swap`] request waiting for its partner.
+    swapping: Option<Waiting>,
+    /// How many pairs of answers were swapped.
+    swaps: usize,
+}
+
+/// A request held for [`Scripted::Swap`]: what to forward, and where its
+/// (swapped) answer goes.
+struct Waiting {
+    method: axum::http::Method,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+    answer: tokio::sync::oneshot::Sender<Response>,
 }
 
 /// The proxy; stops serving on drop.
@@ -144,6 +168,11 @@ impl ScriptedServer {
         self.script.lock().unwrap().seen.clone()
     }
 
+    /// How many pairs of answers [`Scripted::Swap`] swapped.
+    pub fn swaps(&self) -> usize {
+        self.script.lock().unwrap().swaps
+    }
+
     /// Requests of `method` received so far.
     pub fn seen_method(&self, method: &str) -> Vec<Seen> {
         self.seen()
@@ -193,10 +222,110 @@ async fn handle(State(proxy): State<Proxy>, request: Request) -> Response {
         }
         answer
     };
-    if let Some(answer) = answer {
-        return scripted(&parsed, answer);
+    match answer {
+        Some(Scripted::Swap) => swap(&proxy, parts.method, parts.headers, bytes).await,
+        Some(answer) => scripted(&parsed, answer),
+        None => forward(&proxy, parts.method, &parts.headers, bytes).await,
     }
-    forward(&proxy, parts, bytes).await
+}
+
+/// [`Scripted::Swap`]: wait for a partner, forward both, swap the answers.
+async fn swap(
+    proxy: &Proxy,
+    method: axum::http::Method,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let partner = proxy.script.lock().unwrap().swapping.take();
+    let Some(partner) = partner else {
+        let (answer, swapped) = tokio::sync::oneshot::channel();
+        proxy.script.lock().unwrap().swapping = Some(Waiting {
+            method: method.clone(),
+            headers: headers.clone(),
+            body: body.clone(),
+            answer,
+        });
+        return match tokio::time::timeout(std::time::Duration::from_secs(30), swapped).await {
+            Ok(Ok(response)) => response,
+            _ => {
+                proxy.script.lock().unwrap().swapping = None;
+                forward(proxy, method, &headers, body).await
+            }
+        };
+    };
+    let id_of =
+        |body: &[u8]| serde_json::from_slice::<Value>(body).unwrap_or(Value::Null)["id"].clone();
+    let (my_id, their_id) = (id_of(&body), id_of(&partner.body));
+    let (mine, theirs) = tokio::join!(
+        buffered(proxy, method, &headers, body),
+        buffered(proxy, partner.method, &partner.headers, partner.body),
+    );
+    proxy.script.lock().unwrap().swaps += 1;
+    let _ = partner.answer.send(relabelled(theirs, &my_id).await);
+    relabelled(mine, &their_id).await
+}
+
+/// `response` (a JSON body or an SSE stream, read whole) with the id of
+/// every answer in it replaced by `id`.
+async fn relabelled(response: Response, id: &Value) -> Response {
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes);
+    let relabel = |json: &str| -> Option<String> {
+        let mut message: Value = serde_json::from_str(json).ok()?;
+        if message.get("method").is_some() || message.get("id").is_none() {
+            return None;
+        }
+        message["id"] = id.clone();
+        Some(message.to_string())
+    };
+    let out = match relabel(text.trim()) {
+        Some(json) => json,
+        None => text
+            .split('\n')
+            .map(|line| match line.strip_prefix("data:") {
+                Some(data) => relabel(data.trim())
+                    .map(|json| format!("data: {json}"))
+                    .unwrap_or_else(|| line.to_string()),
+                None => line.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+    };
+    Response::from_parts(parts, Body::from(out))
+}
+
+/// The upstream's whole answer to a request, read to its end.
+async fn buffered(
+    proxy: &Proxy,
+    method: axum::http::Method,
+    headers: &HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let response = forward(proxy, method, headers, body).await;
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, 64 * 1024 * 1024)
+        .await
+        .unwrap_or_default();
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+/// An SSE stream that never answers: a comment every 200 ms, forever.
+fn endless_sse() -> Response {
+    let beats = futures::stream::unfold((), |()| async {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        Some((
+            Ok::<_, std::io::Error>(axum::body::Bytes::from_static(b": still here\n\n")),
+            (),
+        ))
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(axum::http::header::CONTENT_TYPE, "text/event-stream")
+        .body(Body::from_stream(beats))
+        .expect("an SSE response")
 }
 
 fn scripted(request: &Value, answer: Scripted) -> Response {
@@ -214,6 +343,12 @@ fn scripted(request: &Value, answer: Scripted) -> Response {
         Scripted::Error(code, message) => json_body(
             json!({"jsonrpc": "2.0", "id": request["id"], "error": {"code": code, "message": message}}),
         ),
+        Scripted::EndlessSse => endless_sse(),
+        Scripted::WrongId(result) => {
+            let wrong = format!("{}-crossed", request["id"]);
+            json_body(json!({"jsonrpc": "2.0", "id": wrong, "result": result}))
+        }
+        Scripted::Swap => unreachable!("answered by swap()"),
         Scripted::Raw(status, content_type, body) => {
             let mut response = Response::new(Body::from(body));
             *response.status_mut() = StatusCode::from_u16(status).expect("an HTTP status");
@@ -228,14 +363,12 @@ fn scripted(request: &Value, answer: Scripted) -> Response {
 
 async fn forward(
     proxy: &Proxy,
-    parts: axum::http::request::Parts,
+    method: axum::http::Method,
+    headers: &HeaderMap,
     bytes: axum::body::Bytes,
 ) -> Response {
-    let mut request = proxy
-        .http
-        .request(parts.method.clone(), &proxy.upstream)
-        .body(bytes);
-    for (name, value) in &parts.headers {
+    let mut request = proxy.http.request(method, &proxy.upstream).body(bytes);
+    for (name, value) in headers {
         if name != "host" && name != "content-length" {
             request = request.header(name, value);
         }

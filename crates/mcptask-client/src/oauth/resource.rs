@@ -19,6 +19,7 @@ use rmcp::transport::streamable_http_client::{
 use super::ServerAuth;
 use super::authorizer::Credential;
 use super::dpop;
+use crate::remote::exchange::{Exchange, Resumes};
 
 /// How many times one request authorizes before the challenge is reported.
 const ROUNDS_PER_REQUEST: usize = 3;
@@ -32,11 +33,25 @@ const NONCES_PER_REQUEST: usize = 2;
 pub(crate) struct AuthorizingClient {
     inner: reqwest::Client,
     auth: Option<Arc<ServerAuth>>,
+    /// The configured server's name (for the logs of a crossed answer).
+    server: Arc<str>,
+    /// Where each response stream's answer is expected, for resumptions
+    /// (see `crate::remote::exchange`).
+    resumes: Resumes,
 }
 
 impl AuthorizingClient {
-    pub(crate) fn new(inner: reqwest::Client, auth: Option<Arc<ServerAuth>>) -> Self {
-        Self { inner, auth }
+    pub(crate) fn new(
+        inner: reqwest::Client,
+        auth: Option<Arc<ServerAuth>>,
+        server: impl Into<Arc<str>>,
+    ) -> Self {
+        Self {
+            inner,
+            auth,
+            server: server.into(),
+            resumes: Resumes::default(),
+        }
     }
 
     /// One request (`call`, given the token rmcp is to send as a bearer
@@ -100,7 +115,9 @@ impl AuthorizingClient {
     /// A POST of `message` made by `send` (rmcp's client, given the token
     /// and headers) and authorized as [`AuthorizingClient::run`] does; the
     /// style of its answer is noted for the front when it [`shows_style`].
-    /// Every POST variant of the trait goes through here.
+    /// Its answer is the answer to `message` or none (an answer with
+    /// another id is dropped: see `crate::remote::exchange`). Every POST
+    /// variant of the trait goes through here.
     async fn post<F, Fut>(
         &self,
         uri: &str,
@@ -126,7 +143,40 @@ impl AuthorizingClient {
                 _ => {}
             }
         }
-        response
+        let exchange = Exchange::post(
+            self.server.clone(),
+            message,
+            session_id.map(Arc::from),
+            self.resumes.clone(),
+        );
+        response.map(|answer| match answer {
+            StreamableHttpPostResponse::Json(message, session) => {
+                StreamableHttpPostResponse::Json(exchange.json(message), session)
+            }
+            StreamableHttpPostResponse::Sse(stream, session) => {
+                StreamableHttpPostResponse::Sse(exchange.sse(stream), session)
+            }
+            // Accepted (nothing to check), or a kind of answer rmcp added
+            // later.
+            other => other,
+        })
+    }
+
+    /// A GET stream of the session (`last_event_id`: resuming a response
+    /// stream), checked as `crate::remote::exchange` says.
+    fn checked_stream(
+        &self,
+        session_id: Option<&Arc<str>>,
+        last_event_id: Option<&str>,
+        stream: BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>,
+    ) -> BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>> {
+        Exchange::get(
+            self.server.clone(),
+            session_id.cloned(),
+            last_event_id,
+            self.resumes.clone(),
+        )
+        .sse(stream)
     }
 
     /// Learn the nonce a resource server asks for (RFC 9449 §9). rmcp's
@@ -331,6 +381,7 @@ impl StreamableHttpClient for AuthorizingClient {
             },
         )
         .await
+        .map(|stream| self.checked_stream(session_id.as_ref(), last_event_id.as_deref(), stream))
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -362,6 +413,7 @@ impl StreamableHttpClient for AuthorizingClient {
             },
         )
         .await
+        .map(|stream| self.checked_stream(session_id.as_ref(), last_event_id.as_deref(), stream))
     }
 }
 

@@ -312,7 +312,7 @@ fn http_transport(
             .unwrap_or_else(crate::oauth::OAuthRuntime::fallback);
         runtime.server(name, url, &def.hash(), settings)
     });
-    let client = crate::oauth::AuthorizingClient::new(http, auth);
+    let client = crate::oauth::AuthorizingClient::new(http, auth, name.as_str());
     Ok((
         StreamableHttpClientTransport::with_client(client, config),
         fail,

@@ -45,6 +45,41 @@ pub struct Ask {
     pub params: Value,
     withdrawn: CancellationToken,
     responder: oneshot::Sender<Result<Value, ErrorData>>,
+    /// Counts this question as open while it lives (see
+    /// [`OpenQuestions`]); released when it is answered or dropped.
+    open: Option<OpenQuestion>,
+}
+
+/// How many of a call's questions wait for an answer: the call's deadline
+/// stands still meanwhile (the upstream waits on the caller, not the other
+/// way round).
+#[derive(Debug, Clone)]
+pub(crate) struct OpenQuestions(Arc<tokio::sync::watch::Sender<usize>>);
+
+impl OpenQuestions {
+    pub(crate) fn new() -> Self {
+        Self(Arc::new(tokio::sync::watch::Sender::new(0)))
+    }
+
+    /// Watch the count.
+    pub(crate) fn watch(&self) -> tokio::sync::watch::Receiver<usize> {
+        self.0.subscribe()
+    }
+
+    fn open(&self) -> OpenQuestion {
+        self.0.send_modify(|n| *n += 1);
+        OpenQuestion(self.0.clone())
+    }
+}
+
+/// One open question of [`OpenQuestions`].
+#[derive(Debug)]
+struct OpenQuestion(Arc<tokio::sync::watch::Sender<usize>>);
+
+impl Drop for OpenQuestion {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
 }
 
 impl Ask {
@@ -65,6 +100,12 @@ impl Ask {
     /// waits any more (withdrawn, or the session is gone).
     pub fn respond(self, answer: Result<Value, ErrorData>) -> bool {
         !self.withdrawn.is_cancelled() && self.responder.send(answer).is_ok()
+    }
+
+    /// This question, counted among `questions` until it is answered.
+    pub(crate) fn counted_in(mut self, questions: &OpenQuestions) -> Self {
+        self.open = Some(questions.open());
+        self
     }
 }
 
@@ -185,6 +226,7 @@ impl UpstreamHandler {
             params,
             withdrawn: context.ct.clone(),
             responder,
+            open: None,
         };
         let delivered = {
             let routes = self.routes.lock().expect("routes lock");

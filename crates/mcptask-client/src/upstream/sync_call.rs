@@ -17,7 +17,7 @@ use tracing::Instrument;
 
 use super::{Ask, Lane, UpstreamError};
 use crate::remote::RemoteError;
-use crate::remote::handler::{CallEvent, RouteGuard};
+use crate::remote::handler::{CallEvent, OpenQuestions, RouteGuard};
 use crate::remote::relabel::CallerProgressToken;
 
 /// How to make a [`sync_call`].
@@ -27,8 +27,13 @@ pub struct SyncOptions {
     /// Off by default: the call is meant to be answered synchronously, so a
     /// SEP-2663 server must not turn it into a task.
     pub declare_tasks: bool,
-    /// Bound on the whole call; `None` waits as long as the server works
-    /// (cancel with [`SyncCall::cancel`]).
+    /// Bound on the upstream's exchange: how long the server may take to
+    /// answer, not counting the time one of its questions
+    /// ([`SyncEvent::Ask`]) waits for the caller's answer (that wait has a
+    /// bound of its own, the caller's). At the bound the call ends with
+    /// [`UpstreamError::Timeout`], is withdrawn upstream and its lane
+    /// closed. `None` waits as long as the server works (cancel with
+    /// [`SyncCall::cancel`]).
     pub timeout: Option<Duration>,
     /// Answers to the questions of the server's last input round (SEP-2322
     /// `inputResponses`), relayed as given.
@@ -85,6 +90,44 @@ pub struct SyncCall {
     outcome: Option<Result<CallToolResponse, UpstreamError>>,
     finished: bool,
     route: Option<RouteGuard>,
+    /// The bound on the exchange ([`SyncOptions::timeout`]).
+    deadline: Option<Deadline>,
+    /// The server's questions handed out and not answered yet.
+    questions: OpenQuestions,
+    asking: tokio::sync::watch::Receiver<usize>,
+}
+
+/// A bound on an exchange that stands still while the caller is asked.
+struct Deadline {
+    bound: Duration,
+    at: tokio::time::Instant,
+    /// Since when it stands still.
+    paused: Option<tokio::time::Instant>,
+}
+
+impl Deadline {
+    fn new(bound: Duration) -> Self {
+        Self {
+            bound,
+            at: tokio::time::Instant::now() + bound,
+            paused: None,
+        }
+    }
+
+    /// When it falls, if it runs (`asking`: a question waits, it stands
+    /// still).
+    fn running_until(&mut self, asking: bool) -> Option<tokio::time::Instant> {
+        let now = tokio::time::Instant::now();
+        match (asking, self.paused) {
+            (true, None) => self.paused = Some(now),
+            (false, Some(since)) => {
+                self.at += now - since;
+                self.paused = None;
+            }
+            _ => {}
+        }
+        self.paused.is_none().then_some(self.at)
+    }
 }
 
 /// Start `tools/call name(arguments)` on `lane` and return its events.
@@ -132,8 +175,10 @@ pub async fn sync_call(
     }
     let span = crate::trace::tool_call_span(None, name);
     crate::trace::stamp(&mut params.meta, &span);
+    // The bound is this call's own ([`Deadline`]), not rmcp's: rmcp's
+    // would count the time the caller takes to answer the server's
+    // questions.
     let mut request_options = PeerRequestOptions::default();
-    request_options.timeout = options.timeout;
     let modern = lane
         .peer()
         .peer_info()
@@ -164,12 +209,26 @@ pub async fn sync_call(
     let (sink, events) = mpsc::unbounded_channel();
     let route = lane.handler().attach_call(sink);
     let progress_base = lane.tap().map(|t| t.progress_lines());
-    let handle = lane
+    let sent = lane
         .peer()
         .send_request_with_option(request, request_options)
-        .instrument(span.clone())
-        .await
-        .map_err(|e| UpstreamError::from_service("tools/call", e))?;
+        .instrument(span.clone());
+    // Sending is part of the exchange: an upstream that never takes the
+    // request is bounded like one that never answers it.
+    let sent = match options.timeout {
+        Some(bound) => match tokio::time::timeout(bound, sent).await {
+            Ok(sent) => sent,
+            Err(_) => {
+                lane.discard();
+                return Err(UpstreamError::Timeout {
+                    operation: "tools/call".into(),
+                    after: bound,
+                });
+            }
+        },
+        None => sent.await,
+    };
+    let handle = sent.map_err(|e| UpstreamError::from_service("tools/call", e))?;
     let request_id = handle.id.clone();
     let response = tokio::spawn(
         handle
@@ -177,6 +236,7 @@ pub async fn sync_call(
             .map(|r| r.map_err(|e| UpstreamError::from_service("tools/call", e)))
             .instrument(span),
     );
+    let questions = OpenQuestions::new();
     Ok(SyncCall {
         lane: Some(lane),
         events,
@@ -187,6 +247,9 @@ pub async fn sync_call(
         outcome: None,
         finished: false,
         route: Some(route),
+        deadline: options.timeout.map(Deadline::new),
+        asking: questions.watch(),
+        questions,
     })
 }
 
@@ -199,19 +262,27 @@ impl SyncCall {
         if self.outcome.is_some() {
             return Some(self.finish().await);
         }
-        let next = {
+        let next = loop {
+            let asking = *self.asking.borrow_and_update() > 0;
+            let falls = self.deadline.as_mut().and_then(|d| d.running_until(asking));
             let response = self.response.as_mut()?;
             tokio::select! {
                 biased;
-                Some(event) = self.events.recv() => Ok(event),
-                joined = response => Err(joined),
+                Some(event) = self.events.recv() => break Next::Event(event),
+                joined = response => break Next::Answer(Box::new(joined)),
+                _ = tokio::time::sleep_until(falls.unwrap_or_else(tokio::time::Instant::now)), if falls.is_some() => {
+                    break Next::Late;
+                }
+                // A question was asked or answered: the deadline stops or
+                // runs again.
+                Ok(()) = self.asking.changed(), if self.deadline.is_some() => {}
             }
         };
         match next {
-            Ok(event) => Some(self.event(event)),
-            Err(joined) => {
+            Next::Event(event) => Some(self.event(event)),
+            Next::Answer(joined) => {
                 self.response = None;
-                self.outcome = Some(match joined {
+                self.outcome = Some(match *joined {
                     Ok(r) => r.and_then(call_response),
                     Err(e) => Err(UpstreamError::Remote(RemoteError::Transient(format!(
                         "tools/call: {e}"
@@ -219,7 +290,33 @@ impl SyncCall {
                 });
                 Some(self.finish().await)
             }
+            Next::Late => {
+                let bound = self.deadline.as_ref().map(|d| d.bound).unwrap_or_default();
+                Some(self.time_out(bound))
+            }
         }
+    }
+
+    /// The server did not answer within `bound`: the call ends with the
+    /// timeout, is withdrawn upstream, and its lane is closed (the server
+    /// may still be working on it, or be one that never answers).
+    fn time_out(&mut self, bound: Duration) -> SyncEvent {
+        self.finished = true;
+        if let Some(response) = self.response.take() {
+            response.abort();
+        }
+        self.route = None;
+        if let Some(lane) = self.lane.take() {
+            withdraw_in_background(
+                lane,
+                self.request_id.clone(),
+                "no answer within the call timeout",
+            );
+        }
+        SyncEvent::Done(Err(UpstreamError::Timeout {
+            operation: "tools/call".into(),
+            after: bound,
+        }))
     }
 
     /// The answer came; hand out the progress that preceded it first.
@@ -277,7 +374,7 @@ impl SyncCall {
                 self.progress_seen += 1;
                 progress_event(p)
             }
-            CallEvent::Ask(ask) => SyncEvent::Ask(ask),
+            CallEvent::Ask(ask) => SyncEvent::Ask(ask.counted_in(&self.questions)),
         }
     }
 
@@ -297,13 +394,13 @@ impl SyncCall {
         }
         self.route = None;
         if let Some(mut lane) = self.lane.take() {
-            let _ = lane
+            let notice = lane
                 .peer()
                 .notify_cancelled(CancelledNotificationParam::new(
                     Some(self.request_id.clone()),
                     Some("cancelled by the caller".into()),
-                ))
-                .await;
+                ));
+            let _ = tokio::time::timeout(WITHDRAW_BOUND, notice).await;
             lane.discard();
         }
     }
@@ -318,22 +415,36 @@ impl Drop for SyncCall {
             response.abort();
         }
         self.route = None;
-        if let Some(mut lane) = self.lane.take() {
-            lane.discard();
-            let id = self.request_id.clone();
-            let peer = lane.peer().clone();
-            if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                rt.spawn(async move {
-                    let _ = peer
-                        .notify_cancelled(CancelledNotificationParam::new(
-                            Some(id),
-                            Some("the caller went away".into()),
-                        ))
-                        .await;
-                    drop(lane);
-                });
-            }
+        if let Some(lane) = self.lane.take() {
+            withdraw_in_background(lane, self.request_id.clone(), "the caller went away");
         }
+    }
+}
+
+/// What ended a wait in [`SyncCall::next`].
+enum Next {
+    Event(CallEvent),
+    Answer(Box<Result<Result<ServerResult, UpstreamError>, tokio::task::JoinError>>),
+    Late,
+}
+
+/// How long the `notifications/cancelled` of a call given up on may take:
+/// its lane (a place in the server's pool) is held until then, and an
+/// upstream that never answers must not hold it for good.
+const WITHDRAW_BOUND: Duration = Duration::from_secs(5);
+
+/// Tell the upstream the call `id` on `lane` is withdrawn (`why`), without
+/// waiting for it; the lane is closed after, not reused.
+fn withdraw_in_background(mut lane: Lane, id: rmcp::model::RequestId, why: &'static str) {
+    lane.discard();
+    let peer = lane.peer().clone();
+    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        rt.spawn(async move {
+            let notice =
+                peer.notify_cancelled(CancelledNotificationParam::new(Some(id), Some(why.into())));
+            let _ = tokio::time::timeout(WITHDRAW_BOUND, notice).await;
+            drop(lane);
+        });
     }
 }
 

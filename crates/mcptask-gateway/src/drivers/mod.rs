@@ -8,7 +8,7 @@ mod sep1686;
 mod sync;
 mod tracked;
 
-use mcptask_client::upstream::UpstreamError;
+use mcptask_client::upstream::{SyncOptions, UpstreamError};
 use mcptask_server::{TaskExit, ToolCall};
 use rmcp::ErrorData;
 use rmcp::model::CallToolResult;
@@ -104,11 +104,26 @@ pub(crate) fn unanswered(keys: &[String], bound: std::time::Duration) -> TaskExi
     ))
 }
 
+/// The options of an upstream call bounded by `timeout` (the server's call
+/// timeout, `Upstreams::call_timeout`): every path that calls a synchronous
+/// upstream (the front's pass-through, the synchronous driver's rounds)
+/// starts from these, so the bound is the same on every path.
+pub fn exchange_options(timeout: std::time::Duration) -> SyncOptions {
+    SyncOptions {
+        timeout: Some(timeout),
+        ..Default::default()
+    }
+}
+
 /// An upstream failure as the front task's outcome.
 pub fn exit_of(e: UpstreamError) -> TaskExit {
     match e {
         UpstreamError::Rpc(data) => TaskExit::Error(data),
-        e @ UpstreamError::Timeout { .. } => internal(e.to_string()),
+        // The words of the call that is not a task (`Failure::no_answer`):
+        // the same on every path.
+        e @ UpstreamError::Timeout { .. } => {
+            TaskExit::Error(crate::failure::Failure::from(e).into())
+        }
         UpstreamError::Remote(e) => internal(e.to_string()),
         UpstreamError::Cancelled => TaskExit::Cancelled,
     }

@@ -12,7 +12,7 @@ use rmcp::model::{CallToolResponse, CallToolResult};
 use serde_json::Value;
 
 use super::relay::{Coalesced, STATUS_EVERY, bounded_answers, relay_ask};
-use super::{exit_of, internal};
+use super::{exchange_options, exit_of, internal};
 use crate::upstreams::Upstreams;
 use crate::upstreams::catalog::Route;
 
@@ -28,7 +28,11 @@ pub(super) async fn synchronous(
 ) -> Result<CallToolResult, TaskExit> {
     let ctx = &call.ctx;
     let pool = upstreams.lanes(&route.server).map_err(internal)?;
-    let mut round = SyncOptions::default();
+    // Each round's exchange is bounded like a call that is not a task; the
+    // questions of the caller between rounds and mid-call are bounded by the
+    // question timeout instead.
+    let bounded = exchange_options(upstreams.call_timeout(&route.server));
+    let mut round = bounded.clone();
     for _ in 0..MAX_ROUNDS {
         let lane = tokio::select! {
             lane = pool.acquire() => lane.map_err(|e| internal(e.to_string()))?,
@@ -51,7 +55,7 @@ pub(super) async fn synchronous(
                 round = SyncOptions {
                     input_responses: Some(answers.into_iter().collect()),
                     request_state: asked.request_state,
-                    ..Default::default()
+                    ..bounded.clone()
                 };
             }
             _ => {

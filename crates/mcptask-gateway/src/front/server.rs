@@ -217,7 +217,6 @@ impl FrontServer {
             Value::Object(arguments),
             SyncOptions {
                 declare_tasks: false,
-                timeout: Some(routed.timeout),
                 // An input round (SEP-2322) is the caller's to answer: its
                 // answers and the upstream's state go back untouched, and
                 // the upstream sees the capabilities the caller declared.
@@ -228,6 +227,7 @@ impl FrontServer {
                 // the token its progress is for, as the caller sent them.
                 progress_token: context.meta.get_progress_token(),
                 client_info: caller_info(context),
+                ..crate::drivers::exchange_options(routed.timeout)
             },
         )
         .await
@@ -250,7 +250,7 @@ impl FrontServer {
                         // 2026-07-28 caller cannot be asked mid-call (its
                         // way is a task).
                         if caller_can_answer(context, &ask.method) {
-                            tokio::spawn(relay_ask(context.peer.clone(), ask));
+                            tokio::spawn(relay_ask(context.peer.clone(), ask, self.upstreams.question_timeout()));
                         } else {
                             let why = format!(
                                 "{}: the client of this call cannot answer it mid-call; call the tool as a task",
@@ -309,8 +309,13 @@ fn caller_can_answer(context: &RequestContext<RoleServer>, method: &str) -> bool
 }
 
 /// Send the upstream's request to the caller and its answer back; withdrawn
-/// when the upstream withdraws it.
-async fn relay_ask(peer: rmcp::Peer<RoleServer>, ask: mcptask_client::upstream::Ask) {
+/// when the upstream withdraws it, given up after `bound` (the question
+/// timeout: while the caller is asked, the call's own deadline stands still).
+async fn relay_ask(
+    peer: rmcp::Peer<RoleServer>,
+    ask: mcptask_client::upstream::Ask,
+    bound: std::time::Duration,
+) {
     let withdrawn = ask.withdrawn();
     let mut params = ask.params.clone();
     if let Some(obj) = params.as_object_mut() {
@@ -324,6 +329,15 @@ async fn relay_ask(peer: rmcp::Peer<RoleServer>, ask: mcptask_client::upstream::
     let answer = tokio::select! {
         _ = withdrawn.cancelled() => return,
         answer = peer.send_request(request) => answer,
+        _ = tokio::time::sleep(bound) => {
+            let why = format!(
+                "{}: no answer from the client within {} ms ([proxy] question_timeout_ms)",
+                ask.method,
+                bound.as_millis()
+            );
+            ask.respond(Err(ErrorData::internal_error(why, None)));
+            return;
+        }
     };
     ask.respond(match answer {
         Ok(result) => serde_json::to_value(result).map_err(|e| Failure::internal(&e).into()),

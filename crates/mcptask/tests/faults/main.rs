@@ -38,6 +38,7 @@ macro_rules! on_both_stores {
 // After the macro: `macro_rules!` is in scope only below its definition.
 mod bad_input;
 mod config_changes;
+mod exchange;
 mod failover;
 mod front_a;
 mod front_b;
