@@ -219,9 +219,7 @@ async fn main() {
     // purged rows, or their events, would hold five times as much).
     let steady = steady_pages.expect("more windows than the steady state");
     let end = pages_in_use(&dir.path().join("test.db")).await;
-    println!(
-        "pages in use: {steady} after window {steady_window}, {end} after window {WINDOWS}"
-    );
+    println!("pages in use: {steady} after window {steady_window}, {end} after window {WINDOWS}");
     assert!(
         end <= steady + steady / 2 + 16,
         "the database grew from {steady} pages in use (window {steady_window}) to {end} (window {WINDOWS}): purged tasks leave data behind"

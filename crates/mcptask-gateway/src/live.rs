@@ -516,8 +516,15 @@ secret = "s"
         // [[policy]] (Live): alice may not call a/* any more.
         assert!(!gateway.calls.policy().permits(&alice, "a", "x"));
         // [limits] (Live): one call in flight per principal.
-        let held = gateway.calls.limiter.admit(Some("alice")).expect("the first");
-        assert!(gateway.calls.limiter.admit(Some("alice")).is_err(), "capped at 1");
+        let held = gateway
+            .calls
+            .limiter
+            .admit(Some("alice"))
+            .expect("the first");
+        assert!(
+            gateway.calls.limiter.admit(Some("alice")).is_err(),
+            "capped at 1"
+        );
         drop(held);
         // [[servers]] (Live): c is configured and the tracker knows it.
         assert!(gateway.calls.upstreams.is_configured("c"));

@@ -163,7 +163,12 @@ fn a_scenario_with_only_skipped_checks_fails() {
         {"id": "a", "status": "SKIPPED"},
         {"id": "b", "status": "INFO"}
     ]);
-    assert_eq!(problems("s", &skipped).len(), 1, "{:?}", problems("s", &skipped));
+    assert_eq!(
+        problems("s", &skipped).len(),
+        1,
+        "{:?}",
+        problems("s", &skipped)
+    );
     let passing = serde_json::json!([
         {"id": "a", "status": "SKIPPED"},
         {"id": "b", "status": "SUCCESS"}
@@ -182,10 +187,16 @@ fn client_result_directories_name_their_scenario() {
     let scenarios = ["auth/dpop".to_string(), "auth/dpop-nonce".to_string()];
     let out = Path::new("/o");
     let of = |d: &str| scenario_at(out, Path::new(d), &scenarios);
-    assert_eq!(of("/o/auth/dpop-2026-12-01T15-28-43-804Z"), Some("auth/dpop"));
+    assert_eq!(
+        of("/o/auth/dpop-2026-12-01T15-28-43-804Z"),
+        Some("auth/dpop")
+    );
     assert_eq!(
         of("/o/auth/dpop-nonce-2026-12-01T15-28-43-804Z"),
         Some("auth/dpop-nonce")
     );
-    assert_eq!(of("/o/auth/metadata-default-2026-12-01T15-28-43-804Z"), None);
+    assert_eq!(
+        of("/o/auth/metadata-default-2026-12-01T15-28-43-804Z"),
+        None
+    );
 }

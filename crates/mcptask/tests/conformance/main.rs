@@ -408,7 +408,10 @@ fn requirement_scenarios_are_read_from_the_yaml() {
         required_scenarios(yaml, "server"),
         ["server-stateless", "caching", "tasks-lifecycle"]
     );
-    assert_eq!(required_scenarios(yaml, "client"), ["tools_call", "auth/dpop"]);
+    assert_eq!(
+        required_scenarios(yaml, "client"),
+        ["tools_call", "auth/dpop"]
+    );
 }
 
 #[test]

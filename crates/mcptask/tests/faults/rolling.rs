@@ -381,7 +381,8 @@ fn answered_across(access_log: &str, port: u16, at: std::time::SystemTime) -> us
             if n < 7 || fields[0] != "200" {
                 return false;
             }
-            let (Ok(ended), Ok(took)) = (fields[n - 1].parse::<f64>(), fields[n - 4].parse::<f64>())
+            let (Ok(ended), Ok(took)) =
+                (fields[n - 1].parse::<f64>(), fields[n - 4].parse::<f64>())
             else {
                 return false;
             };
