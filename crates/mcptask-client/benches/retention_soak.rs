@@ -3,7 +3,9 @@
 //! retention), window after window, on a SQLite file. After each window the
 //! benchmark prints the database size (file + WAL) and this process's RSS:
 //! once the first retention window has passed, both stay flat however many
-//! tasks went through.
+//! tasks went through. It checks (and fails otherwise, in its smoke run
+//! too) that every task past the retention is purged and that the pages the
+//! database uses stay flat from the retention's steady state to the end.
 //!
 //! Every step is a store flow the tracker's workers run (`insert_remote`,
 //! `claim_remote` + `apply_remote`, `claim_notifications` +
@@ -54,6 +56,26 @@ fn db_bytes(dir: &std::path::Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// Pages of the SQLite file at `db` in use (its pages less the free ones):
+/// what the data takes, whatever the file kept of its largest size.
+async fn pages_in_use(db: &std::path::Path) -> i64 {
+    use sqlx::Connection as _;
+    let url = format!("sqlite:{}", db.display());
+    let mut conn = sqlx::SqliteConnection::connect(&url)
+        .await
+        .expect("open the soak database");
+    let pages: i64 = sqlx::query_scalar("PRAGMA page_count")
+        .fetch_one(&mut conn)
+        .await
+        .expect("page_count");
+    let free: i64 = sqlx::query_scalar("PRAGMA freelist_count")
+        .fetch_one(&mut conn)
+        .await
+        .expect("freelist_count");
+    conn.close().await.expect("close");
+    pages - free
+}
+
 fn snapshot(status: TaskStatus) -> RemoteSnapshot {
     RemoteSnapshot {
         status: Some(status),
@@ -86,6 +108,10 @@ async fn main() {
     );
     println!("window  tracked  purged  db_MiB  rss_MiB  secs");
     let started = Instant::now();
+    // The window after which the store holds its steady state: tasks of
+    // the retention, the purge at work for a window already.
+    let steady_window = RETENTION_WINDOWS + 2;
+    let mut steady_pages = None;
     let mut now: i64 = 1_800_000_000_000;
     let mut next_id = 0i64;
     let mut purged_total = 0u64;
@@ -176,6 +202,26 @@ async fn main() {
             rss_kib() as f64 / 1024.0,
             started.elapsed().as_secs_f64()
         );
+        // Tasks settle a second into their window; those of the windows
+        // before the last `RETENTION_WINDOWS` are past the retention now.
+        let expired = (window - RETENTION_WINDOWS).max(0) * per_window;
+        assert_eq!(
+            purged_total as i64, expired,
+            "window {window}: {purged_total} tasks purged, {expired} are past the retention"
+        );
+        if window == steady_window {
+            steady_pages = Some(pages_in_use(&dir.path().join("test.db")).await);
+        }
     }
     assert_eq!(store.notification_backlog().await.expect("backlog"), 0);
+    // Flat: 16 more windows of tasks went through since the steady state;
+    // what the database uses did not grow with them (a store that kept
+    // purged rows, or their events, would hold five times as much).
+    let steady = steady_pages.expect("more windows than the steady state");
+    let end = pages_in_use(&dir.path().join("test.db")).await;
+    println!("pages in use: {steady} after window {steady_window}, {end} after window {WINDOWS}");
+    assert!(
+        end <= steady + steady / 2 + 16,
+        "the database grew from {steady} pages in use (window {steady_window}) to {end} (window {WINDOWS}): purged tasks leave data behind"
+    );
 }

@@ -28,7 +28,7 @@
 
 use std::time::Duration;
 
-use mcptask_client::{CallOptions, CallOutcome, ServerDef, TaskEvent, Tracker};
+use mcptask_client::{CallOptions, CallOutcome, ServerDef, TaskEvent, TaskStatus, Tracker};
 use serde_json::{Value, json};
 
 /// The server to call: `URL [TOOL [ARGUMENTS]]` over Streamable HTTP, or the
@@ -134,5 +134,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("error: {error}");
     }
     tracker.shutdown(Duration::from_secs(5)).await;
+    // A task that did not complete, and whose cancellation nobody asked
+    // for, is a failure of the run (the test command runs this example).
+    if !cancel_requested && done.status != TaskStatus::Completed {
+        return Err(format!("{} ended {}, not completed", done.id, done.status).into());
+    }
     Ok(())
 }

@@ -490,6 +490,76 @@ secret = "s"
         assert_eq!(ApiSection::RELOAD, Reload::Live);
     }
 
+    /// In a running gateway, a reload puts each live section in force: what
+    /// the request path reads (the authenticator, the calls' policy and
+    /// limiter, the upstream registry) follows the file from the reload on,
+    /// while the configuration read at start keeps the at-start settings.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reload_puts_the_live_sections_in_force_in_a_running_gateway() {
+        use mcptask_core::access::Caller;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = dir.path().join("gateway.db");
+        let database = format!("[database]\nurl = \"sqlite:{}\"\n", db.display());
+        let load = |text: &str| Config::parse("mcptask.toml", text).expect("a valid file");
+        let start = format!("{database}{BASE}");
+        let gateway = crate::Gateway::start(load(&start))
+            .await
+            .expect("the gateway starts");
+        let carol = "carol-0123456789";
+        let alice = Caller {
+            principal: Some("alice"),
+            ..Caller::default()
+        };
+        // Before: carol's token is unknown, alice may call a/x, calls are
+        // not capped, and there is no server c.
+        assert!(gateway.auth.authenticate(Some(carol)).await.is_err());
+        assert!(gateway.calls.policy().permits(&alice, "a", "x"));
+        let first = gateway.calls.limiter.admit(Some("alice")).expect("no cap");
+        let second = gateway.calls.limiter.admit(Some("alice")).expect("no cap");
+        drop((first, second));
+        assert!(!gateway.calls.upstreams.is_configured("c"));
+
+        let edited = format!(
+            "{database}{}[[api.tokens]]\ntoken = \"{carol}\"\nprincipal = \"carol\"\n\
+             [[servers]]\nname = \"c\"\nurl = \"http://127.0.0.1:3/mcp\"\n\
+             [limits]\nper_principal_in_flight = 1\n\
+             [[policy]]\nprincipal = \"alice\"\ndeny = [\"a/*\"]\n\
+             [tracker]\npoll_min_ms = 200\n",
+            BASE
+        );
+        let changes = gateway.reload(load(&edited)).await.expect("the reload");
+        assert_eq!(changes.tokens_added, ["carol"], "{changes:?}");
+        assert_eq!(changes.need_restart, ["[tracker]"], "{changes:?}");
+
+        // [api] (Live): carol's token is accepted from now on.
+        let caller = gateway.auth.authenticate(Some(carol)).await;
+        assert_eq!(
+            caller.map(|c| c.principal).ok().flatten().as_deref(),
+            Some("carol")
+        );
+        // [[policy]] (Live): alice may not call a/* any more.
+        assert!(!gateway.calls.policy().permits(&alice, "a", "x"));
+        // [limits] (Live): one call in flight per principal.
+        let held = gateway
+            .calls
+            .limiter
+            .admit(Some("alice"))
+            .expect("the first");
+        assert!(
+            gateway.calls.limiter.admit(Some("alice")).is_err(),
+            "capped at 1"
+        );
+        drop(held);
+        // [[servers]] (Live): c is configured and the tracker knows it.
+        assert!(gateway.calls.upstreams.is_configured("c"));
+        assert!(gateway.tracker.servers().get("c").is_some());
+        // [tracker] (AtStart): the file in force says 200, the gateway
+        // keeps what it started with.
+        assert_eq!(gateway.live.get().tracker.policy.poll.min_ms, 200);
+        assert_ne!(gateway.config.tracker.policy.poll.min_ms, 200);
+        gateway.shutdown().await;
+    }
+
     #[test]
     fn each_kind_of_edit_is_named_and_no_secret_is_shown() {
         let new = BASE

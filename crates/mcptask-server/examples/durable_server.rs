@@ -82,10 +82,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     eprintln!("durable_server: serving slow_square over stdio; tasks in {url}");
 
     // One MCP session on stdin/stdout; it ends when the client goes away.
-    let session = DurableTaskServer::new(runtime.clone())
+    // A client that closes stdin before initializing (the test command's
+    // smoke run, with stdin at end of file) ends the session too.
+    match DurableTaskServer::new(runtime.clone())
         .serve(rmcp::transport::stdio())
-        .await?;
-    session.waiting().await?;
+        .await
+    {
+        Ok(session) => {
+            session.waiting().await?;
+        }
+        Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
+            eprintln!("durable_server: the client left before initializing");
+        }
+        Err(e) => return Err(e.into()),
+    }
 
     // Running tasks get two seconds to finish; then they stop and the owner
     // lease is given up, so the next process on this store recovers them.

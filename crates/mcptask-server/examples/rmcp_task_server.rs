@@ -131,7 +131,11 @@ impl TaskServer {
                 );
                 ctx.set_status_message(status).await.map_err(exit_error)?;
                 tokio::select! {
-                    _ = ctx.cancelled() => return Err(mcptask_server::task_manager::cancelled()),
+                    _ = ctx.cancelled() => {
+                        // Where the work stops: an operator sees it in the log.
+                        eprintln!("{label}: cancelled, the work stopped");
+                        return Err(mcptask_server::task_manager::cancelled());
+                    }
                     _ = tokio::time::sleep(step) => {}
                 }
             } else {
@@ -403,11 +407,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         None => {
             eprintln!("rmcp_task_server: serving over stdio; tasks in {url}");
-            server
-                .serve(rmcp::transport::stdio())
-                .await?
-                .waiting()
-                .await?;
+            // A client that closes stdin before initializing (the test
+            // command's smoke run, stdin at end of file) ends the session.
+            match server.serve(rmcp::transport::stdio()).await {
+                Ok(session) => {
+                    session.waiting().await?;
+                }
+                Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
+                    eprintln!("rmcp_task_server: the client left before initializing");
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
     }
     tasks.shutdown().await;

@@ -119,8 +119,10 @@ impl Nginx {
     }
 
     /// One line per request: `status upstream_addr upstream_status
-    /// request_time method uri`; `upstream_addr` lists every replica
-    /// tried (`a, b` when the first refused).
+    /// request_time method uri msec`; `upstream_addr` lists every replica
+    /// tried (`a, b` when the first refused), `upstream_status` each one's
+    /// status, and `msec` is when the answer was sent (Unix seconds with
+    /// milliseconds; the request began `request_time` seconds before).
     pub fn access_log(&self) -> String {
         read(&self.dir.path().join("access.log"))
     }
@@ -157,7 +159,7 @@ pid {d}/nginx.pid;
 error_log {d}/error.log warn;
 events {{ worker_connections 1024; }}
 http {{
-  log_format replicas '$status $upstream_addr $upstream_status $request_time $request_method $uri';
+  log_format replicas '$status $upstream_addr $upstream_status $request_time $request_method $uri $msec';
   access_log {d}/access.log replicas;
   client_body_temp_path {d}/body;
   proxy_temp_path {d}/proxy;

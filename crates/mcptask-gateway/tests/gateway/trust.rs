@@ -309,11 +309,13 @@ async fn an_issuer_that_hangs_cannot_stall_refusals() {
         assert!(*took < Duration::from_secs(5), "refused after {took:?}");
     }
     // One fetch in flight for all ten (discovery asks its two documents at
-    // once, then the key set would follow).
+    // once, then the key set would follow); and at least one request reached
+    // the hanging issuer: the refusals waited out a bounded fetch, rather
+    // than being answered without asking.
     let asked = issuer.requests.load(std::sync::atomic::Ordering::SeqCst) - before;
     assert!(
-        asked <= 2,
-        "{asked} requests to the hanging issuer for one fetch"
+        (1..=2).contains(&asked),
+        "{asked} requests to the hanging issuer for one fetch (expected 1 or 2)"
     );
 
     // A known key, meanwhile: served from the cache, at once.

@@ -32,10 +32,8 @@ const TASK_SCENARIOS: [&str; 10] = [
 ];
 
 /// `target/<profile>/examples/rmcp_task_server`, the program: the test
-/// command builds it with `cargo build --examples`. (`cargo test --no-run`
-/// leaves only `rmcp_task_server-<hash>`, the example built as a test
-/// harness, which takes no `--http`: running that one failed every test
-/// here with "Unrecognized option: 'http'".)
+/// command builds it with `cargo build --examples` (`cargo test --no-run`
+/// leaves only `rmcp_task_server-<hash>`, under a name of its own).
 fn example() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable");
     let plain = exe
@@ -260,9 +258,13 @@ async fn taskmanager_example_replicas_serve_each_others_tasks() {
         .expect("tasks/update at b");
         let done = at_b.wait_terminal(&asked, WAIT).await;
         assert_eq!(result_text(&done), "Deleted report.txt");
-        // Cancelled at b, the work at a stops.
+        // Cancelled at b, the work at a stops: the status says cancelled,
+        // and a's log says its work saw the cancellation and returned (the
+        // status alone is written by b, whatever a's work does).
         let long = at_a
-            .start_task("slow_compute", json!({"seconds": 600}))
+            .start_task("slow_compute", json!({"seconds": 600, "label": "long"}))
+            .await;
+        at_a.wait_for(&long, WAIT, |t| t.task.task.status_message.is_some())
             .await;
         at_b.cancel(&long).await.expect("tasks/cancel at b");
         let cancelled = at_b.wait_terminal(&long, WAIT).await;
@@ -270,6 +272,13 @@ async fn taskmanager_example_replicas_serve_each_others_tasks() {
             cancelled.task.status(),
             TaskStatus::Cancelled,
             "{cancelled:?}"
+        );
+        assert!(
+            a.process
+                .logged_within("long: cancelled, the work stopped", WAIT)
+                .await,
+            "the work at a did not stop; a's log:\n{}",
+            a.process.log()
         );
     })
     .await;

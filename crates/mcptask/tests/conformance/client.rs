@@ -1,116 +1,52 @@
 //! The official MCP conformance suite's CLIENT side against mcptask's
-//! upstream client: every scenario the 2026-07-28 revision requires of a
-//! client (the `auth/*` ones included), every extension scenario it runs
-//! beside them (client credentials, DPoP, workload identity federation,
-//! enterprise-managed authorization) and the schema preservation scenario
-//! added after the release, run by `conformance client --requirements
-//! 2026-07-28` with `mcptask conformance-client` as the client.
+//! upstream client: every client scenario of the 2026-07-28 requirement set,
+//! as the suite's requirements file lists it: the scored ones (the `auth/*`
+//! ones included) and the unscored ones run beside them (client
+//! credentials, DPoP, workload identity federation, enterprise-managed
+//! authorization, the schema preservation scenario added after the release),
+//! run by `conformance client --requirements 2026-07-28` with `mcptask
+//! conformance-client` as the client. The suite's verdict counts (its exit
+//! status and its `Total:` line), and every scenario must have run, have no
+//! check that fails or warns, and pass at least one check: a scenario whose
+//! checks were all skipped proves nothing.
 //!
 //! The tooling lives in `<repo>/.tools` (see `scripts/install-conformance`).
 //! Without it the test skips loudly, except under `CI=true`, where it fails.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use super::tooling_or_skip;
-
-/// What 2026-07-28 requires of a client (`conformance list --client
-/// --requirements 2026-07-28`).
-const REQUIRED: [&str; 32] = [
-    "tools_call",
-    "request-metadata",
-    "auth/metadata-default",
-    "auth/metadata-var1",
-    "auth/metadata-var2",
-    "auth/metadata-var3",
-    "auth/basic-cimd",
-    "auth/scope-from-www-authenticate",
-    "auth/scope-from-scopes-supported",
-    "auth/scope-omitted-when-undefined",
-    "auth/scope-step-up",
-    "auth/scope-retry-limit",
-    "auth/token-endpoint-auth-basic",
-    "auth/token-endpoint-auth-post",
-    "auth/token-endpoint-auth-none",
-    "auth/pre-registration",
-    "auth/resource-mismatch",
-    "auth/offline-access-scope",
-    "auth/offline-access-not-supported",
-    "auth/authorization-server-migration",
-    "auth/iss-supported",
-    "auth/iss-not-advertised",
-    "auth/iss-supported-missing",
-    "auth/iss-wrong-issuer",
-    "auth/iss-unexpected",
-    "auth/iss-normalized",
-    "auth/metadata-issuer-mismatch",
-    "sep-2322-client-request-state",
-    "http-standard-headers",
-    "http-custom-headers",
-    "http-invalid-tool-headers",
-    "json-schema-ref-no-deref",
-];
-
-/// Run in the same pass but not scored by the suite, held to the same bar
-/// here: the authorization extensions (client credentials, SEP-1046; DPoP,
-/// SEP-1932 / RFC 9449, with and without nonces; workload identity
-/// federation, SEP-1933 / RFC 7523; enterprise-managed authorization,
-/// SEP-990 / RFC 8693), and the schema preservation scenario added after the
-/// release.
-const EXTENSIONS: [&str; 7] = [
-    "auth/client-credentials-basic",
-    "auth/client-credentials-jwt",
-    "auth/dpop",
-    "auth/dpop-nonce",
-    "auth/wif-jwt-bearer",
-    "auth/enterprise-managed-authorization",
-    "json-schema-2020-12-preservation",
-];
+use super::{
+    PASSING, REQUIREMENTS, checks_files, failed_in_total, path_with, requirement_set,
+    scenario_named, tooling_or_skip,
+};
 
 /// The whole pass takes well under a minute; this only catches hangs.
 const SUITE_LIMIT: Duration = Duration::from_secs(600);
 
-/// Every `checks.json` under `dir`, by scenario name (its directory
-/// relative to `dir`, without the run's `-<timestamp>` suffix).
-fn checks_by_scenario(dir: &Path) -> BTreeMap<String, PathBuf> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.file_name().is_some_and(|n| n == "checks.json") {
-                let rel = path
-                    .parent()
-                    .and_then(|p| p.strip_prefix(dir).ok())
-                    .map(|p| p.to_string_lossy().replace('\\', "/"))
-                    .unwrap_or_default();
-                // "<name>-2026-12-01T15-28-43-804Z": drop the timestamp.
-                let name = rel.rsplitn(7, '-').last().unwrap_or(&rel).to_string();
-                out.insert(name, path);
-            }
-        }
-    }
-    out
+/// The scenario whose results `dir` holds: its path below `out`
+/// (`<scenario>-<timestamp>`, `auth/` scenarios one level down), among
+/// `scenarios`.
+fn scenario_at<'a>(out: &Path, dir: &Path, scenarios: &'a [String]) -> Option<&'a str> {
+    let rel = dir.strip_prefix(out).ok()?.to_str()?.replace('\\', "/");
+    scenario_named(&rel, scenarios)
 }
 
-/// What is wrong with one scenario's checks: FAILURE and WARNING are
-/// failures; SUCCESS, INFO and SKIPPED (a path the scenario offers and the
-/// client did not need) are not.
+/// What is wrong with one scenario's checks: a check that does not pass
+/// ([`PASSING`]: FAILURE and WARNING fail), no checks at all, or no check
+/// that succeeded (all SKIPPED or INFO: nothing of the client was checked).
 fn problems(scenario: &str, checks: &Value) -> Vec<String> {
-    let mut out = Vec::new();
     let list = checks.as_array().cloned().unwrap_or_default();
     if list.is_empty() {
-        out.push(format!("{scenario}: no checks"));
+        return vec![format!("{scenario}: no checks")];
     }
-    for check in list {
-        let status = check["status"].as_str().unwrap_or("?");
-        if !matches!(status, "SUCCESS" | "INFO" | "SKIPPED") {
+    let mut out = Vec::new();
+    for check in &list {
+        let status = check["status"].as_str().unwrap_or("(no status)");
+        if !PASSING.contains(&status) {
             out.push(format!(
                 "{scenario}: check {} is {status}: {} {}",
                 check["id"].as_str().unwrap_or("?"),
@@ -118,6 +54,12 @@ fn problems(scenario: &str, checks: &Value) -> Vec<String> {
                 check["errorMessage"].as_str().unwrap_or("")
             ));
         }
+    }
+    if !list.iter().any(|c| c["status"] == "SUCCESS") {
+        out.push(format!(
+            "{scenario}: none of its {} checks succeeded (all skipped or informational)",
+            list.len()
+        ));
     }
     out
 }
@@ -127,11 +69,8 @@ async fn conformance_client_requirements_and_extensions() {
     let Some(bin) = tooling_or_skip("conformance_client_requirements_and_extensions") else {
         return;
     };
+    let expected = requirement_set(&bin, "client");
     let out_dir = tempfile::tempdir().expect("temp dir");
-    let path = std::env::join_paths(std::iter::once(bin.clone()).chain(std::env::split_paths(
-        &std::env::var_os("PATH").unwrap_or_default(),
-    )))
-    .expect("PATH");
     let client = format!("{} conformance-client", env!("CARGO_BIN_EXE_mcptask"));
     let mut command = tokio::process::Command::new(bin.join("conformance"));
     command
@@ -140,7 +79,7 @@ async fn conformance_client_requirements_and_extensions() {
             "--command",
             &client,
             "--requirements",
-            "2026-07-28",
+            REQUIREMENTS,
             // The suite runs every scenario at once, each a client process
             // beside its mock servers; on two shared cores (and unoptimised
             // dependencies) its default 30 s per scenario cut some short.
@@ -149,7 +88,7 @@ async fn conformance_client_requirements_and_extensions() {
             "-o",
         ])
         .arg(out_dir.path())
-        .env("PATH", path)
+        .env("PATH", path_with(&bin))
         .env("NO_COLOR", "1")
         .env("MCPTASK_LOG", "warn")
         .stdin(Stdio::null())
@@ -165,16 +104,30 @@ async fn conformance_client_requirements_and_extensions() {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    let found = checks_by_scenario(out_dir.path());
     let mut failures = Vec::new();
+    // The exit status covers the scored scenarios only; the checks below cover all.
+    if !output.status.success() {
+        failures.push(format!("the suite exited with {}", output.status));
+    }
+    match failed_in_total(&text) {
+        Some(0) => {}
+        Some(n) => failures.push(format!("the suite's summary counts {n} failed")),
+        None => failures.push("no \"Total: N passed, M failed\" summary line".into()),
+    }
+    let mut seen = std::collections::BTreeSet::new();
     let mut passed = 0;
-    for scenario in REQUIRED.iter().chain(EXTENSIONS.iter()) {
-        let Some(file) = found.get(*scenario) else {
-            failures.push(format!("{scenario}: not run (no checks.json)"));
+    for file in checks_files(out_dir.path()) {
+        let dir = file.parent().expect("checks.json is in a directory");
+        let Some(scenario) = scenario_at(out_dir.path(), dir, &expected) else {
+            failures.push(format!(
+                "results of an unexpected scenario: {}",
+                dir.display()
+            ));
             continue;
         };
+        seen.insert(scenario);
         let checks: Value =
-            serde_json::from_str(&std::fs::read_to_string(file).unwrap_or_default())
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap_or_default())
                 .unwrap_or_else(|e| panic!("{}: not JSON: {e}", file.display()));
         let wrong = problems(scenario, &checks);
         if wrong.is_empty() {
@@ -182,21 +135,68 @@ async fn conformance_client_requirements_and_extensions() {
         }
         failures.extend(wrong);
     }
+    for scenario in &expected {
+        if !seen.contains(scenario.as_str()) {
+            failures.push(format!("{scenario}: did not run (no checks.json)"));
+        }
+    }
     let summary = text
         .lines()
-        .skip_while(|l| !l.contains("SUITE SUMMARY"))
+        .skip_while(|l| !l.contains("SUMMARY"))
         .collect::<Vec<_>>()
         .join("\n");
     assert!(
         failures.is_empty(),
-        "{} of {} client scenarios failed:\n{}\n--- suite summary ---\n{summary}",
-        REQUIRED.len() + EXTENSIONS.len() - passed,
-        REQUIRED.len() + EXTENSIONS.len(),
+        "{REQUIREMENTS} client requirements: {} problem(s), {passed} of {} scenarios pass:\n{}\n--- suite summary ---\n{summary}",
+        failures.len(),
+        expected.len(),
         failures.join("\n")
     );
     eprintln!(
-        "conformance client: all {passed} scenarios pass ({} required by 2026-07-28, {} more: the authorization extensions, schema preservation)",
-        REQUIRED.len(),
-        EXTENSIONS.len()
+        "conformance client: all {passed} scenarios of the {REQUIREMENTS} client requirement set pass (scored and unscored)"
+    );
+}
+
+#[test]
+fn a_scenario_with_only_skipped_checks_fails() {
+    let skipped = serde_json::json!([
+        {"id": "a", "status": "SKIPPED"},
+        {"id": "b", "status": "INFO"}
+    ]);
+    assert_eq!(
+        problems("s", &skipped).len(),
+        1,
+        "{:?}",
+        problems("s", &skipped)
+    );
+    let passing = serde_json::json!([
+        {"id": "a", "status": "SKIPPED"},
+        {"id": "b", "status": "SUCCESS"}
+    ]);
+    assert!(problems("s", &passing).is_empty());
+    let warned = serde_json::json!([
+        {"id": "a", "status": "SUCCESS"},
+        {"id": "b", "status": "WARNING"}
+    ]);
+    assert_eq!(problems("s", &warned).len(), 1);
+    assert_eq!(problems("s", &serde_json::json!([])).len(), 1);
+}
+
+#[test]
+fn client_result_directories_name_their_scenario() {
+    let scenarios = ["auth/dpop".to_string(), "auth/dpop-nonce".to_string()];
+    let out = Path::new("/o");
+    let of = |d: &str| scenario_at(out, Path::new(d), &scenarios);
+    assert_eq!(
+        of("/o/auth/dpop-2026-12-01T15-28-43-804Z"),
+        Some("auth/dpop")
+    );
+    assert_eq!(
+        of("/o/auth/dpop-nonce-2026-12-01T15-28-43-804Z"),
+        Some("auth/dpop-nonce")
+    );
+    assert_eq!(
+        of("/o/auth/metadata-default-2026-12-01T15-28-43-804Z"),
+        None
     );
 }

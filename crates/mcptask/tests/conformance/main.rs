@@ -2,8 +2,8 @@
 //! Node 22) against the demo server, on SQLite and on PostgreSQL: the whole
 //! 2026-07-28 server requirement set (every scenario it runs, scored or not:
 //! the tasks extension and the pending ones too), directly and through the
-//! proxy, which must be invisible; and its client side against mcptask's
-//! upstream client ([`client`]).
+//! proxy, which must be invisible; and its client side (the client
+//! requirement set) against mcptask's upstream client ([`client`]).
 //!
 //! The tooling lives in `<repo>/.tools` (see `scripts/install-conformance`).
 //! Without it the test skips loudly, except under `CI=true`, where it fails.
@@ -124,11 +124,11 @@ fn path_with(bin: &Path) -> std::ffi::OsString {
     .expect("PATH")
 }
 
-/// The server scenarios `revision`'s requirements file lists: the scored
-/// ones (`server:`) and the unscored ones run on the server leg
-/// (`not_scored:` entries with `leg: server`). The file is frozen YAML of
-/// that simple shape, read line by line.
-fn required_server_scenarios(yaml: &str) -> Vec<String> {
+/// The scenarios `revision`'s requirements file lists for `leg` (`server`
+/// or `client`): the scored ones (the `server:` or `client:` list) and the
+/// unscored ones run on that leg (`not_scored:` entries with `leg: <leg>`).
+/// The file is frozen YAML of that simple shape, read line by line.
+fn required_scenarios(yaml: &str, leg: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut section = "";
     let mut pending: Option<String> = None;
@@ -143,23 +143,40 @@ fn required_server_scenarios(yaml: &str) -> Vec<String> {
             continue;
         }
         let item = content.trim_start();
-        match section {
-            "server" => {
-                if let Some(name) = item.strip_prefix("- ") {
-                    out.push(name.trim().to_string());
-                }
+        if section == leg {
+            if let Some(name) = item.strip_prefix("- ") {
+                out.push(name.trim().to_string());
             }
-            "not_scored" => {
-                if let Some(name) = item.strip_prefix("- scenario:") {
-                    pending = Some(name.trim().to_string());
-                } else if item.strip_prefix("leg:").map(str::trim) == Some("server") {
-                    out.extend(pending.take());
-                }
+        } else if section == "not_scored" {
+            if let Some(name) = item.strip_prefix("- scenario:") {
+                pending = Some(name.trim().to_string());
+            } else if item.strip_prefix("leg:").map(str::trim) == Some(leg) {
+                out.extend(pending.take());
             }
-            _ => {}
         }
     }
     out
+}
+
+/// The scenarios [`REQUIREMENTS`] sets for `leg`, from the requirements file
+/// of the suite installed beside `bin`: the suite's own list, never one
+/// written here.
+fn requirement_set(bin: &Path, leg: &str) -> Vec<String> {
+    let requirements = bin
+        .parent()
+        .expect("node_modules/.bin has a parent")
+        .join(format!(
+            "@modelcontextprotocol/conformance/requirements/{REQUIREMENTS}.yaml"
+        ));
+    let yaml = std::fs::read_to_string(&requirements)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", requirements.display()));
+    let expected = required_scenarios(&yaml, leg);
+    assert!(
+        expected.len() > 20,
+        "{} lists only {expected:?} for the {leg}: the requirements file was not understood",
+        requirements.display()
+    );
+    expected
 }
 
 /// The `M` of the requirement-set summary line `Total: N passed, M failed`.
@@ -173,10 +190,9 @@ fn failed_in_total(output: &str) -> Option<u64> {
     after.split_whitespace().next()?.parse().ok()
 }
 
-/// The scenario whose results `dir` holds (`server-<scenario>-<timestamp>`),
-/// among `scenarios`.
-fn scenario_of<'a>(dir: &Path, scenarios: &'a [String]) -> Option<&'a str> {
-    let name = dir.file_name()?.to_str()?.strip_prefix("server-")?;
+/// The scenario among `scenarios` whose results directory is named `name`
+/// (`<scenario>-<timestamp>`).
+fn scenario_named<'a>(name: &str, scenarios: &'a [String]) -> Option<&'a str> {
     scenarios
         .iter()
         .find(|s| {
@@ -187,23 +203,17 @@ fn scenario_of<'a>(dir: &Path, scenarios: &'a [String]) -> Option<&'a str> {
         .map(String::as_str)
 }
 
+/// The scenario whose results `dir` holds (`server-<scenario>-<timestamp>`),
+/// among `scenarios`.
+fn scenario_of<'a>(dir: &Path, scenarios: &'a [String]) -> Option<&'a str> {
+    let name = dir.file_name()?.to_str()?.strip_prefix("server-")?;
+    scenario_named(name, scenarios)
+}
+
 /// Run the server requirement set of [`REQUIREMENTS`] against `url`; returns
 /// a description of every check that did not pass.
 async fn run_requirements(bin: &Path, url: &str) -> Result<String, String> {
-    let requirements = bin
-        .parent()
-        .expect("node_modules/.bin has a parent")
-        .join(format!(
-            "@modelcontextprotocol/conformance/requirements/{REQUIREMENTS}.yaml"
-        ));
-    let yaml = std::fs::read_to_string(&requirements)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", requirements.display()));
-    let expected = required_server_scenarios(&yaml);
-    assert!(
-        expected.len() > 20,
-        "{} lists only {expected:?}: the requirements file was not understood",
-        requirements.display()
-    );
+    let expected = requirement_set(bin, "server");
     let out_dir = tempfile::tempdir().expect("temp dir");
     let mut command = tokio::process::Command::new(bin.join("conformance"));
     command
@@ -395,8 +405,12 @@ fn total_line_is_parsed() {
 fn requirement_scenarios_are_read_from_the_yaml() {
     let yaml = "# comment\nserver:\n  - server-stateless\n  - caching # scored\n\nclient:\n  - tools_call\n\nnot_scored:\n  - scenario: auth/dpop\n    leg: client\n    reason: extension\n  - scenario: tasks-lifecycle\n    leg: server\n    reason: extension\n    note: >-\n      pending, run for visibility\n";
     assert_eq!(
-        required_server_scenarios(yaml),
+        required_scenarios(yaml, "server"),
         ["server-stateless", "caching", "tasks-lifecycle"]
+    );
+    assert_eq!(
+        required_scenarios(yaml, "client"),
+        ["tools_call", "auth/dpop"]
     );
 }
 

@@ -361,6 +361,41 @@ fn summary(seen: &Seen) -> String {
     )
 }
 
+/// Requests that nginx's access log ([`Nginx::access_log`]) shows answered
+/// 200 by the replica on `port` and in flight there at `at`: begun before
+/// it, answered after it.
+fn answered_across(access_log: &str, port: u16, at: std::time::SystemTime) -> usize {
+    let at = at
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs_f64();
+    let replica = format!("127.0.0.1:{port}");
+    access_log
+        .lines()
+        .filter(|line| {
+            // `status addr[, addr…] upstream_status[, …] request_time method uri msec`:
+            // the fields from the right have no spaces; the last address tried
+            // is the last one that names a replica.
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let n = fields.len();
+            if n < 7 || fields[0] != "200" {
+                return false;
+            }
+            let (Ok(ended), Ok(took)) =
+                (fields[n - 1].parse::<f64>(), fields[n - 4].parse::<f64>())
+            else {
+                return false;
+            };
+            let last_replica = fields[1..n - 4]
+                .iter()
+                .rev()
+                .find(|f| f.starts_with("127.0.0.1:"))
+                .map(|f| f.trim_end_matches(','));
+            last_replica == Some(replica.as_str()) && ended - took < at && at < ended
+        })
+        .count()
+}
+
 /// `GET /readyz` on a kept-alive connection every 20 ms until the answers
 /// stop (the port closed): every status seen, in order (HTTP status and the
 /// error code of a 503).
@@ -489,10 +524,12 @@ async fn rolling_restart_behind_nginx_fails_no_call() {
         let load = Load::start(&format!("{}/mcp", nginx.base), 6, 3, false);
         let mut exits = Vec::new();
         let mut restarts = Vec::new();
+        let mut signalled_at = Vec::new();
         for (i, port) in ports.iter().enumerate() {
             // Load on every replica before this one stops.
             load.wait_answered(30).await;
             let signalled = Instant::now();
+            signalled_at.push(std::time::SystemTime::now());
             replicas[i].sigterm();
             let status = replicas[i].exited().await;
             exits.push(signalled.elapsed());
@@ -505,18 +542,44 @@ async fn rolling_restart_behind_nginx_fails_no_call() {
         }
         load.wait_answered(30).await;
         let seen = load.finish().await;
-        let retried = nginx
-            .access_log()
-            .lines()
-            .filter(|l| l.contains(", "))
-            .count();
+        let access_log = nginx.access_log();
+        let retried = access_log.lines().filter(|l| l.contains(", ")).count();
+        // Each replica had requests in flight when it was told to stop, and
+        // answered them: the drain was exercised at every stop.
+        let across: Vec<usize> = ports
+            .iter()
+            .zip(&signalled_at)
+            .map(|(port, at)| answered_across(&access_log, *port, *at))
+            .collect();
         eprintln!(
-            "rolling: {}; replicas exited {exits:?} after SIGTERM, ready again {restarts:?} after it; nginx moved {retried} requests to another replica",
+            "rolling: {}; replicas exited {exits:?} after SIGTERM, ready again {restarts:?} after it; requests in flight at each SIGTERM, answered by the stopping replica: {across:?}; nginx moved {retried} requests to another replica",
             summary(&seen)
         );
         check_load(&seen, &upstream);
         assert!(seen.refused.is_empty(), "nginx refused {:?}", seen.refused);
         assert!(!seen.tasks.is_empty(), "no task was created");
+        for (i, n) in across.iter().enumerate() {
+            assert!(
+                *n > 0,
+                "no request was in flight at replica {i} when it was sent SIGTERM (in flight at each: {across:?}); nginx access log:\n{access_log}"
+            );
+        }
     })
     .await;
+}
+
+/// [`answered_across`] reads nginx's lines as [`Nginx::access_log`] writes
+/// them, retried ones included.
+#[test]
+fn requests_in_flight_at_an_instant_are_read_from_the_access_log() {
+    let at = std::time::UNIX_EPOCH + Duration::from_millis(1_800_000_010_000);
+    let log = "200 127.0.0.1:7001 200 0.150 POST /mcp 1800000010.050\n\
+               200 127.0.0.1:7002 200 0.150 POST /mcp 1800000010.060\n\
+               200 127.0.0.1:7001 200 0.150 POST /mcp 1800000009.990\n\
+               200 127.0.0.1:7002, 127.0.0.1:7001 502, 200 0.150 POST /mcp 1800000010.100\n\
+               200 127.0.0.1:7001, 127.0.0.1:7002 502, 200 0.150 POST /mcp 1800000010.100\n\
+               502 127.0.0.1:7001 502 0.150 POST /mcp 1800000010.100\n";
+    assert_eq!(answered_across(log, 7001, at), 2);
+    assert_eq!(answered_across(log, 7002, at), 2);
+    assert_eq!(answered_across(log, 7003, at), 0);
 }

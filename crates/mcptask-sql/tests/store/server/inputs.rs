@@ -190,10 +190,19 @@ mcptask_testkit::on_both_backends! {
         assert!(store.signals_since("A", T0 + 8).await.unwrap().is_empty());
     }
 
-    async fn signals_reach_listeners_when_supported(store: Arc<dyn ServerTaskStore>) {
+    /// PostgreSQL pushes signals (`LISTEN/NOTIFY`): a cancel reaches a
+    /// listener. SQLite has no push: the periodic backstop is its only path,
+    /// and it says so rather than offering a stream that never speaks.
+    async fn signals_reach_listeners_on_postgres(db: mcptask_testkit::TestDatabase) {
         use futures::StreamExt;
-        let Some(mut stream) = store.listen_signals().await.unwrap() else {
-            return; // Backend without push: the periodic backstop is the only path.
+        let store = db.server_tasks().await;
+        let stream = store.listen_signals().await.unwrap();
+        let mut stream = match db.backend {
+            "postgres" => stream.expect("PostgreSQL pushes signals (LISTEN/NOTIFY)"),
+            _ => {
+                assert!(stream.is_none(), "{} offers no push", db.backend);
+                return;
+            }
         };
         let t = new_task("t1", "A", None);
         create(&*store, &t).await;
