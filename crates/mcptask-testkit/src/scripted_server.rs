@@ -79,6 +79,9 @@ impl Rule {
 #[derive(Debug, Clone)]
 pub struct Seen {
     pub method: String,
+    /// The request's JSON-RPC id (`Value::Null` for a notification): the
+    /// caller's own when the front relayed the body as sent.
+    pub id: Value,
     pub task_id: Option<String>,
     pub params: Value,
     pub authorization: Option<String>,
@@ -209,6 +212,7 @@ async fn handle(State(proxy): State<Proxy>, request: Request) -> Response {
         if !method.is_empty() {
             script.seen.push(Seen {
                 method: method.clone(),
+                id: parsed["id"].clone(),
                 task_id: task_id.clone(),
                 params: parsed["params"].clone(),
                 authorization: parts

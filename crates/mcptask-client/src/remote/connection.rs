@@ -13,6 +13,8 @@ use rmcp::service::{
 use rmcp::{Peer, RoleClient};
 use tokio::sync::Mutex;
 
+use mcptask_core::protocol::Era;
+
 use super::RemoteError;
 use super::handler::UpstreamHandler;
 use super::relabel::Relabel;
@@ -212,7 +214,7 @@ fn answered_as_legacy(probe: &ClientInitializeError) -> bool {
             server_supported, ..
         } => server_supported
             .iter()
-            .any(|v| !mcptask_core::protocol::is_modern(v.as_str())),
+            .any(|v| Era::of(v.as_str()) == Era::Session),
         _ => false,
     }
 }

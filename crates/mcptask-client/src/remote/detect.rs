@@ -2,6 +2,7 @@
 //! and `tools/list` answers (rmcp drops the SEP-1686 fields on decode).
 
 pub use mcptask_core::call::{Protocol, TaskSupport};
+use mcptask_core::protocol::Era;
 use rmcp::model::{ProtocolVersion, TASKS_EXTENSION_ID};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -12,7 +13,8 @@ use serde_json::Value;
 pub struct UpstreamInfo {
     /// The tasks protocol it speaks.
     pub protocol: Protocol,
-    /// The negotiated protocol version, e.g. `2025-11-25`.
+    /// The protocol version agreed with it, e.g. `2025-11-25`: the one it
+    /// named when it was met (see [`UpstreamInfo::era`]).
     pub protocol_version: String,
     /// Its tool definitions as sent, `execution` and `annotations` included
     /// (empty when only rmcp's decoded view was available: HTTP).
@@ -20,6 +22,20 @@ pub struct UpstreamInfo {
 }
 
 impl UpstreamInfo {
+    /// How the server is spoken to: [`Era::of`] the version it agreed to
+    /// when it was met. A stateless server (2026-07-28) is eligible for the
+    /// front's fast path.
+    ///
+    /// ```
+    /// use mcptask_client::upstream::{Protocol, UpstreamInfo};
+    /// use mcptask_core::protocol::Era;
+    /// let info = UpstreamInfo { protocol: Protocol::Sync, protocol_version: "2026-07-28".into(), tools: vec![] };
+    /// assert_eq!(info.era(), Era::Stateless);
+    /// ```
+    pub fn era(&self) -> Era {
+        Era::of(&self.protocol_version)
+    }
+
     /// How `tool` may be called on a SEP-1686 server (`Forbidden` for an
     /// unknown tool, a tool that says nothing, or another protocol).
     ///
@@ -46,9 +62,12 @@ impl UpstreamInfo {
     }
 }
 
-/// Decide from the raw `initialize` result (stdio tap), else from rmcp's
-/// decoded view (`negotiated` version and whether the server declared the
-/// tasks extension).
+/// Decide from the raw `initialize` result (stdio tap, or the raw probe of
+/// a session-era HTTP server), else from rmcp's decoded view (the
+/// `negotiated` version, from the server's `server/discover` or
+/// `initialize` answer, and whether the server declared the tasks
+/// extension). SEP-2663 needs the stateless era and the extension;
+/// SEP-1686 lives on `initialize` sessions only.
 pub(crate) fn classify(
     raw_initialize: Option<&Value>,
     negotiated: Option<&ProtocolVersion>,
@@ -61,8 +80,7 @@ pub(crate) fn classify(
         .map(str::to_string)
         .or_else(|| negotiated.map(|v| v.to_string()))
         .unwrap_or_default();
-    let modern = negotiated.is_some_and(|v| mcptask_core::protocol::is_modern(v.as_str()))
-        || mcptask_core::protocol::is_modern(&version);
+    let era = Era::of(&version);
     let extension = declares_tasks_extension
         || raw_initialize
             .and_then(|r| r.pointer("/capabilities/extensions"))
@@ -71,9 +89,9 @@ pub(crate) fn classify(
     let legacy_tasks = raw_initialize
         .and_then(|r| r.pointer("/capabilities/tasks/requests/tools/call"))
         .is_some();
-    let protocol = if modern && extension {
+    let protocol = if era == Era::Stateless && extension {
         Protocol::Sep2663
-    } else if legacy_tasks {
+    } else if era == Era::Session && legacy_tasks {
         Protocol::Sep1686
     } else {
         Protocol::Sync

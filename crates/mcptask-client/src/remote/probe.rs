@@ -2,7 +2,12 @@
 //! `tools/list`, read as plain JSON. rmcp's HTTP client decodes answers
 //! before any hook could see them, dropping SEP-1686's
 //! `capabilities.tasks` and each tool's `execution`; this is how an HTTP
-//! server's protocol is detected without configuration.
+//! server's tasks protocol is detected without configuration.
+//!
+//! Only for a server already met as one of the session era (it did not
+//! know `server/discover`, or named only older revisions there): SEP-1686
+//! lives on `initialize` sessions, and a 2026-07-28 server is never asked
+//! `initialize` (see `ServerRegistry::protocol`).
 
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
@@ -12,7 +17,8 @@ use super::server_def::{ServerDef, Transport};
 
 const SESSION: &str = "mcp-session-id";
 
-/// The raw `initialize` result and tool definitions of an HTTP server.
+/// The raw `initialize` result and tool definitions of a session-era HTTP
+/// server.
 pub(crate) async fn discover(def: &ServerDef) -> Result<(Value, Vec<Value>), RemoteError> {
     let Transport::Http { url, headers } = &def.transport else {
         return Err(RemoteError::ConnectionUnavailable(format!(

@@ -12,6 +12,7 @@ use super::connection::{Connection, Heard, Slot, Timeouts, open};
 use super::detect::UpstreamInfo;
 use super::lanes::{LaneOptions, LanePool};
 use super::server_def::{ServerDef, Transport};
+use mcptask_core::protocol::Era;
 
 struct Entry {
     def: ServerDef,
@@ -160,9 +161,12 @@ impl ServerRegistry {
     }
 
     /// Which tasks protocol `name` speaks, detected once per definition on a
-    /// lane (then reused for calls) and cached. The raw `initialize` and
-    /// `tools/list` answers decide: read by the stdio tap, or, for an HTTP
-    /// server that is not SEP-2663, by a one-shot raw probe session (rmcp's
+    /// lane (then reused for calls) and cached. The lane meets the server
+    /// the 2026-07-28 way first (`server/discover`, `initialize` only for a
+    /// server that does not know it), and the version the server agreed to
+    /// decides its era ([`UpstreamInfo::era`]). For a session-era server the
+    /// raw `initialize` and `tools/list` answers decide the rest: read by
+    /// the stdio tap, or, over HTTP, by a one-shot raw probe session (rmcp's
     /// HTTP client drops SEP-1686's fields). [`ServerRegistry::set_protocol`]
     /// overrides detection.
     ///
@@ -218,10 +222,7 @@ impl ServerRegistry {
             lane.info().clone()
         };
         drop(lane);
-        if info.protocol != super::detect::Protocol::Sep2663
-            && matches!(entry.def.transport, Transport::Http { .. })
-        {
-            // rmcp's HTTP client cannot show what tells SEP-1686 apart.
+        if needs_raw_probe(&info, &entry.def) {
             let (init, tools) =
                 tokio::time::timeout(timeouts.call, super::probe::discover(&entry.def))
                     .await
@@ -329,6 +330,17 @@ impl ServerRegistry {
         *entry.heard.lock().expect("heard lock") = Some(std::time::Instant::now());
         Ok(connection(session))
     }
+}
+
+/// Whether what a lane learnt of a server is to be completed by the raw
+/// `initialize` probe: only for an HTTP server of the session era, the only
+/// one that may speak SEP-1686 (whose fields rmcp's HTTP client drops). A
+/// server that answered `server/discover` is stateless and is never asked
+/// `initialize`: one that refuses it would never be listed, and one that
+/// answers it would be recorded as of the era it was asked in, not the one
+/// it speaks.
+fn needs_raw_probe(info: &UpstreamInfo, def: &ServerDef) -> bool {
+    info.era() == Era::Session && matches!(def.transport, Transport::Http { .. })
 }
 
 /// Bound on a health `lastError`: room for a URL, the cause and its fix.

@@ -4,6 +4,7 @@
 //! run on.
 
 pub mod catalog;
+mod failures;
 mod readiness;
 
 pub use readiness::{MAX_RETRY, list_until_listed};
@@ -28,6 +29,7 @@ use tokio::sync::watch;
 use crate::config::DEFAULT_QUESTION_TIMEOUT_MS;
 use catalog::{Catalog, Clash, Listing, Route};
 use mcptask_core::call::ToolFacts;
+use mcptask_core::protocol::Era;
 
 pub use crate::config::Upstream;
 
@@ -44,8 +46,9 @@ pub struct Upstreams {
     /// Each server's last good listing: a server that is down keeps its
     /// tools (calls fail with the connection error) instead of vanishing.
     listings: Mutex<HashMap<String, Vec<(Tool, ToolFacts)>>>,
-    /// The protocol version each server negotiated when last listed.
-    versions: Mutex<HashMap<String, String>>,
+    /// The era each server was met in when last listed (what it said it
+    /// speaks: see `UpstreamInfo::era`).
+    eras: Mutex<HashMap<String, Era>>,
     listed: AtomicBool,
     version: watch::Sender<u64>,
     lanes: Mutex<HashMap<String, LanePool>>,
@@ -57,6 +60,8 @@ pub struct Upstreams {
     question_timeout_ms: AtomicU64,
     /// The servers whose first listing is under way.
     first: readiness::FirstListings,
+    /// The servers that cannot be listed now, and why (logged per change).
+    failing: failures::ListingFailures,
     /// When this gateway began (the front's first `tools/list` waits for
     /// the first listings no longer than a grace after it).
     born: Instant,
@@ -80,7 +85,7 @@ impl Upstreams {
             retired: Mutex::default(),
             catalog: RwLock::default(),
             listings: Mutex::default(),
-            versions: Mutex::default(),
+            eras: Mutex::default(),
             listed: AtomicBool::new(false),
             version: watch::channel(0).0,
             lanes: Mutex::default(),
@@ -88,6 +93,7 @@ impl Upstreams {
             missed: Mutex::default(),
             question_timeout_ms: AtomicU64::new(DEFAULT_QUESTION_TIMEOUT_MS),
             first: readiness::FirstListings::default(),
+            failing: failures::ListingFailures::default(),
             born: Instant::now(),
             streams_at: Mutex::new((u64::MAX, false)),
         })
@@ -137,11 +143,11 @@ impl Upstreams {
     /// Whether `server` spoke 2026-07-28 or later when last listed: it keeps
     /// no session, so a call to it is one self-contained request.
     pub fn is_stateless(&self, server: &str) -> bool {
-        self.versions
+        self.eras
             .lock()
-            .expect("versions lock")
+            .expect("eras lock")
             .get(server)
-            .is_some_and(|v| mcptask_core::protocol::is_modern(v))
+            .is_some_and(|era| era.is_stateless())
     }
 
     /// The bound on each call to `server`: its `call_timeout_ms`, else the
@@ -294,17 +300,18 @@ impl Upstreams {
             let mut listings = self.listings.lock().expect("listings lock");
             let mut lanes = self.lanes.lock().expect("lanes lock");
             // What a server speaks is known again once it is listed again.
-            let mut versions = self.versions.lock().expect("versions lock");
+            let mut eras = self.eras.lock().expect("eras lock");
             for name in current.iter().map(|s| &s.name) {
                 if !kept.contains(name.as_str()) {
                     listings.remove(name);
                     lanes.remove(name);
-                    versions.remove(name);
+                    eras.remove(name);
+                    self.failing.forget(name);
                 }
             }
             for name in redefined {
                 lanes.remove(name);
-                versions.remove(name);
+                eras.remove(name);
             }
             // A configured server is not retired, whatever it was before.
             let mut retired = self.retired.lock().expect("retired lock");
@@ -352,11 +359,11 @@ impl Upstreams {
                     .lock()
                     .expect("listings lock")
                     .insert(server.to_string(), tools);
+                self.failing.answered(server);
                 Ok(())
             }
             Err(why) => {
-                tracing::warn!(server = %server, error = %why,
-                    "cannot list the tools of an upstream server; keeping its last listing");
+                self.failing.failed(server, &why);
                 Err(why)
             }
         }
@@ -419,10 +426,10 @@ impl Upstreams {
             .relist(server, self.timeouts())
             .await
             .map_err(|e| e.to_string())?;
-        self.versions
+        self.eras
             .lock()
-            .expect("versions lock")
-            .insert(server.to_string(), info.protocol_version.clone());
+            .expect("eras lock")
+            .insert(server.to_string(), info.era());
         // The raw listing keeps what rmcp drops (`execution.taskSupport`)
         // and was taken on a session that declares elicitation, so tools a
         // server offers only to such clients are there too.

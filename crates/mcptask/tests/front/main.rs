@@ -8,7 +8,8 @@
 //! exported over OTLP, as one trace with its caller's ([`telemetry`]); the
 //! fast path of stateless pass-through calls ([`pass_through`]); a rule of
 //! the call holding on every path ([`route`]); FastMCP's default client
-//! before two npm servers, directly and through the front ([`fastmcp`]).
+//! before two npm servers, directly and through the front ([`fastmcp`]);
+//! how upstreams of each protocol era are met ([`upstream_eras`]).
 
 mod fastmcp;
 mod one_call;
@@ -23,3 +24,4 @@ mod readiness;
 mod route;
 mod telemetry;
 mod toolset;
+mod upstream_eras;
