@@ -95,13 +95,7 @@ fn same_refusal(
 }
 
 fn complete(reference: Reference, argument: &str, value: &str) -> CompleteRequestParams {
-    CompleteRequestParams::new(
-        reference,
-        ArgumentInfo {
-            name: argument.into(),
-            value: value.into(),
-        },
-    )
+    CompleteRequestParams::new(reference, ArgumentInfo::new(argument, value))
 }
 
 const TEMPLATE: &str = "test://template/{id}/data";
