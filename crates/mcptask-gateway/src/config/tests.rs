@@ -146,6 +146,21 @@ fn table_errors_point_at_their_table() {
                   # an empty [[policy]] follows\n[[policy]]\nprincipal = \"bob\"\n";
     let e = Config::parse("gw.toml", policy).unwrap_err().0;
     assert!(e.starts_with("gw.toml:6:1: this [[policy]] rule"), "{e}");
+
+    // A kind that does not exist would deny nothing: refused, with the kinds.
+    let typo = "[api]\nauth = \"none\"\n[[policy]]\nallow = [\"a/*\"]\n\
+                [[policy]]\nprincipal = \"bob\"\ndeny = [\"prompts:priv/*\"]\n";
+    let e = Config::parse("gw.toml", typo).unwrap_err().0;
+    assert!(
+        e.starts_with("gw.toml:5:1: \"prompts:priv/*\" starts with a kind"),
+        "{e}"
+    );
+    assert!(e.contains("tool:, prompt: or resource:"), "{e}");
+    let kinds = format!(
+        "{GOOD}\n[[policy]]\n\
+         deny = [\"prompt:a/*\", \"resource:a/file:///x/*\", \"tool:a/b\", \"a/file:///y\"]\n"
+    );
+    Config::parse("gw.toml", &kinds).unwrap();
 }
 
 fn with_toolsets(toolsets: &str) -> String {

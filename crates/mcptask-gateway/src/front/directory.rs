@@ -9,6 +9,14 @@
 //! parallel, bounded by the call timeout): work proportional to the number
 //! of servers, never to the number of tasks. A server that offers none, or
 //! cannot be reached, is left out of the list and logged.
+//!
+//! Every request is the caller's [`Access`] (policy and fair limits, decided
+//! in `crate::route`): an item the caller may not see is left out of its
+//! lists and resolved as if no server offered it, so a `prompts/get`, a
+//! `resources/read` or a completion of it is refused exactly as one of a
+//! name that does not exist. What was last listed is kept for every caller
+//! (each name with every server that offers it); each caller's view of it
+//! is filtered at each request.
 
 use crate::failure::Failure;
 use std::collections::HashMap;
@@ -23,16 +31,20 @@ use rmcp::model::{
 use rmcp::service::ServiceError;
 use rmcp::{ErrorData, Peer, RoleClient};
 
+use crate::auth::Caller;
+use crate::calls::Calls;
+use crate::route::{Access, Item};
 use crate::upstreams::catalog::front_name;
 use crate::upstreams::{Upstream, Upstreams};
 
 /// Where prompts and resources were last seen.
 #[derive(Default)]
 pub struct Directory {
-    /// Front prompt name → (server, upstream prompt name).
-    prompts: Mutex<HashMap<String, (String, String)>>,
-    /// Resource URI → server.
-    resources: Mutex<HashMap<String, String>>,
+    /// Front prompt name → each (server, upstream prompt name) listing it,
+    /// in the servers' order.
+    prompts: Mutex<HashMap<String, Vec<(String, String)>>>,
+    /// Resource URI → the servers listing it, in their order.
+    resources: Mutex<HashMap<String, Vec<String>>>,
     /// (literal start of a URI template, server), longest first.
     templates: Mutex<Vec<(String, String)>>,
     /// Servers that listed any resource or template.
@@ -106,23 +118,57 @@ fn literal_start(template: &str) -> &str {
     template.split('{').next().unwrap_or(template)
 }
 
+/// A request's way in: its caller's [`Access`] (admitted under its fair
+/// limits), or the refusal as the caller's error.
+async fn admit<'a>(calls: &Calls, caller: &'a Caller) -> Result<Access<'a>, ErrorData> {
+    Access::admit(calls, caller)
+        .await
+        .map_err(|f| f.for_caller(caller).into())
+}
+
+/// The error of a prompt no server offers this caller.
+fn unknown_prompt(name: &str) -> ErrorData {
+    ErrorData::invalid_params(format!("unknown prompt {name:?}"), None)
+}
+
+/// What no server offers this caller, as `resources/read` says it.
+fn not_offered(uri: &str) -> String {
+    format!("no upstream server offers {uri:?}")
+}
+
 impl Directory {
-    /// Every server's prompts, named for the front.
-    pub async fn list_prompts(&self, upstreams: &Upstreams) -> Vec<Prompt> {
+    /// Every server's prompts, named for the front, that `caller` may see.
+    pub async fn list_prompts(
+        &self,
+        calls: &Calls,
+        caller: &Caller,
+    ) -> Result<Vec<Prompt>, ErrorData> {
+        let access = admit(calls, caller).await?;
+        Ok(self.prompts_seen(&calls.upstreams, &access).await)
+    }
+
+    /// List every server's prompts afresh (kept for every caller) and keep
+    /// those `access` sees, the first server keeping a name two list.
+    async fn prompts_seen(&self, upstreams: &Upstreams, access: &Access<'_>) -> Vec<Prompt> {
         let lists = from_every_server(upstreams, "prompts", |peer| async move {
             peer.list_all_prompts().await
         })
         .await;
-        let mut names = HashMap::new();
+        let mut names: HashMap<String, Vec<(String, String)>> = HashMap::new();
         let mut out = Vec::new();
         for (server, prompts) in lists {
             for mut prompt in prompts {
                 let front = front_name(&server.prefix, &prompt.name);
-                if names.contains_key(&front) {
+                let listing = names.entry(front.clone()).or_default();
+                let clash = listing.iter().any(|(s, n)| access.sees(Item::prompt(s, n)));
+                listing.push((server.name.clone(), prompt.name.to_string()));
+                if !access.sees(Item::prompt(&server.name, &prompt.name)) {
+                    continue;
+                }
+                if clash {
                     tracing::warn!(prompt = %front, server = %server.name, "an upstream prompt name clashes; left out");
                     continue;
                 }
-                names.insert(front.clone(), (server.name.clone(), prompt.name.clone()));
                 prompt.name = front;
                 out.push(prompt);
             }
@@ -131,32 +177,45 @@ impl Directory {
         out
     }
 
+    /// The first (server, upstream name) of front prompt `name` that
+    /// `access` sees, from what was last listed.
+    fn prompt_of(&self, name: &str, access: &Access<'_>) -> Option<(String, String)> {
+        self.prompts
+            .lock()
+            .expect("directory lock")
+            .get(name)?
+            .iter()
+            .find(|(server, prompt)| access.sees(Item::prompt(server, prompt)))
+            .cloned()
+    }
+
+    /// [`Directory::prompt_of`], listing again once if it is not known
+    /// (perhaps new since); the same way for a name hidden from this
+    /// caller as for one that does not exist.
+    async fn find_prompt(
+        &self,
+        upstreams: &Upstreams,
+        name: &str,
+        access: &Access<'_>,
+    ) -> Result<(String, String), ErrorData> {
+        if let Some(found) = self.prompt_of(name, access) {
+            return Ok(found);
+        }
+        self.prompts_seen(upstreams, access).await;
+        self.prompt_of(name, access)
+            .ok_or_else(|| unknown_prompt(name))
+    }
+
     /// `prompts/get` of a front prompt name, answered by its server as is.
     pub async fn get_prompt(
         &self,
-        upstreams: &Upstreams,
+        calls: &Calls,
+        caller: &Caller,
         mut request: GetPromptRequestParams,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let known = |d: &Self| {
-            d.prompts
-                .lock()
-                .expect("directory lock")
-                .get(&request.name)
-                .cloned()
-        };
-        let route = match known(self) {
-            Some(r) => Some(r),
-            None => {
-                self.list_prompts(upstreams).await;
-                known(self)
-            }
-        };
-        let Some((server, name)) = route else {
-            return Err(ErrorData::invalid_params(
-                format!("unknown prompt {:?}", request.name),
-                None,
-            ));
-        };
+        let access = admit(calls, caller).await?;
+        let upstreams = &calls.upstreams;
+        let (server, name) = self.find_prompt(upstreams, &request.name, &access).await?;
         request.name = name;
         on_lane(upstreams, &server, |peer| async move {
             peer.get_prompt_once(request).await
@@ -164,22 +223,41 @@ impl Directory {
         .await
     }
 
-    /// Every server's resources, URIs unchanged, names prefixed.
-    pub async fn list_resources(&self, upstreams: &Upstreams) -> Vec<Resource> {
+    /// Every server's resources that `caller` may see, URIs unchanged,
+    /// names prefixed.
+    pub async fn list_resources(
+        &self,
+        calls: &Calls,
+        caller: &Caller,
+    ) -> Result<Vec<Resource>, ErrorData> {
+        let access = admit(calls, caller).await?;
+        Ok(self.resources_seen(&calls.upstreams, &access).await)
+    }
+
+    /// List every server's resources afresh (kept for every caller) and
+    /// keep those `access` sees, the first server keeping a URI two list.
+    async fn resources_seen(&self, upstreams: &Upstreams, access: &Access<'_>) -> Vec<Resource> {
         let lists = from_every_server(upstreams, "resources", |peer| async move {
             peer.list_all_resources().await
         })
         .await;
-        let mut by_uri = HashMap::new();
+        let mut by_uri: HashMap<String, Vec<String>> = HashMap::new();
         let mut out = Vec::new();
         for (server, resources) in lists {
             self.offers(&server.name);
             for mut resource in resources {
-                if by_uri.contains_key(&resource.uri) {
+                let listing = by_uri.entry(resource.uri.clone()).or_default();
+                let clash = listing
+                    .iter()
+                    .any(|s| access.sees(Item::resource(s, &resource.uri)));
+                listing.push(server.name.clone());
+                if !access.sees(Item::resource(&server.name, &resource.uri)) {
+                    continue;
+                }
+                if clash {
                     tracing::warn!(uri = %resource.uri, server = %server.name, "two upstream servers list one resource URI; the first keeps it");
                     continue;
                 }
-                by_uri.insert(resource.uri.clone(), server.name.clone());
                 resource.name = front_name(&server.prefix, &resource.name);
                 out.push(resource);
             }
@@ -188,8 +266,24 @@ impl Directory {
         out
     }
 
-    /// Every server's resource templates, names prefixed.
-    pub async fn list_templates(&self, upstreams: &Upstreams) -> Vec<ResourceTemplate> {
+    /// Every server's resource templates that `caller` may see, names
+    /// prefixed.
+    pub async fn list_templates(
+        &self,
+        calls: &Calls,
+        caller: &Caller,
+    ) -> Result<Vec<ResourceTemplate>, ErrorData> {
+        let access = admit(calls, caller).await?;
+        Ok(self.templates_seen(&calls.upstreams, &access).await)
+    }
+
+    /// List every server's templates afresh (kept for every caller) and
+    /// keep those `access` sees.
+    async fn templates_seen(
+        &self,
+        upstreams: &Upstreams,
+        access: &Access<'_>,
+    ) -> Vec<ResourceTemplate> {
         let lists = from_every_server(upstreams, "resource templates", |peer| async move {
             peer.list_all_resource_templates().await
         })
@@ -203,6 +297,9 @@ impl Directory {
                     literal_start(&template.uri_template).to_string(),
                     server.name.clone(),
                 ));
+                if !access.sees(Item::resource(&server.name, &template.uri_template)) {
+                    continue;
+                }
                 template.name = front_name(&server.prefix, &template.name);
                 out.push(template);
             }
@@ -219,69 +316,70 @@ impl Directory {
         }
     }
 
-    /// The server a URI belongs to, from what was last listed.
-    fn server_of(&self, uri: &str) -> Option<String> {
-        if let Some(server) = self.resources.lock().expect("directory lock").get(uri) {
-            return Some(server.clone());
-        }
-        let templates = self.templates.lock().expect("directory lock");
-        if let Some((_, server)) = templates
-            .iter()
-            .find(|(start, _)| !start.is_empty() && uri.starts_with(start.as_str()))
+    /// The server `uri` belongs to among those `may` lets it be read from,
+    /// from what was last listed: the first that listed it, else the one
+    /// with the longest matching template start, else the only one that
+    /// offers resources.
+    fn server_of(&self, uri: &str, may: impl Fn(&str) -> bool) -> Option<String> {
+        if let Some(servers) = self.resources.lock().expect("directory lock").get(uri)
+            && let Some(server) = servers.iter().find(|s| may(s))
         {
             return Some(server.clone());
         }
-        match self.offering.lock().expect("directory lock").as_slice() {
-            [only] => Some(only.clone()),
+        let templates = self.templates.lock().expect("directory lock");
+        if let Some((_, server)) = templates.iter().find(|(start, server)| {
+            !start.is_empty() && uri.starts_with(start.as_str()) && may(server)
+        }) {
+            return Some(server.clone());
+        }
+        let offering = self.offering.lock().expect("directory lock");
+        let mut open = offering.iter().filter(|s| may(s));
+        match (open.next(), open.next()) {
+            (Some(only), None) => Some(only.clone()),
             _ => None,
         }
+    }
+
+    /// The server `uri` (a resource's URI or a template's) belongs to for
+    /// `access`, listing again once if none is known (perhaps new since);
+    /// the same way for a URI hidden from this caller as for one no server
+    /// offers.
+    async fn find_resource(
+        &self,
+        upstreams: &Upstreams,
+        uri: &str,
+        access: &Access<'_>,
+    ) -> Option<String> {
+        let may = |server: &str| access.sees(Item::resource(server, uri));
+        if let Some(server) = self.server_of(uri, may) {
+            return Some(server);
+        }
+        self.resources_seen(upstreams, access).await;
+        self.templates_seen(upstreams, access).await;
+        self.server_of(uri, may)
     }
 
     /// `completion/complete`, answered as is by the server of the prompt (its
     /// front name mapped back) or of the resource template referred to.
     pub async fn complete(
         &self,
-        upstreams: &Upstreams,
+        calls: &Calls,
+        caller: &Caller,
         mut request: CompleteRequestParams,
     ) -> Result<CompleteResult, ErrorData> {
+        let access = admit(calls, caller).await?;
+        let upstreams = &calls.upstreams;
         let server = match &mut request.r#ref {
             Reference::Prompt(prompt) => {
-                let known = |d: &Self| {
-                    d.prompts
-                        .lock()
-                        .expect("directory lock")
-                        .get(&prompt.name)
-                        .cloned()
-                };
-                let route = match known(self) {
-                    Some(r) => Some(r),
-                    None => {
-                        self.list_prompts(upstreams).await;
-                        known(self)
-                    }
-                };
-                let Some((server, name)) = route else {
-                    return Err(ErrorData::invalid_params(
-                        format!("unknown prompt {:?}", prompt.name),
-                        None,
-                    ));
-                };
+                let (server, name) = self.find_prompt(upstreams, &prompt.name, &access).await?;
                 prompt.name = name;
                 server
             }
             Reference::Resource(resource) => {
                 let uri = resource.uri.clone();
-                let server = match self.server_of(&uri) {
-                    Some(s) => Some(s),
-                    None => {
-                        self.list_resources(upstreams).await;
-                        self.list_templates(upstreams).await;
-                        self.server_of(&uri)
-                    }
-                };
-                server.ok_or_else(|| {
-                    ErrorData::invalid_params(format!("no upstream server offers {uri:?}"), None)
-                })?
+                self.find_resource(upstreams, &uri, &access)
+                    .await
+                    .ok_or_else(|| ErrorData::invalid_params(not_offered(&uri), None))?
             }
             _ => {
                 return Err(ErrorData::invalid_params(
@@ -299,20 +397,15 @@ impl Directory {
     /// `resources/read`, answered by the server the URI belongs to as is.
     pub async fn read_resource(
         &self,
-        upstreams: &Upstreams,
+        calls: &Calls,
+        caller: &Caller,
         request: ReadResourceRequestParams,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let server = match self.server_of(&request.uri) {
-            Some(s) => Some(s),
-            None => {
-                self.list_resources(upstreams).await;
-                self.list_templates(upstreams).await;
-                self.server_of(&request.uri)
-            }
-        };
-        let Some(server) = server else {
+        let access = admit(calls, caller).await?;
+        let upstreams = &calls.upstreams;
+        let Some(server) = self.find_resource(upstreams, &request.uri, &access).await else {
             return Err(ErrorData::resource_not_found(
-                format!("no upstream server offers {:?}", request.uri),
+                not_offered(&request.uri),
                 None,
             ));
         };
@@ -343,20 +436,47 @@ mod tests {
         d.resources
             .lock()
             .unwrap()
-            .insert("demo://listed".into(), "c".into());
+            .insert("demo://listed".into(), vec!["c".into()]);
+        let any = |_: &str| true;
         assert_eq!(
-            d.server_of("demo://resource/dynamic/text/7").as_deref(),
+            d.server_of("demo://resource/dynamic/text/7", any)
+                .as_deref(),
             Some("a")
         );
-        assert_eq!(d.server_of("demo://other").as_deref(), Some("b"));
-        assert_eq!(d.server_of("demo://listed").as_deref(), Some("c"));
+        assert_eq!(d.server_of("demo://other", any).as_deref(), Some("b"));
+        assert_eq!(d.server_of("demo://listed", any).as_deref(), Some("c"));
         assert_eq!(
-            d.server_of("file:///x"),
+            d.server_of("file:///x", any),
             None,
             "no server is known to offer it"
         );
         *d.offering.lock().unwrap() = vec!["only".into()];
         *d.templates.lock().unwrap() = Vec::new();
-        assert_eq!(d.server_of("file:///x").as_deref(), Some("only"));
+        assert_eq!(d.server_of("file:///x", any).as_deref(), Some("only"));
+    }
+
+    #[test]
+    fn a_uri_belongs_only_to_a_server_the_caller_may_read_it_from() {
+        let d = Directory::default();
+        d.resources
+            .lock()
+            .unwrap()
+            .insert("test://a".into(), vec!["priv".into(), "pub".into()]);
+        *d.templates.lock().unwrap() = vec![("test://template/".into(), "priv".into())];
+        *d.offering.lock().unwrap() = vec!["priv".into(), "pub".into()];
+        let not_priv = |s: &str| s != "priv";
+        let nothing = |_: &str| false;
+        // Listed by both: the first the caller may read it from.
+        assert_eq!(d.server_of("test://a", not_priv).as_deref(), Some("pub"));
+        // priv's template is not this caller's: pub is the only server
+        // left offering resources.
+        assert_eq!(
+            d.server_of("test://template/1/data", not_priv).as_deref(),
+            Some("pub")
+        );
+        assert_eq!(d.server_of("test://a", nothing), None);
+        assert_eq!(d.server_of("test://template/1/data", nothing), None);
+        // Two servers offer resources: an unknown URI has no owner.
+        assert_eq!(d.server_of("test://b", |_: &str| true), None);
     }
 }

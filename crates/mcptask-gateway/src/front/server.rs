@@ -511,22 +511,21 @@ impl ServerHandler for FrontServer {
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        let up = &self.upstreams;
-        Ok(ListPromptsResult::with_all_items(
-            self.directory.list_prompts(up).await,
-        ))
+        let caller = (self.caller)(&context);
+        let prompts = self.directory.list_prompts(&self.calls, &caller).await?;
+        Ok(ListPromptsResult::with_all_items(prompts))
     }
 
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let up = &self.upstreams;
+        let caller = (self.caller)(&context);
         self.directory
-            .get_prompt(up, request)
+            .get_prompt(&self.calls, &caller, request)
             .await
             .map(Bridged::bridged)
     }
@@ -534,33 +533,31 @@ impl ServerHandler for FrontServer {
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let up = &self.upstreams;
-        Ok(ListResourcesResult::with_all_items(
-            self.directory.list_resources(up).await,
-        ))
+        let caller = (self.caller)(&context);
+        let resources = self.directory.list_resources(&self.calls, &caller).await?;
+        Ok(ListResourcesResult::with_all_items(resources))
     }
 
     async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        let up = &self.upstreams;
-        Ok(ListResourceTemplatesResult::with_all_items(
-            self.directory.list_templates(up).await,
-        ))
+        let caller = (self.caller)(&context);
+        let templates = self.directory.list_templates(&self.calls, &caller).await?;
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
 
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let up = &self.upstreams;
+        let caller = (self.caller)(&context);
         self.directory
-            .read_resource(up, request)
+            .read_resource(&self.calls, &caller, request)
             .await
             .map(Bridged::bridged)
     }
@@ -568,11 +565,11 @@ impl ServerHandler for FrontServer {
     async fn complete(
         &self,
         request: CompleteRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        let up = &self.upstreams;
+        let caller = (self.caller)(&context);
         self.directory
-            .complete(up, request)
+            .complete(&self.calls, &caller, request)
             .await
             .map(Bridged::bridged)
     }

@@ -13,8 +13,11 @@
 //! own: run the plan (`crate::calls`) and render the outcome.
 //!
 //! Listings ask [`visible`]: a tool the caller may not call is neither
-//! listed nor callable, and reads as one that does not exist.
+//! listed nor callable, and reads as one that does not exist. The front's
+//! prompts, resources and completions ask the same policy and limits through
+//! [`Access`]: one decision for every request kind.
 
+mod access;
 mod agent;
 mod handoff;
 #[cfg(test)]
@@ -24,6 +27,7 @@ use std::time::Duration;
 
 use mcptask_core::call::{CallState, Plan, RunDriver, Wants, plan};
 
+pub use access::{Access, Item, Kind};
 pub use agent::AgentTool;
 pub use handoff::Handoff;
 
@@ -114,10 +118,10 @@ pub enum Decided {
     },
 }
 
-/// Whether `caller` may see and call `tool` of `server` (the tool policy
-/// in force now). Listings filter with it; [`decide`] refuses with it.
+/// Whether `caller` may see and call `tool` of `server` (the policy in
+/// force now). Listings filter with it; [`decide`] refuses with it.
 pub fn visible(calls: &Calls, caller: &Caller, server: &str, tool: &str) -> bool {
-    calls.policy().permits(&caller.access(), server, tool)
+    access::sees(calls, caller, Item::tool(server, tool))
 }
 
 /// What the caller's ask means for `route`.
@@ -150,13 +154,7 @@ pub async fn decide(calls: &Calls, intent: Intent<'_>) -> Result<Decided, Failur
         ask,
     } = intent;
     let upstreams = &calls.upstreams;
-    let admit = || async {
-        calls
-            .limiter
-            .admit_or_hold(caller.principal.as_deref())
-            .await
-            .map_err(Failure::RateLimited)
-    };
+    let admit = || access::admit(calls, caller);
     let (server, tool, known) = match target {
         Target::Front(name) => {
             // The agent tools are the front's own, for callers that follow

@@ -639,8 +639,7 @@ async fn reload_preview(url: &str, config: &Config) -> anyhow::Result<ReloadPrev
                         scopes: &[],
                         claims: None,
                     },
-                    &task.server,
-                    &task.tool,
+                    mcptask_core::access::Item::tool(&task.server, &task.tool),
                 )
             {
                 Some(

@@ -4,7 +4,8 @@
 //! ([`proxy_everything`]), front task notifications ([`proxy_push`]), two
 //! replicas on one PostgreSQL ([`proxy_replicas`]) and a submit/status/cancel
 //! toolset behind it ([`toolset`]); tool policy at the stdio face, the CLI,
-//! the agent tools and across a live reload ([`policy`]); one call's spans,
+//! the agent tools and across a live reload ([`policy`]); policy and limits
+//! for prompts, resources, completions and tasks ([`policy_kinds`]); one call's spans,
 //! exported over OTLP, as one trace with its caller's ([`telemetry`]); the
 //! fast path of stateless pass-through calls ([`pass_through`]); a rule of
 //! the call holding on every path ([`route`]); FastMCP's default client
@@ -16,6 +17,7 @@ mod one_call;
 mod pass_through;
 mod peers_behaviour;
 mod policy;
+mod policy_kinds;
 mod proxy_agent_tools;
 mod proxy_everything;
 mod proxy_push;

@@ -1,0 +1,63 @@
+//! What a caller may see and use, for every kind of request the faces relay:
+//! the policy in force ([`mcptask_core::access`]) asked about one [`Item`],
+//! and the caller's place under its fair limits. Every path asks here: the
+//! tool calls and listings ([`super::decide`], [`super::visible`]) and the
+//! front's prompts, resources and completions ([`Access`]); nothing else
+//! reads the policy or the limiter.
+
+use std::sync::Arc;
+
+use mcptask_core::access::Policy;
+pub use mcptask_core::access::{Item, Kind};
+
+use crate::auth::Caller;
+use crate::calls::{Admitted, Calls};
+use crate::failure::Failure;
+
+/// Whether `caller` may see and use `item` under `policy`.
+fn permitted(policy: &Policy, caller: &Caller, item: Item<'_>) -> bool {
+    policy.permits(&caller.access(), item)
+}
+
+/// Whether `caller` may see and use `item` (the policy in force now).
+pub fn sees(calls: &Calls, caller: &Caller, item: Item<'_>) -> bool {
+    permitted(&calls.policy(), caller, item)
+}
+
+/// A place for one request of `caller` under its fair limits, the same
+/// limits whatever the request's kind (a call, a listing, a read); a caller
+/// over them is held a while (`calls::tarpit`) and refused.
+pub async fn admit(calls: &Calls, caller: &Caller) -> Result<Admitted, Failure> {
+    calls
+        .limiter
+        .admit_or_hold(caller.principal.as_deref())
+        .await
+        .map_err(Failure::RateLimited)
+}
+
+/// One request of a caller, admitted under its fair limits, and the policy
+/// in force when it came (one policy for the whole request, even if a
+/// reload lands meanwhile). Dropping it ends the request's time in flight.
+pub struct Access<'a> {
+    caller: &'a Caller,
+    policy: Arc<Policy>,
+    _admitted: Admitted,
+}
+
+impl<'a> Access<'a> {
+    /// Admit a request of `caller` ([`admit`]).
+    pub async fn admit(calls: &Calls, caller: &'a Caller) -> Result<Self, Failure> {
+        let admitted = admit(calls, caller).await?;
+        Ok(Access {
+            caller,
+            policy: calls.policy(),
+            _admitted: admitted,
+        })
+    }
+
+    /// Whether this caller may see and use `item`: an item it may not reads
+    /// as one that does not exist (unlisted, and refused as unknown).
+    pub fn sees(&self, item: Item<'_>) -> bool {
+        permitted(&self.policy, self.caller, item)
+    }
+}
