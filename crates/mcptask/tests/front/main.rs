@@ -8,9 +8,12 @@
 //! exported over OTLP, as one trace with its caller's ([`telemetry`]); the
 //! fast path of stateless pass-through calls ([`pass_through`]); a rule of
 //! the call holding on every path ([`route`]); FastMCP's default client
-//! before two npm servers, directly and through the front ([`fastmcp`]).
+//! before two npm servers, directly and through the front ([`fastmcp`]);
+//! the guards in front of every transport: `Host`, slow request heads
+//! ([`guards`]).
 
 mod fastmcp;
+mod guards;
 mod one_call;
 mod pass_through;
 mod peers_behaviour;
