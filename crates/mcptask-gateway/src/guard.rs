@@ -90,7 +90,7 @@ async fn check(State(guard): State<Guard>, mut request: Request, next: Next) -> 
         let public_host = guard.public_host();
         if let Err(refused) = allowed_host(request.uri(), request.headers(), public_host.as_deref())
         {
-            return refused;
+            return refused.into_response();
         }
     }
     if declared_length(request.headers()).is_some_and(|n| n > guard.max_body_bytes as u64) {
@@ -125,27 +125,23 @@ pub fn allowed_host(
     uri: &Uri,
     headers: &HeaderMap,
     public_host: Option<&str>,
-) -> Result<(), Response> {
+) -> Result<(), HostRefused> {
+    let bad = |text| HostRefused {
+        status: StatusCode::BAD_REQUEST,
+        text,
+    };
     let named = match headers.get(header::HOST) {
         Some(value) => {
-            let text = value.to_str().map_err(|_| {
-                plain(
-                    StatusCode::BAD_REQUEST,
-                    "Bad Request: Invalid Host header encoding",
-                )
-            })?;
+            let text = value
+                .to_str()
+                .map_err(|_| bad("Bad Request: Invalid Host header encoding"))?;
             let authority = axum::http::uri::Authority::try_from(text)
-                .map_err(|_| plain(StatusCode::BAD_REQUEST, "Bad Request: Invalid Host header"))?;
+                .map_err(|_| bad("Bad Request: Invalid Host header"))?;
             normalized(authority.host())
         }
         None => match uri.authority() {
             Some(authority) => normalized(authority.host()),
-            None => {
-                return Err(plain(
-                    StatusCode::BAD_REQUEST,
-                    "Bad Request: missing Host header",
-                ));
-            }
+            None => return Err(bad("Bad Request: missing Host header")),
         },
     };
     let allowed = LOOPBACK_HOSTS
@@ -157,10 +153,31 @@ pub fn allowed_host(
         return Ok(());
     }
     tracing::warn!(host = %named, "refused a request naming a host not allowed (possible DNS rebinding)");
-    Err(plain(
-        StatusCode::FORBIDDEN,
-        "Forbidden: Host header is not allowed",
-    ))
+    Err(HostRefused {
+        status: StatusCode::FORBIDDEN,
+        text: "Forbidden: Host header is not allowed",
+    })
+}
+
+/// A request refused for its `Host`: answered with a plain-text body, as
+/// rmcp writes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostRefused {
+    /// 400 or 403.
+    pub status: StatusCode,
+    /// The body.
+    pub text: &'static str,
+}
+
+impl IntoResponse for HostRefused {
+    fn into_response(self) -> Response {
+        let mut response = (self.status, self.text).into_response();
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        response
+    }
 }
 
 /// A host as compared: without IPv6 brackets, in lower case.
@@ -168,16 +185,6 @@ fn normalized(host: &str) -> String {
     host.trim_start_matches('[')
         .trim_end_matches(']')
         .to_ascii_lowercase()
-}
-
-/// A refusal with a plain-text body, as rmcp writes them.
-fn plain(status: StatusCode, text: &'static str) -> Response {
-    let mut response = (status, text).into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    response
 }
 
 /// The body length the request declares, if it declares one.
@@ -274,7 +281,7 @@ mod tests {
     fn host(value: &str, public: Option<&str>) -> Result<(), StatusCode> {
         let mut headers = HeaderMap::new();
         headers.insert(header::HOST, value.parse().unwrap());
-        allowed_host(&Uri::from_static("/mcp"), &headers, public).map_err(|r| r.status())
+        allowed_host(&Uri::from_static("/mcp"), &headers, public).map_err(|r| r.status)
     }
 
     #[test]

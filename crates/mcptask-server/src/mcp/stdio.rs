@@ -305,7 +305,7 @@ mod tests {
     #[tokio::test]
     async fn a_last_line_without_a_newline_is_read_then_the_input_is_closed() {
         let input = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
-        let mut transport = TaskListenStdio::new(input.as_bytes(), tokio::io::sink());
+        let mut transport = TaskListenStdio::new(std::io::Cursor::new(input), tokio::io::sink());
         let end = transport.input_end();
         assert!(transport.receive().await.is_some());
         assert!(transport.receive().await.is_none());
