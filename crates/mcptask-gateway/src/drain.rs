@@ -24,7 +24,6 @@
 //! A hard stop (the gateway's stop token, e.g. a second SIGTERM) skips
 //! steps 1 and 2.
 
-use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -104,7 +103,8 @@ impl Drain {
 
     /// Serve `app` on `listener` until the drain has run its course, or
     /// until `stop` (a hard stop: idle connections closed at once, requests
-    /// in flight given [`HANDLER_GRACE`]).
+    /// in flight given [`HANDLER_GRACE`]). Connections are served with
+    /// bounded reads ([`crate::serve`]).
     pub async fn serve(
         &self,
         listener: TcpListener,
@@ -133,11 +133,9 @@ impl Drain {
                 closing.cancel();
             }
         };
-        let serving = axum::serve(listener, app)
-            .with_graceful_shutdown(signal)
-            .into_future();
+        let serving = crate::serve::serve(listener, app, signal);
         tokio::select! {
-            served = serving => served,
+            () = serving => Ok(()),
             _ = async { closing.cancelled().await; tokio::time::sleep(HANDLER_GRACE).await } => {
                 tracing::warn!(
                     open_connections = self.open_connections(),

@@ -297,15 +297,11 @@ impl Gateway {
         let state = AppState::with_auth(self.calls.clone(), self.auth.clone(), metrics)
             .with_config(self.live.clone());
         let max_body = self.config.api.max_body_bytes;
-        let public_host = self.config.api.public_host();
-        let mcp = self.config.proxy.enabled.then(|| {
-            front::http_service(
-                &self.calls,
-                max_body,
-                public_host.as_deref(),
-                self.stop.clone(),
-            )
-        });
+        let mcp = self
+            .config
+            .proxy
+            .enabled
+            .then(|| front::http_service(&self.calls, max_body, self.stop.clone()));
         api::router_with_mcp(state, max_body, mcp)
     }
 
@@ -335,10 +331,12 @@ impl Gateway {
 
     /// Serve the MCP front on stdin/stdout, every call bound to the
     /// configured `[proxy] principal`, until the host goes away or
-    /// [`Gateway::stop`] is called (then call [`Gateway::shutdown`]).
+    /// [`Gateway::stop`] is called (then call [`Gateway::shutdown`]). A
+    /// message (a line) is at most `[api] max_body_bytes`, as over HTTP.
     pub async fn serve_stdio(&self) -> anyhow::Result<()> {
         let principal = self.config.proxy.principal.clone();
-        front::serve_stdio(&self.calls, principal, self.stop.clone()).await
+        let max_line = self.config.api.max_body_bytes;
+        front::serve_stdio(&self.calls, principal, max_line, self.stop.clone()).await
     }
 
     /// After the host of `proxy --stdio` went away: the calls it started

@@ -23,11 +23,12 @@ pub struct LoggedChild {
 async fn spawn_logged(
     name: &str,
     mut command: Command,
+    stdin: Stdio,
     ready: &str,
     within: Duration,
 ) -> Result<(Child, u32, Arc<Mutex<Vec<String>>>, String), String> {
     command
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
@@ -80,7 +81,8 @@ impl LoggedChild {
         ready: &str,
         within: Duration,
     ) -> Result<(LoggedChild, String), String> {
-        let (child, pid, log, rest) = spawn_logged(name, command, ready, within).await?;
+        let (child, pid, log, rest) =
+            spawn_logged(name, command, Stdio::null(), ready, within).await?;
         Ok((
             LoggedChild {
                 child,
@@ -90,6 +92,26 @@ impl LoggedChild {
             },
             rest,
         ))
+    }
+
+    /// [`LoggedChild::spawn`] with the child's stdin piped (taken out of
+    /// `child`): a process that reads its input, e.g. `proxy --stdio`.
+    pub async fn spawn_with_stdin(
+        name: &str,
+        command: Command,
+        ready: &str,
+        within: Duration,
+    ) -> Result<(LoggedChild, tokio::process::ChildStdin), String> {
+        let (mut child, pid, log, _) =
+            spawn_logged(name, command, Stdio::piped(), ready, within).await?;
+        let stdin = child.stdin.take().expect("piped stdin");
+        let child = LoggedChild {
+            child,
+            pid,
+            name: name.to_string(),
+            log,
+        };
+        Ok((child, stdin))
     }
 
     pub fn log(&self) -> String {

@@ -387,6 +387,11 @@ fn main() -> std::process::ExitCode {
         Err(e) => return report(anyhow::Error::new(e).context("cannot start the async runtime")),
     };
     let outcome = runtime.block_on(run(cli));
+    // A read of stdin (`proxy --stdio`, stopped by a signal while its host
+    // still holds the pipe open) runs on a blocking thread that returns
+    // only when a byte or the end comes: dropping the runtime would wait
+    // for it for ever. What the command had to finish, it finished in `run`.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     telemetry::shutdown();
     match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -5,7 +5,6 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::Context;
 use mcptask_gateway::config::Overrides;
 use mcptask_gateway::{Config, Gateway};
 use tokio_util::sync::CancellationToken;
@@ -66,10 +65,21 @@ fn drain_on_signal(gateway: &Gateway) {
     });
 }
 
-/// Stop `gateway` at the first Ctrl-C or SIGTERM.
+/// Stop `gateway` at the first Ctrl-C or SIGTERM, from now on: SIGTERM's
+/// handler is installed before this returns (a signal before the task
+/// first ran would otherwise kill the process without its shutdown).
 fn stop_on_signal(gateway: &Gateway) {
     let gateway = gateway.clone();
+    #[cfg(unix)]
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("install SIGTERM handler");
     tokio::spawn(async move {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = shutdown_signal() => {}
+            _ = term.recv() => {}
+        }
+        #[cfg(not(unix))]
         shutdown_signal().await;
         gateway.stop();
     });
@@ -189,6 +199,9 @@ pub async fn proxy_stdio(config_path: &Path, flags: &Overrides) -> anyhow::Resul
     let gateway = Gateway::start(config).await?;
     stop_on_signal(&gateway);
     reload_on_sighup(&gateway, config_path, flags, true);
+    // On stderr (stdout carries only MCP): a host's log shows it started;
+    // tests read it to know SIGTERM is answered from now on.
+    eprintln!("mcptask proxy serving MCP on stdin/stdout");
     let served = gateway.serve_stdio().await;
     // Background work outlives the host that started it.
     gateway.finish_calls_of_a_gone_host().await;
@@ -219,13 +232,8 @@ pub async fn demo_server(
             // Tests and scripts read this line to find the port.
             eprintln!("mcptask demo-server listening on http://{local}/mcp");
             let app = mcptask_demo::router(runtime.clone(), &options, stop.clone());
-            axum::serve(listener, app)
-                .with_graceful_shutdown({
-                    let stop = stop.clone();
-                    async move { stop.cancelled().await }
-                })
-                .await
-                .context("HTTP server")?;
+            // With the gateway's bounds on reading requests.
+            mcptask_gateway::serve::serve(listener, app, stop.cancelled()).await;
         }
         None => mcptask_demo::serve_stdio(runtime.clone(), stop).await?,
     }

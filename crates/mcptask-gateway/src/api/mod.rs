@@ -20,9 +20,10 @@ use mcptask_client::Tracker;
 use crate::calls::Calls;
 use crate::failure::Failure;
 
+use crate::auth::Authenticator;
 pub use crate::auth::Caller;
-use crate::auth::{Authenticator, Refusal};
 use crate::config::Config;
+use crate::guard::{Door, Guard};
 use error::ApiError;
 
 /// Shared state of the API handlers.
@@ -72,92 +73,6 @@ impl AppState {
     pub fn with_config(mut self, config: crate::live::LiveConfig) -> Self {
         self.config = Some(config);
         self
-    }
-}
-
-fn bearer(request: &Request) -> Option<String> {
-    if let Some(h) = request.headers().get(axum::http::header::AUTHORIZATION) {
-        return h
-            .to_str()
-            .ok()?
-            .strip_prefix("Bearer ")
-            .map(|t| t.trim().to_string());
-    }
-    // EventSource cannot send headers: the event stream accepts ?access_token=.
-    if request.method() == axum::http::Method::GET && request.uri().path() == "/api/v1/events" {
-        let query = request.uri().query()?;
-        return query
-            .split('&')
-            .find_map(|kv| kv.strip_prefix("access_token=").map(percent_decode));
-    }
-    None
-}
-
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3])
-                    .ok()
-                    .and_then(|h| u8::from_str_radix(h, 16).ok());
-                match hex {
-                    Some(b) => {
-                        out.push(b);
-                        i += 3;
-                    }
-                    None => {
-                        out.push(b'%');
-                        i += 1;
-                    }
-                }
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            b => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
-    let bearer = bearer(&request);
-    match state.auth.authenticate(bearer.as_deref()).await {
-        Ok(caller) => {
-            request.extensions_mut().insert(caller);
-            next.run(request).await
-        }
-        Err(refusal) => {
-            if let Refusal::Invalid(why) = &refusal {
-                tracing::info!(path = %request.uri().path(), reason = %why, "a bearer token was refused");
-            }
-            let status = match refusal {
-                Refusal::InsufficientScope(_) => axum::http::StatusCode::FORBIDDEN,
-                _ => axum::http::StatusCode::UNAUTHORIZED,
-            };
-            let mut response = match &refusal {
-                Refusal::InsufficientScope(scope) => ApiError::new(
-                    status,
-                    "insufficient_scope",
-                    format!("this token lacks the scope {scope:?}"),
-                ),
-                _ => ApiError::unauthorized(),
-            }
-            .into_response();
-            if let Ok(value) = state.auth.challenge(&refusal).parse() {
-                response
-                    .headers_mut()
-                    .insert(axum::http::header::WWW_AUTHENTICATE, value);
-            }
-            response
-        }
     }
 }
 
@@ -244,18 +159,17 @@ pub fn router(state: AppState, max_body_bytes: usize) -> axum::Router {
     router_with_mcp(state, max_body_bytes, None)
 }
 
-/// The HTTP surface, with the proxy's MCP endpoint at `/mcp` when given
-/// (behind the same tokens as the API).
+/// The HTTP surface, with the proxy's MCP endpoint at `/mcp` when given.
+/// Both sit behind the same guards ([`crate::guard`]: `Host`, body size,
+/// tokens); the dashboard page, health, OpenAPI document and OAuth metadata
+/// are open to all.
 pub fn router_with_mcp(
     state: AppState,
     max_body_bytes: usize,
     mcp: Option<crate::front::FrontService>,
 ) -> axum::Router {
-    let mut protected = axum::Router::new();
-    if let Some(service) = mcp {
-        protected = protected.nest_service("/mcp", service);
-    }
-    let protected = protected
+    let guard = |door| Guard::new(state.auth.clone(), door, max_body_bytes);
+    let api = axum::Router::new()
         .route("/api/v1/tasks", get(handlers::list_tasks))
         .route("/api/v1/tasks/{id}", get(handlers::get_task))
         .route("/api/v1/tasks/{id}/cancel", post(handlers::cancel_task))
@@ -276,11 +190,12 @@ pub fn router_with_mcp(
             post(handlers::redrive_dead_letters),
         )
         .route("/api/v1/events", get(sse::events))
-        .route("/metrics", get(handlers::metrics))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            authenticate,
-        ));
+        .route("/metrics", get(handlers::metrics));
+    let mut protected = guard(Door::Api).around(api);
+    if let Some(service) = mcp {
+        let mcp = axum::Router::new().nest_service("/mcp", service);
+        protected = protected.merge(guard(Door::Mcp).around(mcp));
+    }
     axum::Router::new()
         .route("/", get(dashboard::page))
         .route("/healthz", get(|| async { "ok" }))

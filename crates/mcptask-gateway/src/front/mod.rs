@@ -46,22 +46,14 @@ pub fn server(calls: &Calls, caller: CallerFn) -> FrontServer {
 /// clients in sessions). Callers are those the HTTP layer authenticated
 /// (a [`Caller`] in the request's extensions).
 ///
-/// `public_host` (the host of `[api] public_url`) is accepted in `Host`
-/// beside the loopback names rmcp accepts by default (its DNS-rebinding
-/// guard), so a reverse proxy that keeps the public `Host` reaches `/mcp`.
-pub fn http_service(
-    calls: &Calls,
-    max_body_bytes: usize,
-    public_host: Option<&str>,
-    stop: CancellationToken,
-) -> FrontService {
-    let mut config = StreamableHttpServerConfig::default();
-    if let Some(host) = public_host {
-        let mut hosts = config.allowed_hosts.clone();
-        hosts.push(host.to_string());
-        config = config.with_allowed_hosts(hosts);
-    }
-    let config = config
+/// Mount it behind the guards ([`crate::guard`], as
+/// [`crate::api::router_with_mcp`] does): the `Host` allow-list is checked
+/// there, once, for every transport in this service (the byte relay of the
+/// fast path comes before rmcp's, so rmcp's own check, which only rmcp's
+/// transport would meet, is off).
+pub fn http_service(calls: &Calls, max_body_bytes: usize, stop: CancellationToken) -> FrontService {
+    let config = StreamableHttpServerConfig::default()
+        .disable_allowed_hosts()
         .with_json_response(true)
         .with_max_request_body_bytes(max_body_bytes)
         .with_cancellation_token(stop);
@@ -100,12 +92,17 @@ pub fn http_service(
 }
 
 /// Serve the front on stdin/stdout, every call bound to `principal`, until
-/// the host goes away or `stop` is cancelled.
+/// the host goes away or `stop` is cancelled (at any time: before the
+/// host's first message too). A line over `max_line_bytes` ends the session
+/// with an error, as a read error of stdin does (see
+/// [`mcptask_server::mcp::TaskListenStdio`]).
 pub async fn serve_stdio(
     calls: &Calls,
     principal: Option<String>,
+    max_line_bytes: usize,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
+    use mcptask_server::mcp::Ended;
     use rmcp::ServiceExt;
     let caller = Caller {
         principal,
@@ -114,14 +111,33 @@ pub async fn serve_stdio(
     // The host gone (stdin closed), its calls relayed synchronously end
     // at once: rmcp would let them run on for its drain.
     let gone = CancellationToken::new();
-    let running = server(calls, Arc::new(move |_| caller.clone()))
-        .with_caller_gone(gone.clone())
-        .serve(mcptask_server::mcp::stdio_with_listen().on_input_closed(gone))
-        .await
-        .context("starting the stdio transport")?;
+    let transport = mcptask_server::mcp::stdio_with_listen()
+        .max_line_bytes(max_line_bytes)
+        .on_input_closed(gone.clone());
+    let input_end = transport.input_end();
+    let ended_badly = || {
+        input_end
+            .error()
+            .map(|ended| anyhow::anyhow!("stdio session: {ended}"))
+    };
+    let starting = server(calls, Arc::new(move |_| caller.clone()))
+        .with_caller_gone(gone)
+        .serve(transport);
+    let running = tokio::select! {
+        () = stop.cancelled() => return Ok(()),
+        started = starting => match (started, input_end.get()) {
+            (Ok(running), _) => running,
+            // The host went away before its first message: an end, not a failure.
+            (Err(_), Some(Ended::Closed)) => return Ok(()),
+            (Err(e), _) => {
+                return Err(ended_badly()
+                    .unwrap_or_else(|| anyhow::Error::new(e).context("starting the stdio transport")));
+            }
+        },
+    };
     tokio::select! {
-        _ = stop.cancelled() => {}
+        () = stop.cancelled() => {}
         r = running.waiting() => { r.context("stdio session")?; }
     }
-    Ok(())
+    ended_badly().map_or(Ok(()), Err)
 }

@@ -20,4 +20,4 @@ pub use listen_layer::{
     DEFAULT_MAX_INSPECTED_BYTES, ListenBody, TaskListenLayer, TaskListenService,
 };
 pub use principal::Principal;
-pub use stdio::{TaskListenStdio, stdio_with_listen};
+pub use stdio::{DEFAULT_MAX_LINE_BYTES, Ended, InputEnd, TaskListenStdio, stdio_with_listen};

@@ -63,18 +63,27 @@ impl UserAgent for LoopbackLogin {
                 let (mut socket, _) = listener.accept().await.map_err(|e| e.to_string())?;
                 let mut buf = vec![0u8; 16 * 1024];
                 let mut len = 0;
-                while len < buf.len() {
-                    let n = socket
-                        .read(&mut buf[len..])
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    if n == 0 {
-                        break;
-                    }
-                    len += n;
-                    if buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
-                        break;
-                    }
+                // A connection that does not send its request head in time
+                // is dropped: it must not hold the browser's redirect back.
+                let head =
+                    tokio::time::timeout(mcptask_gateway::serve::REQUEST_HEAD_TIMEOUT, async {
+                        while len < buf.len() {
+                            let n = socket.read(&mut buf[len..]).await?;
+                            if n == 0 {
+                                break;
+                            }
+                            len += n;
+                            if buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
+                                break;
+                            }
+                        }
+                        Ok::<_, std::io::Error>(())
+                    })
+                    .await;
+                match head {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => return Err(e.to_string()),
+                    Err(_) => continue,
                 }
                 let head = String::from_utf8_lossy(&buf[..len]).to_string();
                 let Some(target) = parse_request_target(&head) else {

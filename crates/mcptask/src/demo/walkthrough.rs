@@ -73,9 +73,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     tokio::spawn({
         let stop = stop.clone();
         async move {
-            let _ = axum::serve(mcp_listener, mcp_app)
-                .with_graceful_shutdown(async move { stop.cancelled().await })
-                .await;
+            mcptask_gateway::serve::serve(mcp_listener, mcp_app, stop.cancelled()).await;
         }
     });
 

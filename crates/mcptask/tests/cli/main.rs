@@ -1,9 +1,11 @@
 //! The binary as a user runs it, one binary: the command line ([`cli`]), its
 //! errors ([`cli_errors`]), `mcptask login` ([`login`]), `mcptask migrate` ([`migrate`]) and the demo
-//! server over stdio ([`stdio`]).
+//! server over stdio ([`stdio`]), `proxy --stdio` against a host that
+//! misbehaves ([`proxy_stdio_bounds`]).
 
 mod cli;
 mod cli_errors;
 mod login;
 mod migrate;
+mod proxy_stdio_bounds;
 mod stdio;

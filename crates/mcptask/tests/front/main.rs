@@ -10,9 +10,12 @@
 //! fast path of stateless pass-through calls ([`pass_through`]); a rule of
 //! the call holding on every path ([`route`]); FastMCP's default client
 //! before two npm servers, directly and through the front ([`fastmcp`]);
-//! how upstreams of each protocol era are met ([`upstream_eras`]).
+//! how upstreams of each protocol era are met ([`upstream_eras`]); the
+//! guards in front of every transport: `Host`, slow request heads
+//! ([`guards`]).
 
 mod fastmcp;
+mod guards;
 mod one_call;
 mod pass_through;
 mod peers_behaviour;
