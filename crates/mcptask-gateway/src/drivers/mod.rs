@@ -17,6 +17,7 @@ use tracing::Instrument;
 use mcptask_core::call::CallState;
 use mcptask_core::server::{InterruptPolicy, ServerTaskRecord};
 
+use crate::failure::Failure;
 use crate::front::bridge::Bridged;
 use crate::route;
 use crate::upstreams::Upstreams;
@@ -104,13 +105,14 @@ pub(crate) fn unanswered(keys: &[String], bound: std::time::Duration) -> TaskExi
     ))
 }
 
-/// An upstream failure as the front task's outcome.
+/// An upstream failure as the front task's outcome: the one mapping of
+/// every face ([`Failure`]), so a task's status message says what a
+/// synchronous caller is told (the upstream's own JSON-RPC error as it is;
+/// a transport's text logged under an incident, never shown).
 pub fn exit_of(e: UpstreamError) -> TaskExit {
     match e {
-        UpstreamError::Rpc(data) => TaskExit::Error(data),
-        e @ UpstreamError::Timeout { .. } => internal(e.to_string()),
-        UpstreamError::Remote(e) => internal(e.to_string()),
         UpstreamError::Cancelled => TaskExit::Cancelled,
+        e => TaskExit::Error(Failure::from(e).into()),
     }
 }
 

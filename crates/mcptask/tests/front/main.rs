@@ -7,7 +7,8 @@
 //! the agent tools and across a live reload ([`policy`]); one call's spans,
 //! exported over OTLP, as one trace with its caller's ([`telemetry`]); the
 //! fast path of stateless pass-through calls ([`pass_through`]); a rule of
-//! the call holding on every path ([`route`]); FastMCP's default client
+//! the call holding on every path ([`route`]); one answer on every path
+//! when an upstream, a body or a header goes wrong ([`same_answer`]); FastMCP's default client
 //! before two npm servers, directly and through the front ([`fastmcp`]).
 
 mod fastmcp;
@@ -21,5 +22,6 @@ mod proxy_push;
 mod proxy_replicas;
 mod readiness;
 mod route;
+mod same_answer;
 mod telemetry;
 mod toolset;
