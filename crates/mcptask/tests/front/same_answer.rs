@@ -144,13 +144,12 @@ async fn an_oversized_body_is_413_on_the_fast_path_as_on_the_full_way() {
         // The full way: a request the fast path does not read (no call in
         // its headers).
         let full = answer(
-            request(
-                &rig,
-                "up__greet",
-                json!({}),
-                &[("Mcp-Method", "tools/list")],
-            )
-            .body(body.clone()),
+            reqwest::Client::new()
+                .post(&rig.mcp)
+                .bearer_auth(ALICE)
+                .header("Accept", "application/json, text/event-stream")
+                .header("Content-Type", "application/json")
+                .body(body.clone()),
         )
         .await;
         assert_eq!(full.0, 413, "{full:?}");
