@@ -12,6 +12,7 @@
 //! own JSON-RPC error is the upstream's answer and passes as it is.
 
 use mcptask_client::TrackerError;
+use mcptask_client::remote::RemoteError;
 use mcptask_client::upstream::UpstreamError;
 use mcptask_core::redact::{Internal, Redacted};
 use mcptask_server::{SERVER_BUSY, TASK_NOT_FOUND, TaskError, redact, redacted_error};
@@ -62,6 +63,17 @@ pub enum Failure {
     Remote(ErrorData),
     /// The upstream broke the protocol (what it sent, in words).
     Protocol(String),
+    /// The upstream refused the gateway's request with HTTP 401 or 403:
+    /// the credentials the gateway sends it are missing, wrong or not
+    /// enough. An upstream error, never the gateway's own challenge: the
+    /// caller's own credentials were accepted, and another token of the
+    /// caller's would change nothing.
+    UpstreamRefused {
+        /// The request refused (`tools/call`, …).
+        operation: String,
+        /// 401 or 403.
+        status: u16,
+    },
     /// The upstream could not be reached: its text (hosts, ports,
     /// commands, in mcptask's words) is logged, and told only to an
     /// operator ([`Failure::for_caller`]), who may read the configuration
@@ -140,6 +152,25 @@ impl Failure {
         ))
     }
 
+    /// The upstream answered `operation` with HTTP `status` instead of an
+    /// MCP message: the one rule for every transport (the byte relay reads
+    /// the status itself; the full way gets it from the upstream layer,
+    /// [`UpstreamError::Refused`]). A refusal (401, 403) is the upstream's
+    /// refusal of the gateway's credentials; any other status is an
+    /// upstream that could not serve, told as one that could not be
+    /// reached (the status is logged under the incident).
+    pub fn upstream_http(operation: &str, status: u16) -> Self {
+        match status {
+            401 | 403 => Failure::UpstreamRefused {
+                operation: operation.to_string(),
+                status,
+            },
+            _ => Failure::unreachable(&format!(
+                "{operation}: the upstream answered HTTP {status} without an MCP message"
+            )),
+        }
+    }
+
     /// Anything that should not have happened, logged with its text.
     pub fn internal(detail: &dyn std::fmt::Display) -> Self {
         Failure::Internal(redact(Internal::Bug, detail))
@@ -157,6 +188,7 @@ impl Failure {
             Failure::Forbidden(_) => "forbidden",
             Failure::Remote(_) => "remote_error",
             Failure::Protocol(_) => "protocol_error",
+            Failure::UpstreamRefused { .. } => "upstream_refused",
             Failure::Unreachable { .. } => "unavailable",
             Failure::InputNeeded { .. } => "input_needed",
             Failure::Timeout(_) => "timeout",
@@ -194,6 +226,16 @@ impl Failure {
                 data.message, data.code.0
             ),
             Failure::Protocol(m) => format!("the server broke the protocol: {m}"),
+            Failure::UpstreamRefused { operation, status } => {
+                let said = if *status == 401 {
+                    "HTTP 401 Unauthorized"
+                } else {
+                    "HTTP 403 Forbidden"
+                };
+                format!(
+                    "{operation}: the upstream server refused the credentials the gateway sent it ({said}); the gateway accepted yours, so another token of yours will not help"
+                )
+            }
             Failure::Busy(why) => format!("busy: {why}; retry later"),
             Failure::RateLimited(busy) => busy.to_string(),
             Failure::MissingCapability => TaskError::MissingCapability.to_string(),
@@ -289,7 +331,12 @@ impl From<UpstreamError> for Failure {
     fn from(e: UpstreamError) -> Self {
         match e {
             UpstreamError::Rpc(data) => Failure::Remote(data),
+            // What the upstream sent, in words (no host, no transport type).
+            UpstreamError::Remote(RemoteError::Protocol(m)) => Failure::Protocol(m),
             UpstreamError::Remote(e) => Failure::unreachable(&e),
+            UpstreamError::Refused { operation, status } => {
+                Failure::upstream_http(&operation, status)
+            }
             // Its own words: how long the front waited names no host.
             UpstreamError::Timeout { operation, after } => Failure::no_answer(&operation, after),
             UpstreamError::Cancelled => Failure::Cancelled,
@@ -350,6 +397,10 @@ impl From<Failure> for ErrorData {
             Failure::Unreachable { redacted: r, .. } | Failure::Store(r) | Failure::Internal(r) => {
                 redacted_error(&r)
             }
+            ref f @ Failure::UpstreamRefused { status, .. } => ErrorData::internal_error(
+                f.message(),
+                Some(json!({"reason": "upstream_refused", "status": status})),
+            ),
             ref f @ (Failure::Protocol(_)
             | Failure::InputNeeded { .. }
             | Failure::Timeout(_)

@@ -13,7 +13,7 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use serde_json::{Value, json};
 
 /// What a scripted rule answers.
@@ -36,6 +36,15 @@ pub enum Scripted {
     /// upstream that swaps the ids of two calls' answers. A request that
     /// finds no partner within 30 s is forwarded as it is.
     Swap,
+    /// An answer that never ends: status 200 with `content_type`, `head`
+    /// at once, then `trickle` every `every` for as long as the client
+    /// reads (an upstream streaming past any deadline).
+    Endless {
+        content_type: String,
+        head: Vec<u8>,
+        trickle: Vec<u8>,
+        every: std::time::Duration,
+    },
 }
 
 /// Answer requests of `method` (and task `task_id`, if set) with `answer`,
@@ -356,6 +365,26 @@ fn scripted(request: &Value, answer: Scripted) -> Response {
         Scripted::Raw(status, content_type, body) => {
             let mut response = Response::new(Body::from(body));
             *response.status_mut() = StatusCode::from_u16(status).expect("an HTTP status");
+            response.headers_mut().insert(
+                axum::http::header::CONTENT_TYPE,
+                HeaderValue::from_str(&content_type).expect("a header value"),
+            );
+            response
+        }
+        Scripted::Endless {
+            content_type,
+            head,
+            trickle,
+            every,
+        } => {
+            let rest = futures::stream::unfold(trickle, move |trickle| async move {
+                tokio::time::sleep(every).await;
+                Some((trickle.clone(), trickle))
+            });
+            let chunks = futures::stream::once(async move { head })
+                .chain(rest)
+                .map(Ok::<_, std::io::Error>);
+            let mut response = Response::new(Body::from_stream(chunks));
             response.headers_mut().insert(
                 axum::http::header::CONTENT_TYPE,
                 HeaderValue::from_str(&content_type).expect("a header value"),

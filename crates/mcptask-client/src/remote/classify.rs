@@ -129,7 +129,15 @@ pub(crate) fn call_error(e: &ServiceError) -> RemoteError {
     }
 }
 
-fn transport_error(operation: &str, e: &ServiceError) -> RemoteError {
+/// The status of a server's refusal of the credentials sent to it (HTTP
+/// 401 or 403), when that is why `e` failed.
+pub(crate) fn refusal(e: &ServiceError) -> Option<u16> {
+    super::why::refusal(e)
+}
+
+/// Classify a transport failure of `operation` (the class read off rmcp's
+/// text, the message in plain words).
+pub(crate) fn transport_error(operation: &str, e: &ServiceError) -> RemoteError {
     // The class is read off rmcp's full text (the signs above); the message
     // is the cause in plain words, without rmcp's transport type names.
     let mut text = e.to_string();

@@ -265,6 +265,21 @@ fn http_status(status: u16, detail: &str) -> String {
     }
 }
 
+/// The status of a server's refusal of the credentials sent to it (HTTP
+/// 401 or 403), when that is why a request on an open session failed.
+pub(super) fn refusal(e: &ServiceError) -> Option<u16> {
+    let ServiceError::TransportSend(error) = e else {
+        return None;
+    };
+    let status = match error.error.downcast_ref::<HttpError>()? {
+        StreamableHttpError::AuthRequired(_) => 401,
+        StreamableHttpError::InsufficientScope(_) => 403,
+        StreamableHttpError::UnexpectedServerResponse(text) => status_in(text)?,
+        _ => return None,
+    };
+    matches!(status, 401 | 403).then_some(status)
+}
+
 /// "HTTP 404 Not Found: no route" → 404 (rmcp keeps some statuses only in text).
 fn status_in(text: &str) -> Option<u16> {
     let at = text.find("HTTP ")?;

@@ -39,6 +39,15 @@ pub enum UpstreamError {
         /// The bound it was given.
         after: std::time::Duration,
     },
+    /// The server refused `operation` with HTTP `status` (401 or 403):
+    /// the credentials sent for it are missing, wrong or not enough.
+    #[error("{operation}: the server refused the request (HTTP {status})")]
+    Refused {
+        /// The request refused (`tools/call`, `tasks/result`…).
+        operation: String,
+        /// 401 or 403.
+        status: u16,
+    },
     /// We withdrew the call.
     #[error("cancelled")]
     Cancelled,
@@ -55,7 +64,15 @@ impl UpstreamError {
             ServiceError::UnexpectedResponse => Self::Remote(RemoteError::Protocol(format!(
                 "{operation}: the server answered with an unexpected result"
             ))),
-            other => Self::Remote(RemoteError::Transient(format!("{operation}: {other}"))),
+            // A refusal keeps its status; anything else is told in plain
+            // words (rmcp's own text starts with its transport's type).
+            other => match crate::remote::classify::refusal(&other) {
+                Some(status) => Self::Refused {
+                    operation: operation.to_string(),
+                    status,
+                },
+                None => Self::Remote(crate::remote::classify::transport_error(operation, &other)),
+            },
         }
     }
 }

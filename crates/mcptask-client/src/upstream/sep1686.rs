@@ -137,7 +137,12 @@ impl Sep1686Handle {
 
     /// `outcome`, noting a failure below the protocol (see `broken`).
     fn noted<T>(&self, outcome: Result<T, UpstreamError>) -> Result<T, UpstreamError> {
-        if let Err(UpstreamError::Remote(_) | UpstreamError::Timeout { .. }) = &outcome {
+        if let Err(
+            UpstreamError::Remote(_)
+            | UpstreamError::Timeout { .. }
+            | UpstreamError::Refused { .. },
+        ) = &outcome
+        {
             self.broken.store(true, Ordering::Relaxed);
         }
         outcome

@@ -92,9 +92,10 @@ impl From<Failure> for ApiError {
             | Failure::UnknownServer(_)
             | Failure::UnknownTool { .. } => StatusCode::NOT_FOUND,
             Failure::Forbidden(_) => StatusCode::FORBIDDEN,
-            Failure::Remote(_) | Failure::Protocol(_) | Failure::Unreachable { .. } => {
-                StatusCode::BAD_GATEWAY
-            }
+            Failure::Remote(_)
+            | Failure::Protocol(_)
+            | Failure::UpstreamRefused { .. }
+            | Failure::Unreachable { .. } => StatusCode::BAD_GATEWAY,
             Failure::InputNeeded { .. } | Failure::Cancelled => StatusCode::CONFLICT,
             Failure::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
             Failure::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,

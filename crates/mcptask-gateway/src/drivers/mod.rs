@@ -17,6 +17,7 @@ use tracing::Instrument;
 use mcptask_core::call::CallState;
 use mcptask_core::server::{InterruptPolicy, ServerTaskRecord};
 
+use crate::failure::Failure;
 use crate::front::bridge::Bridged;
 use crate::route;
 use crate::upstreams::Upstreams;
@@ -115,17 +116,15 @@ pub fn exchange_options(timeout: std::time::Duration) -> SyncOptions {
     }
 }
 
-/// An upstream failure as the front task's outcome.
+/// An upstream failure as the front task's outcome: the one mapping of
+/// every face ([`Failure`]), so a task's status message says what a
+/// synchronous caller is told (the upstream's own JSON-RPC error as it is;
+/// a timeout in the words of a plain call; a transport's text logged under
+/// an incident, never shown).
 pub fn exit_of(e: UpstreamError) -> TaskExit {
     match e {
-        UpstreamError::Rpc(data) => TaskExit::Error(data),
-        // The words of the call that is not a task (`Failure::no_answer`):
-        // the same on every path.
-        e @ UpstreamError::Timeout { .. } => {
-            TaskExit::Error(crate::failure::Failure::from(e).into())
-        }
-        UpstreamError::Remote(e) => internal(e.to_string()),
         UpstreamError::Cancelled => TaskExit::Cancelled,
+        e => TaskExit::Error(Failure::from(e).into()),
     }
 }
 

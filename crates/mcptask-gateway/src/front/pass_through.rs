@@ -26,6 +26,16 @@
 //! (`calls::tarpit`). Every tool call is limited the full way too, and a
 //! request whose body is not the `tools/call` its header says is rejected
 //! there: refusing it here refuses nothing that would have passed.
+//!
+//! The relay answers as the full way does, in the one mapping's words
+//! ([`Failure`]): an upstream's refusal (HTTP 401/403) is an upstream error,
+//! never the gateway's own challenge; an answer cut at the deadline is an
+//! error the caller sees ([`answer`]). What the full way's transport
+//! judges (an oversized body, headers that contradict the body,
+//! [`params`]), the relay leaves to it, so its answer is the one answer.
+
+mod answer;
+mod params;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -38,9 +48,9 @@ use axum::http::{
     HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, header,
 };
 use futures::StreamExt;
+use http_body::Body as _;
 use mcptask_client::Transport;
 use mcptask_client::trace;
-use mcptask_client::upstream::UpstreamError;
 use mcptask_core::call::Plan;
 use mcptask_core::trace::TraceContext;
 use rmcp::model::{ClientCapabilities, ErrorData};
@@ -185,10 +195,14 @@ where
         let limit = self.max_body_bytes;
         Box::pin(async move {
             let (mut parts, body) = request.into_parts();
-            let bytes = match axum::body::to_bytes(body, limit).await {
-                Ok(bytes) => bytes,
-                // Too large or broken: the full way says so.
-                Err(_) => Bytes::new(),
+            let bytes = match read_body(body, limit).await {
+                Read::Whole(bytes) => bytes,
+                // Too large or broken: the full way says so, as it does for
+                // any request (413 for a body over the limit).
+                Read::Unread(body) => {
+                    let request = Request::from_parts(parts, body);
+                    return Ok(inner.call(request).await?.map(Body::new));
+                }
             };
             let full_way = |parts, bytes| Request::from_parts(parts, Body::from(bytes));
             let Some(call) = parse_call(&parts, &bytes) else {
@@ -215,7 +229,16 @@ where
                 Err(Failure::RateLimited(busy)) => {
                     return Ok(rpc_answer(&call.id, Failure::RateLimited(busy).into()));
                 }
-                Ok(Decided::Call(routed)) => match byte_relay(&calls, &routed) {
+                Ok(Decided::Call(routed)) => match byte_relay(&calls, &routed)
+                    // Headers the relay cannot vouch for are judged the
+                    // full way (a contradiction refused, -32020).
+                    .filter(|_| {
+                        params::agree(
+                            &parts.headers,
+                            &routed.route.definition.input_schema,
+                            &bytes,
+                        )
+                    }) {
                     Some(upstream) => {
                         let span = server_span(&parts.headers, &call);
                         let relayed = relay(&parts.headers, &call, upstream, &bytes, routed, &span)
@@ -238,16 +261,56 @@ where
     }
 }
 
+/// A request's body as the relay read it.
+enum Read {
+    /// All of it, within the limit.
+    Whole(Bytes),
+    /// Over the limit, or broken mid-way: the body whole again (what was
+    /// read, then the rest), for the full way to answer.
+    Unread(Body),
+}
+
+/// Read `body` up to `limit` bytes. A body over it is not refused here:
+/// it is handed back whole, so the full way's transport refuses it as it
+/// refuses every other (413, its words), and a request the relay stepped
+/// aside for reads the same as one it never saw.
+async fn read_body(body: Body, limit: usize) -> Read {
+    // Declared too large (`Content-Length`): nothing to read.
+    if body.size_hint().lower() > limit as u64 {
+        return Read::Unread(body);
+    }
+    let mut stream = body.into_data_stream();
+    let mut read = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        match chunk {
+            Ok(chunk) if chunk.len() <= limit - read.len() => read.extend_from_slice(&chunk),
+            over_or_broken => {
+                let head = futures::stream::iter([Ok(Bytes::from(read)), over_or_broken]);
+                return Read::Unread(Body::from_stream(head.chain(stream)));
+            }
+        }
+    }
+    Read::Whole(Bytes::from(read))
+}
+
 /// The `tools/call` of a candidate's body, if it is a plain one the route
-/// can decide here (well formed, its `Mcp-Name` header naming its tool, no
-/// SEP-1686 task request); anything else goes the full way undecided.
+/// can decide here (well formed, its one `Mcp-Method` and one `Mcp-Name`
+/// header naming its method and tool, no SEP-1686 task request); anything
+/// else goes the full way undecided.
 fn parse_call(parts: &axum::http::request::Parts, bytes: &Bytes) -> Option<Call> {
     let call: Call = serde_json::from_slice(bytes).ok()?;
     let params = call.params.as_ref()?;
-    let header_name = parts.headers.get("mcp-name").and_then(|v| v.to_str().ok());
+    let one = |name: &str| {
+        let mut values = parts.headers.get_all(name).iter();
+        match (values.next(), values.next()) {
+            (Some(value), None) => value.to_str().ok(),
+            _ => None,
+        }
+    };
     if call.jsonrpc != "2.0"
         || call.method != "tools/call"
-        || header_name != Some(params.name.as_str())
+        || one("mcp-method") != Some("tools/call")
+        || one("mcp-name") != Some(params.name.as_str())
         || params.task.is_some()
     {
         return None;
@@ -407,42 +470,49 @@ async fn relay(
         // reqwest's text names the upstream's URL: logged, not relayed.
         Ok(Err(e)) => return Ok(rpc_answer(&call.id, Failure::unreachable(&e).into())),
         Err(_) => {
-            let timeout = UpstreamError::Timeout {
-                operation: "tools/call".into(),
-                after: upstream.timeout,
-            };
-            return Ok(rpc_answer(&call.id, Failure::from(timeout).into()));
+            let timeout = Failure::no_answer("tools/call", upstream.timeout);
+            return Ok(rpc_answer(&call.id, timeout.into()));
         }
     };
     let status = answer.status();
     // An MCP answer goes back with its status (a JSON-RPC error may come
-    // with a 400); anything else (a proxy's error page) is not the caller's
-    // to parse.
-    let content_type = answer
+    // with a 400); a refusal of the gateway's credentials (401, 403: whose
+    // status the caller would take for the gateway's own challenge) and
+    // anything that is not MCP (a proxy's error page) are upstream errors.
+    let style = answer
         .headers()
         .get(header::CONTENT_TYPE)
-        .filter(|v| {
-            v.to_str().is_ok_and(|v| {
-                v.starts_with("application/json") || v.starts_with("text/event-stream")
-            })
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            if v.starts_with("application/json") {
+                Some(answer::Style::Json)
+            } else if v.starts_with("text/event-stream") {
+                Some(answer::Style::Sse)
+            } else {
+                None
+            }
         })
-        .cloned();
-    let Some(content_type) = content_type else {
-        return Ok(rpc_error(
-            &call.id,
-            format!("tools/call: the upstream answered HTTP {status} without an MCP message"),
-        ));
+        .filter(|_| !matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN));
+    let (Some(style), Some(content_type)) = (style, answer.headers().get(header::CONTENT_TYPE))
+    else {
+        let failure = Failure::upstream_http("tools/call", status.as_u16());
+        return Ok(rpc_answer(&call.id, failure.into()));
     };
+    let content_type = content_type.clone();
     // The admission and the spans hold until the answer is through; the
     // answer ends at the call's deadline like any other call.
     let held = (routed.admitted, server_span.clone(), client_span);
-    let stream = answer
-        .bytes_stream()
-        .take_until(tokio::time::sleep_until(deadline))
-        .map(move |chunk| {
-            let _held = &held;
-            chunk
-        });
+    let stream = answer::relayed(
+        answer.bytes_stream(),
+        style,
+        call.id.clone(),
+        deadline,
+        upstream.timeout,
+    )
+    .map(move |chunk| {
+        let _held = &held;
+        chunk
+    });
     let mut response = Response::new(Body::from_stream(stream));
     *response.status_mut() = status;
     response
@@ -466,11 +536,6 @@ fn restamped(bytes: &Bytes, tool: &str, cx: Option<&TraceContext>) -> Option<Byt
         }
     }
     serde_json::to_vec(&value).ok().map(Bytes::from)
-}
-
-/// A JSON-RPC internal error answer to the request `id`.
-fn rpc_error(id: &Value, message: String) -> Response<Body> {
-    rpc_answer(id, ErrorData::internal_error(message, None))
 }
 
 /// A JSON-RPC error answer to the request `id`.

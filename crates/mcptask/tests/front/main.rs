@@ -8,11 +8,12 @@
 //! for prompts, resources, completions and tasks ([`policy_kinds`]); one call's spans,
 //! exported over OTLP, as one trace with its caller's ([`telemetry`]); the
 //! fast path of stateless pass-through calls ([`pass_through`]); a rule of
-//! the call holding on every path ([`route`]); FastMCP's default client
-//! before two npm servers, directly and through the front ([`fastmcp`]);
-//! how upstreams of each protocol era are met ([`upstream_eras`]); the
-//! guards in front of every transport: `Host`, slow request heads
-//! ([`guards`]).
+//! the call holding on every path ([`route`]); one answer on every path
+//! when an upstream, a body or a header goes wrong ([`same_answer`]);
+//! FastMCP's default client before two npm servers, directly and through
+//! the front ([`fastmcp`]); how upstreams of each protocol era are met
+//! ([`upstream_eras`]); the guards in front of every transport: `Host`,
+//! slow request heads ([`guards`]).
 
 mod fastmcp;
 mod guards;
@@ -27,6 +28,7 @@ mod proxy_push;
 mod proxy_replicas;
 mod readiness;
 mod route;
+mod same_answer;
 mod telemetry;
 mod toolset;
 mod upstream_eras;

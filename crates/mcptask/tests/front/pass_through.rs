@@ -10,27 +10,32 @@ use serde_json::{Value, json};
 
 use mcptask_testkit::*;
 
-const ALICE: &str = "alice-token-0123456789";
+pub(super) const ALICE: &str = "alice-token-0123456789";
 const BOB: &str = "bob-token-0123456789";
 
-struct Rig {
+pub(super) struct Rig {
     _demo: DemoServer,
-    upstream: ScriptedServer,
+    pub(super) upstream: ScriptedServer,
     _gateway: LoggedChild,
-    mcp: String,
+    pub(super) mcp: String,
     _dir: tempfile::TempDir,
 }
 
 /// demo-server behind a recording proxy, fronted by a gateway with token
 /// auth, the server under prefix `up`, and `limits` (TOML) in force.
 async fn rig(name: &str, limits: &str) -> Rig {
+    rig_with(name, limits, "").await
+}
+
+/// [`rig`] with `server` (TOML lines) added to the server's entry.
+pub(super) async fn rig_with(name: &str, limits: &str, server: &str) -> Rig {
     let dir = tempfile::tempdir().expect("temp dir");
     let demo_db = format!("sqlite:{}", dir.path().join("server.db").display());
     let demo = DemoServer::start_named(&format!("{name}-server"), &demo_db, &[]).await;
     let upstream = ScriptedServer::start(&demo.url).await;
     let db = format!("sqlite:{}", dir.path().join("gateway.db").display());
     let toml = format!(
-        "[database]\nurl = {db:?}\n\n[api]\nlisten = \"127.0.0.1:0\"\n\n[[api.tokens]]\ntoken = {ALICE:?}\nprincipal = \"alice\"\n\n[[api.tokens]]\ntoken = {BOB:?}\nprincipal = \"bob\"\n\n[proxy]\nenabled = true\n\n{limits}\n\n[[servers]]\nname = \"demo\"\nurl = {:?}\nprefix = \"up\"\nheaders = {{ X-Upstream-Key = \"upstream-secret\" }}\n",
+        "[database]\nurl = {db:?}\n\n[api]\nlisten = \"127.0.0.1:0\"\n\n[[api.tokens]]\ntoken = {ALICE:?}\nprincipal = \"alice\"\n\n[[api.tokens]]\ntoken = {BOB:?}\nprincipal = \"bob\"\n\n[proxy]\nenabled = true\n\n{limits}\n\n[[servers]]\nname = \"demo\"\nurl = {:?}\nprefix = \"up\"\nheaders = {{ X-Upstream-Key = \"upstream-secret\" }}\n{server}\n",
         upstream.url()
     );
     let (gateway, api) = start_gateway_with(&format!("{name}-gateway"), dir.path(), &toml).await;
