@@ -513,7 +513,12 @@ secret = "s"
         // Before: carol's token is unknown, alice may call a/x, calls are
         // not capped, and there is no server c.
         assert!(gateway.auth.authenticate(Some(carol)).await.is_err());
-        assert!(gateway.calls.policy().permits(&alice, "a", "x"));
+        assert!(
+            gateway
+                .calls
+                .policy()
+                .permits(&alice, mcptask_core::access::Item::tool("a", "x"))
+        );
         let first = gateway.calls.limiter.admit(Some("alice")).expect("no cap");
         let second = gateway.calls.limiter.admit(Some("alice")).expect("no cap");
         drop((first, second));
@@ -538,7 +543,12 @@ secret = "s"
             Some("carol")
         );
         // [[policy]] (Live): alice may not call a/* any more.
-        assert!(!gateway.calls.policy().permits(&alice, "a", "x"));
+        assert!(
+            !gateway
+                .calls
+                .policy()
+                .permits(&alice, mcptask_core::access::Item::tool("a", "x"))
+        );
         // [limits] (Live): one call in flight per principal.
         let held = gateway
             .calls
