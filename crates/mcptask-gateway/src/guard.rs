@@ -3,13 +3,13 @@
 //! the REST API meets the same guards here, once, before any transport or
 //! handler sees it:
 //!
-//! 1. the `Host` allow-list ([`allowed_host`]), against DNS rebinding: a page
+//! 1. authentication ([`Authenticator`]): the [`Caller`] every later stage
+//!    reads from the request's extensions;
+//! 2. the `Host` allow-list ([`allowed_host`]), against DNS rebinding: a page
 //!    in the user's browser whose name is made to resolve to the gateway's
 //!    address reaches it with its own name in `Host`;
-//! 2. the body limit, from the declared `Content-Length` (a body sent
-//!    without one is cut at the same limit by the transport reading it);
-//! 3. authentication ([`Authenticator`]): the [`Caller`] every later stage
-//!    reads from the request's extensions.
+//! 3. the body limit, from the declared `Content-Length` (a body sent
+//!    without one is cut at the same limit by the transport reading it).
 //!
 //! How long reading a request head and body may take is bounded by the
 //! listener ([`crate::serve`]).
@@ -82,11 +82,24 @@ impl Guard {
     }
 }
 
-/// The guards, in their order: `Host`, body size, authentication.
+/// The guards, in their order: authentication (a caller without a valid
+/// token learns that first, with the challenge that says where to get one,
+/// as before the guards moved here), `Host`, body size.
 async fn check(State(guard): State<Guard>, mut request: Request, next: Next) -> Response {
     // `auth = "none"`: anyone is let in (an operator), whatever they send.
     let anonymous = guard.auth.authenticate(None).await;
-    if guard.door == Door::Mcp || anonymous.is_ok() {
+    let open = anonymous.is_ok();
+    let caller = match anonymous {
+        Ok(caller) => caller,
+        Err(_) => {
+            let bearer = bearer(&request);
+            match guard.auth.authenticate(bearer.as_deref()).await {
+                Ok(caller) => caller,
+                Err(refusal) => return refuse(&guard.auth, &request, refusal),
+            }
+        }
+    };
+    if guard.door == Door::Mcp || open {
         let public_host = guard.public_host();
         if let Err(refused) = allowed_host(request.uri(), request.headers(), public_host.as_deref())
         {
@@ -101,20 +114,8 @@ async fn check(State(guard): State<Guard>, mut request: Request, next: Next) -> 
         )
         .into_response();
     }
-    let authenticated = match anonymous {
-        Ok(caller) => Ok(caller),
-        Err(_) => {
-            let bearer = bearer(&request);
-            guard.auth.authenticate(bearer.as_deref()).await
-        }
-    };
-    match authenticated {
-        Ok(caller) => {
-            request.extensions_mut().insert::<Caller>(caller);
-            next.run(request).await
-        }
-        Err(refusal) => refuse(&guard.auth, &request, refusal),
-    }
+    request.extensions_mut().insert::<Caller>(caller);
+    next.run(request).await
 }
 
 /// Whether the request names an allowed host: one of [`LOOPBACK_HOSTS`] or

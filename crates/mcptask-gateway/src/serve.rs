@@ -57,6 +57,11 @@ where
     let mut shutdown = pin!(shutdown);
     loop {
         let (io, _peer) = tokio::select! {
+            // A connection ready to be accepted is taken before the
+            // shutdown: a draining listener hands over the connections the
+            // kernel queued before it closed (`crate::drain`), which must be
+            // answered, not reset, even when the shutdown is due at once.
+            biased;
             accepted = listener.accept() => accepted,
             () = &mut shutdown => break,
         };
