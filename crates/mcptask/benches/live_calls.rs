@@ -450,6 +450,7 @@ struct Point {
     gets_per_s: f64,
     pg_cpu_per_s: Option<f64>,
     pg_stmts_per_s: Option<f64>,
+    pg_reads_per_s: Option<f64>,
     pg_xacts_per_s: Option<f64>,
 }
 
@@ -467,12 +468,17 @@ fn p50(v: &mut [f64]) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
-async fn pg_counters(url: &str) -> (f64, f64) {
+/// `(statements, reads, transactions)` of the current database so far: the
+/// statements `pg_stat_statements` saw (less its own queries), those of them
+/// that read (`SELECT`/`WITH`), and commits plus rollbacks.
+async fn pg_counters(url: &str) -> (f64, f64, f64) {
     let mut c = sqlx::PgConnection::connect(url)
         .await
         .expect("connect for counters");
-    let stmts: Option<i64> = sqlx::query_scalar(
-        "SELECT sum(calls)::bigint FROM pg_stat_statements \
+    let (stmts, reads): (Option<i64>, Option<i64>) = sqlx::query_as(
+        "SELECT sum(calls)::bigint, \
+         (sum(calls) FILTER (WHERE ltrim(query) ILIKE 'select%' OR ltrim(query) ILIKE 'with%'))::bigint \
+         FROM pg_stat_statements \
          WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) \
          AND query NOT LIKE '%pg_stat%'",
     )
@@ -486,7 +492,11 @@ async fn pg_counters(url: &str) -> (f64, f64) {
     .await
     .expect("pg_stat_database");
     let _ = c.close().await;
-    (stmts.unwrap_or(0) as f64, xacts as f64)
+    (
+        stmts.unwrap_or(0) as f64,
+        reads.unwrap_or(0) as f64,
+        xacts as f64,
+    )
 }
 
 async fn measure(
@@ -497,8 +507,12 @@ async fn measure(
     n: usize,
 ) -> Point {
     let tps = ticks_per_second();
+    // The counters' connection is made and closed outside the CPU window.
     let pg_before = match pg {
-        Some((pg, url)) => Some((cluster_ticks(pg.postmaster), pg_counters(url).await)),
+        Some((pg, url)) => {
+            let counters = pg_counters(url).await;
+            Some((cluster_ticks(pg.postmaster), counters))
+        }
         None => None,
     };
     let (cpu0, gets0, t0) = (cpu_ticks(gateway), upstream.count("tasks/get"), Instant::now());
@@ -508,13 +522,15 @@ async fn measure(
         upstream.count("tasks/get"),
         t0.elapsed().as_secs_f64(),
     );
-    let (mut pg_cpu, mut stmts, mut xacts) = (None, None, None);
-    if let (Some((pg, url)), Some((ticks0, (s0, x0)))) = (pg, pg_before) {
+    let (mut pg_cpu, mut stmts, mut reads, mut xacts) = (None, None, None, None);
+    if let (Some((pg, url)), Some((ticks0, (s0, r0, x0)))) = (pg, pg_before) {
         let ticks1 = cluster_ticks(pg.postmaster);
-        let (s1, x1) = pg_counters(url).await;
+        let (s1, r1, x1) = pg_counters(url).await;
         pg_cpu = Some((ticks1.saturating_sub(ticks0)) as f64 / tps / secs);
-        // Less the counters' own two statements and transactions.
-        stmts = Some((s1 - s0 - 2.0).max(0.0) / secs);
+        stmts = Some((s1 - s0).max(0.0) / secs);
+        reads = Some((r1 - r0).max(0.0) / secs);
+        // Less the first counters' two transactions (flushed when that
+        // connection closed, inside the window).
         xacts = Some((x1 - x0 - 2.0).max(0.0) / secs);
     }
     Point {
@@ -524,6 +540,7 @@ async fn measure(
         gets_per_s: (gets1 - gets0) as f64 / secs,
         pg_cpu_per_s: pg_cpu,
         pg_stmts_per_s: stmts,
+        pg_reads_per_s: reads,
         pg_xacts_per_s: xacts,
     }
 }
@@ -606,7 +623,7 @@ async fn latencies(
     }
     // Completion → the tracker's row (REST) and the front's tasks/get.
     let (mut applied, mut seen, mut lag) = (Vec::new(), Vec::new(), Vec::new());
-    for i in 0..(if quick { 2 } else { 20 }) {
+    for i in 0..(if quick { 1 } else { 20 }) {
         let label = format!("visible-{i}-{}", uuid::Uuid::new_v4());
         let id = create(
             http,
@@ -682,8 +699,9 @@ async fn series(
         let _ = c.close().await;
     }
     // Warm-up: calls that settle at once.
-    make_calls(&http, face, &base, 50, json!({"hold_ms": 0})).await;
-    tokio::time::sleep(settings.settle.max(Duration::from_secs(2))).await;
+    let warm = if settings.quick { 5 } else { 50 };
+    make_calls(&http, face, &base, warm, json!({"hold_ms": 0})).await;
+    tokio::time::sleep(settings.settle).await;
 
     let mut points = Vec::new();
     let mut live = 0;
@@ -732,7 +750,7 @@ fn print_point(store: &str, face: &str, p: &Point, base: Option<&Point>) {
         _ => ("-".into(), "-".into()),
     };
     println!(
-        "{store:<8} {face:<5} {:>7} {:>9.2} {:>10} {:>9} {:>9} {:>9.1} {:>9} {:>9} {:>9}",
+        "{store:<8} {face:<5} {:>7} {:>9.2} {:>10} {:>9} {:>9} {:>9.1} {:>9} {:>9} {:>9} {:>9}",
         p.n,
         p.cpu_per_s * 100.0,
         per_call_us,
@@ -741,6 +759,7 @@ fn print_point(store: &str, face: &str, p: &Point, base: Option<&Point>) {
         p.gets_per_s,
         opt(p.pg_cpu_per_s, 100.0),
         opt(p.pg_stmts_per_s, 1.0),
+        opt(p.pg_reads_per_s, 1.0),
         opt(p.pg_xacts_per_s, 1.0),
     );
 }
@@ -789,9 +808,9 @@ async fn run(settings: Settings) {
     );
     println!();
     println!(
-        "{:<8} {:<5} {:>7} {:>9} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "{:<8} {:<5} {:>7} {:>9} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
         "store", "face", "live", "gw CPU%", "us/s/call", "RSS MiB", "KiB/call", "gets/s", "pg CPU%",
-        "stmts/s", "xacts/s"
+        "stmts/s", "reads/s", "xacts/s"
     );
     let mut latencies = Vec::new();
     for store in &settings.stores {
