@@ -131,7 +131,7 @@ impl Settings {
                 if quick { "sqlite" } else { "sqlite,postgres" },
             )),
             faces: list(env_str("MCPTASK_BENCH_FACES", "front,rest")),
-            samples: env_num("MCPTASK_BENCH_SAMPLES", if quick { 5 } else { 200 }),
+            samples: env_num("MCPTASK_BENCH_SAMPLES", if quick { 3 } else { 200 }),
             state: std::env::var("MCPTASK_BENCH_STATE")
                 .ok()
                 .filter(|s| !s.is_empty()),
@@ -577,7 +577,7 @@ async fn status_of_front(http: &reqwest::Client, base: &str, id: &str) -> String
     let body = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{{"taskId":"{id}",{META}}}}}"#
     );
-    let v = mcp_post(http, &format!("{base}/mcp"), "tasks/get", None, body).await;
+    let v = mcp_post(http, &format!("{base}/mcp"), "tasks/get", Some(id), body).await;
     v["result"]["status"].as_str().unwrap_or("?").to_string()
 }
 
@@ -591,7 +591,8 @@ async fn latencies(
 ) -> Latency {
     let args = json!({});
     let (mut through, mut direct) = (Vec::new(), Vec::new());
-    for i in 0..(samples + 10) {
+    let warm = if quick { 2 } else { 10 };
+    for i in 0..(samples + warm) {
         for side in if i % 2 == 0 {
             [face, "direct"]
         } else {
@@ -601,7 +602,7 @@ async fn latencies(
             let start = Instant::now();
             create(http, side, target, &args).await;
             let ms = start.elapsed().as_secs_f64() * 1e3;
-            if i >= 10 {
+            if i >= warm {
                 if side == "direct" {
                     direct.push(ms);
                 } else {
@@ -685,6 +686,7 @@ async fn series(
             .await;
     let pid = gateway.pid();
     settings.note(&format!("gateway {pid}"));
+    mcptask_client::tls::install_crypto_provider();
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(64)
         .build()
