@@ -277,9 +277,13 @@ impl Upstream {
                             _ = tokio::time::sleep(Duration::from_millis(hold)) => {}
                         }
                         if let Some(label) = call.arguments.get("label").and_then(Value::as_str) {
-                            done.lock().unwrap().insert(label.to_string(), Instant::now());
+                            done.lock()
+                                .unwrap()
+                                .insert(label.to_string(), Instant::now());
                         }
-                        Ok(CallToolResult::success(vec![ContentBlock::text("idle: done")]))
+                        Ok(CallToolResult::success(vec![ContentBlock::text(
+                            "idle: done",
+                        )]))
                     }
                 },
             )
@@ -309,12 +313,9 @@ impl Upstream {
         );
         let service = mcptask_server::TaskListenLayer::new().wrap(service);
         let methods: Methods = Arc::default();
-        let app = axum::Router::new()
-            .nest_service("/mcp", service)
-            .layer(axum::middleware::from_fn_with_state(
-                methods.clone(),
-                count_methods,
-            ));
+        let app = axum::Router::new().nest_service("/mcp", service).layer(
+            axum::middleware::from_fn_with_state(methods.clone(), count_methods),
+        );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind upstream");
@@ -515,7 +516,11 @@ async fn measure(
         }
         None => None,
     };
-    let (cpu0, gets0, t0) = (cpu_ticks(gateway), upstream.count("tasks/get"), Instant::now());
+    let (cpu0, gets0, t0) = (
+        cpu_ticks(gateway),
+        upstream.count("tasks/get"),
+        Instant::now(),
+    );
     tokio::time::sleep(window).await;
     let (cpu1, gets1, secs) = (
         cpu_ticks(gateway),
@@ -598,7 +603,11 @@ async fn latencies(
         } else {
             ["direct", face]
         } {
-            let target = if side == "direct" { &upstream.url } else { base };
+            let target = if side == "direct" {
+                &upstream.url
+            } else {
+                base
+            };
             let start = Instant::now();
             create(http, side, target, &args).await;
             let ms = start.elapsed().as_secs_f64() * 1e3;
@@ -646,7 +655,9 @@ async fn latencies(
         }
         let done = upstream.finished.lock().unwrap().get(&label).copied();
         let (Some(done), Some(r), Some(f)) = (done, rest_at, front_at) else {
-            panic!("call {id} ({label}) never showed completed (REST {rest_at:?}, front {front_at:?})");
+            panic!(
+                "call {id} ({label}) never showed completed (REST {rest_at:?}, front {front_at:?})"
+            );
         };
         let ms = |a: Instant, b: Instant| a.saturating_duration_since(b).as_secs_f64() * 1e3;
         applied.push(ms(r, done));
@@ -733,7 +744,15 @@ async fn series(
             points.push(point);
         }
     }
-    let latency = latencies(&http, face, &base, &upstream, settings.samples, settings.quick).await;
+    let latency = latencies(
+        &http,
+        face,
+        &base,
+        &upstream,
+        settings.samples,
+        settings.quick,
+    )
+    .await;
     drop(gateway);
     upstream.shutdown().await;
     (points, latency)
@@ -744,10 +763,7 @@ fn print_point(store: &str, face: &str, p: &Point, base: Option<&Point>) {
     let (per_call_us, per_call_kib) = match base {
         Some(b) if p.n > 0 => (
             format!("{:.1}", (p.cpu_per_s - b.cpu_per_s) * 1e6 / p.n as f64),
-            format!(
-                "{:.1}",
-                (p.rss_kib as f64 - b.rss_kib as f64) / p.n as f64
-            ),
+            format!("{:.1}", (p.rss_kib as f64 - b.rss_kib as f64) / p.n as f64),
         ),
         _ => ("-".into(), "-".into()),
     };
@@ -811,8 +827,18 @@ async fn run(settings: Settings) {
     println!();
     println!(
         "{:<8} {:<5} {:>7} {:>9} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-        "store", "face", "live", "gw CPU%", "us/s/call", "RSS MiB", "KiB/call", "gets/s", "pg CPU%",
-        "stmts/s", "reads/s", "xacts/s"
+        "store",
+        "face",
+        "live",
+        "gw CPU%",
+        "us/s/call",
+        "RSS MiB",
+        "KiB/call",
+        "gets/s",
+        "pg CPU%",
+        "stmts/s",
+        "reads/s",
+        "xacts/s"
     );
     let mut latencies = Vec::new();
     for store in &settings.stores {
@@ -836,8 +862,15 @@ async fn run(settings: Settings) {
     println!();
     println!(
         "{:<8} {:<5} {:>14} {:>14} {:>6} {:>13} {:>13} {:>13} {:>13}",
-        "store", "face", "create p50 ms", "direct p50 ms", "ratio", "applied ms", "front ms",
-        "lag p50 ms", "lag max ms"
+        "store",
+        "face",
+        "create p50 ms",
+        "direct p50 ms",
+        "ratio",
+        "applied ms",
+        "front ms",
+        "lag p50 ms",
+        "lag max ms"
     );
     let opt = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
     for (store, face, l) in latencies {
