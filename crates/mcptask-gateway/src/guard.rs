@@ -95,7 +95,10 @@ async fn check(State(guard): State<Guard>, mut request: Request, next: Next) -> 
             let bearer = bearer(&request);
             match guard.auth.authenticate(bearer.as_deref()).await {
                 Ok(caller) => caller,
-                Err(refusal) => return refuse(&guard.auth, &request, refusal),
+                Err(refusal) => {
+                    let refused = refuse(&guard.auth, &request, refusal);
+                    return linger(request, refused);
+                }
             }
         }
     };
@@ -103,19 +106,55 @@ async fn check(State(guard): State<Guard>, mut request: Request, next: Next) -> 
         let public_host = guard.public_host();
         if let Err(refused) = allowed_host(request.uri(), request.headers(), public_host.as_deref())
         {
-            return refused.into_response();
+            return linger(request, refused.into_response());
         }
     }
     if declared_length(request.headers()).is_some_and(|n| n > guard.max_body_bytes as u64) {
-        return ApiError::new(
+        let refused = ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "payload_too_large",
             "the request body is larger than [api] max_body_bytes",
         )
         .into_response();
+        return linger(request, refused);
     }
     request.extensions_mut().insert::<Caller>(caller);
     next.run(request).await
+}
+
+/// How long, and how many bytes of it, a refused request's unread body is
+/// read and thrown away before its connection closes ([`linger`]).
+const LINGER_TIME: std::time::Duration = std::time::Duration::from_secs(5);
+const LINGER_BYTES: usize = 32 << 20;
+
+/// Answers `refused` to a request whose body was not read, and closes the
+/// connection after it, reading and discarding the body for a moment first
+/// (nginx's "lingering close"). Without that, a client that writes its
+/// whole body before reading (most do) had its connection reset under it:
+/// the kernel answers data sent to a closed socket with a reset, and the
+/// client saw "broken pipe" instead of the 413 or 401 it was sent. Past
+/// [`LINGER_TIME`] or [`LINGER_BYTES`] the rest is not read (the listener's
+/// own body deadline bounds a trickle too).
+fn linger(request: Request, mut refused: Response) -> Response {
+    refused
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    let body = request.into_body();
+    tokio::spawn(async move {
+        use futures::StreamExt as _;
+        let mut chunks = body.into_data_stream();
+        let mut read = 0usize;
+        let _ = tokio::time::timeout(LINGER_TIME, async {
+            while let Some(Ok(chunk)) = chunks.next().await {
+                read += chunk.len();
+                if read > LINGER_BYTES {
+                    break;
+                }
+            }
+        })
+        .await;
+    });
+    refused
 }
 
 /// Whether the request names an allowed host: one of [`LOOPBACK_HOSTS`] or

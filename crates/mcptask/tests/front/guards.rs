@@ -338,3 +338,72 @@ async fn slow_request_heads_and_idle_connections_are_closed_while_calls_answer()
     })
     .await;
 }
+
+/// Writes `head` and then `body_len` bytes of body on a raw connection, all
+/// of it before reading anything (as most clients do), then reads the
+/// answer's status line. Returns the status, or the error that stopped it.
+async fn write_all_then_read(addr: &str, head: String, body_len: usize) -> Result<String, String> {
+    let mut stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    stream
+        .write_all(head.as_bytes())
+        .await
+        .map_err(|e| format!("head: {e}"))?;
+    let chunk = vec![b' '; 1 << 20];
+    let mut sent = 0;
+    while sent < body_len {
+        let n = chunk.len().min(body_len - sent);
+        stream
+            .write_all(&chunk[..n])
+            .await
+            .map_err(|e| format!("body after {sent} bytes: {e}"))?;
+        sent += n;
+    }
+    let mut answer = Vec::new();
+    stream
+        .read_to_end(&mut answer)
+        .await
+        .map_err(|e| format!("answer: {e}"))?;
+    let text = String::from_utf8_lossy(&answer);
+    Ok(text.lines().next().unwrap_or_default().to_string())
+}
+
+/// A request refused before its body is read (declared too large; a
+/// forged token) is answered to a client that writes its whole body first:
+/// the gateway reads and discards the body before closing (a lingering
+/// close). Without it the connection was reset under the client's write
+/// ("broken pipe") and the 413 or 401 never read: 20 MiB fit in no socket
+/// buffer, so the reset is certain without the fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_body_is_read_away_so_its_writer_gets_the_answer() {
+    with_deadline(Duration::from_secs(120), async {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let demo_db = format!("sqlite:{}", dir.path().join("server.db").display());
+        let demo = DemoServer::start_named("guards-linger-server", &demo_db, &[]).await;
+        let db = format!("sqlite:{}", dir.path().join("gateway.db").display());
+        let tokens = format!("[[api.tokens]]\ntoken = {ALICE:?}\nprincipal = \"alice\"");
+        let (_gateway, api) = start_gateway_with(
+            "guards-linger-gateway",
+            dir.path(),
+            &gateway_toml(&db, &tokens, &demo.url),
+        )
+        .await;
+        let addr = api.base.trim_start_matches("http://").to_string();
+        const BODY: usize = 20 << 20;
+        let head = |token: &str| {
+            format!(
+                "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Method: tools/call\r\nMcp-Name: up__greet\r\nContent-Length: {BODY}\r\n\r\n"
+            )
+        };
+        let too_large = write_all_then_read(&addr, head(ALICE), BODY).await;
+        assert!(
+            too_large.as_deref().is_ok_and(|s| s.contains(" 413 ")),
+            "{too_large:?}"
+        );
+        let forged = write_all_then_read(&addr, head("forged-token-0123456789"), BODY).await;
+        assert!(
+            forged.as_deref().is_ok_and(|s| s.contains(" 401 ")),
+            "{forged:?}"
+        );
+    })
+    .await;
+}
