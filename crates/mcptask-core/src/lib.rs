@@ -34,6 +34,7 @@ pub mod ids;
 pub mod lease;
 pub mod limits;
 pub mod oauth;
+pub mod outcome;
 pub mod payload;
 pub mod policy;
 pub mod protocol;

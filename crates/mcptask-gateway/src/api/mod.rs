@@ -145,6 +145,13 @@ async fn refuse_over_limits(
     match limiter.check(principal.as_deref()) {
         Ok(()) => next.run(request).await,
         Err(busy) => {
+            // Refused before the body named a tool: counted unnamed.
+            let face = crate::metrics::CallLabels::unnamed(mcptask_core::call::Face::Api);
+            crate::metrics::call_ended(
+                &face,
+                mcptask_core::outcome::Outcome::RefusedLimit,
+                std::time::Duration::ZERO,
+            );
             drop(request);
             let busy = limiter.hold(principal.as_deref(), busy).await;
             ApiError::from(Failure::RateLimited(busy)).into_response()

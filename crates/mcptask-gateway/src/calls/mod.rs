@@ -18,6 +18,7 @@ use mcptask_server::TaskRuntime;
 use tokio_util::sync::CancellationToken;
 
 pub use limits::{Admitted, Busy, Limiter, Limits};
+pub(crate) use make::count_answer;
 pub use make::{CallError, CallRequest, Started};
 pub use source::Source;
 

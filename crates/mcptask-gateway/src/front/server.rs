@@ -8,6 +8,7 @@ use mcptask_client::remote::Seen;
 use mcptask_client::upstream::{SyncEvent, SyncOptions, sync_call};
 use mcptask_client::{CallOptions, CallOutcome, TrackerError};
 use mcptask_core::call::{Face, Plan, RunDriver, TrackDriver};
+use mcptask_core::outcome::Outcome;
 use mcptask_server::mcp::declares_tasks;
 use mcptask_server::{DurableTaskServer, TaskRuntime};
 use rmcp::model::{
@@ -30,6 +31,7 @@ use super::directory::Directory;
 use crate::auth::Caller;
 use crate::calls::{CallError, Calls};
 use crate::failure::Failure;
+use crate::metrics::{CallLabels, PASS_THROUGH};
 use crate::route::{self, Ask, Decided, Intent, Routed, Target};
 use crate::upstreams::Upstreams;
 use crate::upstreams::catalog::Route;
@@ -155,6 +157,7 @@ impl FrontServer {
         };
         let tracker = &self.upstreams.tracker;
         let args = Value::Object(arguments.clone());
+        let began = std::time::Instant::now();
         let outcome = if driver == TrackDriver::Toolset {
             tracker
                 .call_toolset(&route.server, &route.tool, args, options)
@@ -164,6 +167,15 @@ impl FrontServer {
                 .call_tool(&route.server, &route.tool, args, options)
                 .await
         };
+        let driver = mcptask_core::call::Driver::from(driver).as_str();
+        let labels = CallLabels::new(
+            &self.upstreams,
+            &route.server,
+            &route.tool,
+            Face::Mcp,
+            driver,
+        );
+        crate::calls::count_answer(&labels, &outcome, began);
         match outcome {
             Ok(CallOutcome::Completed(result)) => Ok(CallToolResponse::Complete(result)),
             Ok(CallOutcome::Task(record)) => match mirror.created() {
@@ -198,8 +210,41 @@ impl FrontServer {
     }
 
     /// A call answered synchronously by the upstream, relayed as is
-    /// (progress to a caller that asked for it).
+    /// (progress to a caller that asked for it), counted when it ends.
     async fn pass_through(
+        &self,
+        routed: &Routed,
+        arguments: JsonObject,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let route = &routed.route;
+        let started = std::time::Instant::now();
+        let answer = self.relay_call(routed, arguments, request, context).await;
+        let labels = CallLabels::new(
+            &self.upstreams,
+            &route.server,
+            &route.tool,
+            Face::Mcp,
+            PASS_THROUGH,
+        );
+        let outcome = match &answer {
+            Ok(CallToolResponse::Complete(result)) => {
+                Outcome::answered(result.is_error == Some(true))
+            }
+            // A question round goes back to the caller: the call goes on.
+            Ok(_) => return answer,
+            Err(_) if context.ct.is_cancelled() || self.caller_gone.is_cancelled() => {
+                Outcome::Cancelled
+            }
+            Err(_) => Outcome::Failed,
+        };
+        crate::metrics::call_ended(&labels, outcome, started.elapsed());
+        answer
+    }
+
+    /// [`FrontServer::pass_through`]'s exchange with the upstream.
+    async fn relay_call(
         &self,
         routed: &Routed,
         arguments: JsonObject,
@@ -438,6 +483,7 @@ impl ServerHandler for FrontServer {
             None => {
                 let intent = Intent {
                     caller: &caller,
+                    face: Face::Mcp,
                     target: Target::Front(&request.name),
                     ask,
                 };

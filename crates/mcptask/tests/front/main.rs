@@ -18,6 +18,7 @@
 mod fastmcp;
 mod guards;
 mod health;
+mod metrics;
 mod one_call;
 mod pass_through;
 mod peers_behaviour;
