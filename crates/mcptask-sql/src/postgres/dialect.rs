@@ -137,6 +137,8 @@ static SQL: Statements = statements! {
     in_list: ("= ANY(", ")"),
     greatest_least: ("GREATEST", "LEAST"),
     live_index_hint: "",
+    // Results are stored as JSON text written by the tracker (always valid).
+    tool_error: "COALESCE((result::jsonb -> 'isError') = 'true'::jsonb, FALSE)",
     fenced_set_update: Some(UPDATE_REMOTES_FENCED),
 };
 
