@@ -17,7 +17,7 @@ use mcptask_server::{CreateRequest, TaskError, TaskRuntime};
 use rmcp::model::{CallToolResult, InputResponses, JsonObject, Task};
 use serde_json::Value;
 
-use super::Calls;
+use super::{Calls, LiveCall};
 use crate::auth::Caller;
 use crate::failure::Failure;
 use crate::route::{self, Ask, Decided, Intent, Routed, Target};
@@ -78,6 +78,15 @@ impl From<CallOutcome> for Started {
     }
 }
 
+/// A kept call holds its live place until it ends; an answered one gives
+/// it back now.
+fn kept(started: Started, live: LiveCall) -> Started {
+    if matches!(started, Started::Task(_)) {
+        live.keep();
+    }
+    started
+}
+
 impl Calls {
     /// Make a call through the REST, CLI or Rust face.
     ///
@@ -106,7 +115,7 @@ impl Calls {
             tool,
             arguments,
             background,
-            options,
+            mut options,
             caller,
         } = request;
         let intent = Intent {
@@ -129,7 +138,9 @@ impl Calls {
                 tool,
                 toolset,
                 admitted: _admitted,
+                live,
             } => {
+                options.id = Some(live.id().to_string());
                 let outcome = if toolset {
                     tracker
                         .call_toolset(&server, &tool, arguments, options)
@@ -137,7 +148,7 @@ impl Calls {
                 } else {
                     tracker.call_tool(&server, &tool, arguments, options).await
                 };
-                return Ok(outcome?.into());
+                return Ok(kept(outcome?.into(), live));
             }
             Decided::Agent(..) => {
                 return Err(CallError::Refused(Failure::UnknownTool {
@@ -150,9 +161,12 @@ impl Calls {
             route,
             plan,
             admitted: _admitted,
+            live,
             ..
         } = *routed;
-        match plan {
+        // The call is kept (if it is) under the id its live place holds.
+        options.id = Some(live.id().to_string());
+        let started = match plan {
             Plan::Run(driver) => {
                 let arguments = match arguments {
                     Value::Object(map) => map,
@@ -167,19 +181,20 @@ impl Calls {
                 let (_, record) = self
                     .run(&route, driver, arguments, &options, InputResponses::new())
                     .await?;
-                Ok(Started::Task(Box::new(record)))
+                Started::Task(Box::new(record))
             }
-            Plan::Track(TrackDriver::Toolset) => Ok(tracker
+            Plan::Track(TrackDriver::Toolset) => tracker
                 .call_toolset(&route.server, &route.tool, arguments, options)
                 .await?
-                .into()),
+                .into(),
             // A SEP-2663 upstream (its task tracked, or its synchronous
             // answer), or a synchronous answer.
-            Plan::Track(TrackDriver::Sep2663) | Plan::PassThrough => Ok(tracker
+            Plan::Track(TrackDriver::Sep2663) | Plan::PassThrough => tracker
                 .call_tool(&route.server, &route.tool, arguments, options)
                 .await?
-                .into()),
-        }
+                .into(),
+        };
+        Ok(kept(started, live))
     }
 
     /// Start a call task of `route` running `driver` (SEP-1686 or

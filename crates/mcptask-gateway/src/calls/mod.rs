@@ -4,6 +4,7 @@
 //! task runtime (`source`), whose work is each route's driver.
 
 mod limits;
+mod live;
 mod local;
 mod make;
 mod source;
@@ -17,7 +18,8 @@ use mcptask_core::access::Policy;
 use mcptask_server::TaskRuntime;
 use tokio_util::sync::CancellationToken;
 
-pub use limits::{Admitted, Busy, Limiter, Limits};
+pub use limits::{Admitted, Busy, Limit, Limiter, Limits};
+pub use live::{LiveCall, LiveCalls};
 pub use make::{CallError, CallRequest, Started};
 pub use source::Source;
 
@@ -145,14 +147,18 @@ impl Calls {
                 }
             }
         });
+        let limiter = Arc::new(Limiter::new(
+            config.limits.limits(),
+            Arc::new(mcptask_core::SystemClock),
+        ));
+        limiter
+            .live_calls()
+            .follow(upstreams.tracker.clone(), stop.clone());
         Ok(Calls {
             upstreams,
             runtime,
             policy: Arc::new(RwLock::new(Arc::new(config.policy()))),
-            limiter: Arc::new(Limiter::new(
-                config.limits.limits(),
-                Arc::new(mcptask_core::SystemClock),
-            )),
+            limiter,
             store: store.clone(),
             followers,
             stop,

@@ -27,7 +27,7 @@ use super::agent_tools;
 use super::bridge::Bridged;
 use super::directory::Directory;
 use crate::auth::Caller;
-use crate::calls::{CallError, Calls};
+use crate::calls::{CallError, Calls, LiveCall};
 use crate::failure::Failure;
 use crate::route::{self, Ask, Decided, Intent, Routed, Target};
 use crate::upstreams::Upstreams;
@@ -110,11 +110,12 @@ impl FrontServer {
         arguments: JsonObject,
         caller: &Caller,
         request: &CallToolRequestParams,
-        declares: bool,
+        (declares, live): (bool, LiveCall),
     ) -> Result<CallToolResponse, ErrorData> {
         let options = CallOptions {
             principal: caller.principal.clone(),
             face: Some(Face::Mcp),
+            id: Some(live.id().to_string()),
             ..Default::default()
         };
         let inputs = request.input_responses.clone().unwrap_or_default();
@@ -123,6 +124,7 @@ impl FrontServer {
             .run(route, driver, arguments, &options, inputs)
             .await
             .map_err(|e| refused(e, caller))?;
+        live.keep();
         Ok(started(task, route, declares))
     }
 
@@ -137,7 +139,7 @@ impl FrontServer {
         arguments: JsonObject,
         caller: &Caller,
         request: &CallToolRequestParams,
-        declares: bool,
+        (declares, live): (bool, LiveCall),
     ) -> Result<CallToolResponse, ErrorData> {
         let mirror = self.calls.mirrored(route, arguments.clone());
         let options = CallOptions {
@@ -146,7 +148,7 @@ impl FrontServer {
             input_responses: request.input_responses.clone().unwrap_or_default(),
             request_state: request.request_state.clone(),
             relay_answers: true,
-            id: Some(mcptask_core::ids::new_local_task_id()),
+            id: Some(live.id().to_string()),
             face: Some(Face::Mcp),
             // The row commits with the caller's task of the same id.
             commit: Some(mirror.commit_with()),
@@ -166,7 +168,10 @@ impl FrontServer {
         match outcome {
             Ok(CallOutcome::Completed(result)) => Ok(CallToolResponse::Complete(result)),
             Ok(CallOutcome::Task(record)) => match mirror.created() {
-                Some(task) => Ok(started(task, route, declares)),
+                Some(task) => {
+                    live.keep();
+                    Ok(started(task, route, declares))
+                }
                 None => Err(Failure::internal(&format!(
                     "call {} was kept without its task",
                     record.id
@@ -200,12 +205,12 @@ impl FrontServer {
     /// (progress to a caller that asked for it).
     async fn pass_through(
         &self,
-        routed: &Routed,
+        route: &Route,
+        timeout: std::time::Duration,
         arguments: JsonObject,
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let route = &routed.route;
         let pool = self
             .upstreams
             .lanes(&route.server)
@@ -227,7 +232,7 @@ impl FrontServer {
                 // the token its progress is for, as the caller sent them.
                 progress_token: context.meta.get_progress_token(),
                 client_info: caller_info(context),
-                ..crate::drivers::exchange_options(routed.timeout)
+                ..crate::drivers::exchange_options(timeout)
             },
         )
         .await
@@ -454,20 +459,45 @@ impl ServerHandler for FrontServer {
             }
         };
         let arguments = request.arguments.clone().unwrap_or_default();
-        let route = &routed.route;
+        let Routed {
+            route,
+            plan,
+            admitted,
+            live,
+            timeout,
+            declares,
+        } = *routed;
+        // The admission holds until the call is answered.
+        let _admitted = admitted;
+        let route = &route;
         let answer = async {
-            match routed.plan {
+            match plan {
                 Plan::PassThrough => {
-                    self.pass_through(&routed, arguments, &request, &context)
+                    let _live = live;
+                    self.pass_through(route, timeout, arguments, &request, &context)
                         .await
                 }
                 Plan::Track(driver) => {
-                    self.tracked(route, driver, arguments, &caller, &request, declares)
-                        .await
+                    self.tracked(
+                        route,
+                        driver,
+                        arguments,
+                        &caller,
+                        &request,
+                        (declares, live),
+                    )
+                    .await
                 }
                 Plan::Run(driver) => {
-                    self.run(route, driver, arguments, &caller, &request, declares)
-                        .await
+                    self.run(
+                        route,
+                        driver,
+                        arguments,
+                        &caller,
+                        &request,
+                        (declares, live),
+                    )
+                    .await
                 }
             }
         }

@@ -17,6 +17,7 @@
 
 mod fastmcp;
 mod guards;
+mod live_limits;
 mod one_call;
 mod pass_through;
 mod peers_behaviour;
