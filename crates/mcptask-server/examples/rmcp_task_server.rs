@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcptask_server::RuntimeConfig;
-use mcptask_server::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions}; // durable: the import
+use mcptask_server::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions, exit_error}; // durable: the import
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::*;
@@ -146,13 +146,6 @@ impl TaskServer {
             left -= step;
         }
         Ok(text(format!("{label}: computed in {seconds}s")))
-    }
-}
-
-fn exit_error(exit: TaskExit) -> McpError {
-    match exit {
-        TaskExit::Cancelled => mcptask_server::task_manager::cancelled(),
-        TaskExit::Error(e) => e,
     }
 }
 

@@ -4,8 +4,10 @@
 //! processes, passes the conformance suite's task scenarios on SQLite and
 //! PostgreSQL, survives SIGKILL and is served by two replicas ([`example`]);
 //! restarted at once, it adopts its previous incarnation's work at once, and
-//! two live processes never adopt each other's ([`incarnation`]).
+//! two live processes never adopt each other's ([`incarnation`]); rmcp's
+//! exported names mean the same here ([`drop_in`]).
 
+mod drop_in;
 mod example;
 mod incarnation;
 mod same_handler;
