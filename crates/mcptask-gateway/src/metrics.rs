@@ -97,6 +97,7 @@ fn describe() {
     metrics::counter!("mcptask_stdio_recycled_total").absolute(0);
     metrics::counter!("mcptask_remote_purged_total").absolute(0);
     metrics::gauge!("mcptask_notification_backlog").set(0.0);
+    describe_upstreams();
 }
 
 /// Refresh the store-derived gauges until `stop`.
@@ -173,4 +174,24 @@ pub mod limits {
             }
         }
     }
+}
+
+// --- upstream health -------------------------------------------------------
+
+/// Set `mcptask_upstream_up{server}` from each configured server's health
+/// (1: its last call or listing was answered; 0: it failed, or the server
+/// was not contacted yet). Read at each scrape from memory: the gauge is
+/// never staler than the health `GET /api/v1/servers` shows.
+pub fn upstream_up(upstreams: &crate::upstreams::Upstreams) {
+    for (server, up) in upstreams.up() {
+        metrics::gauge!("mcptask_upstream_up", "server" => server).set(if up { 1.0 } else { 0.0 });
+    }
+}
+
+/// The `# HELP` of the upstream health gauge.
+fn describe_upstreams() {
+    metrics::describe_gauge!(
+        "mcptask_upstream_up",
+        "Whether each configured upstream server answers: 1 when its last call or listing was answered, 0 when it failed or the server was not contacted yet."
+    );
 }

@@ -402,6 +402,7 @@ pub async fn metrics(
             "metrics are not enabled in this process",
         ));
     };
+    crate::metrics::upstream_up(&state.calls.upstreams);
     Ok((
         [(
             axum::http::header::CONTENT_TYPE,

@@ -50,6 +50,7 @@ use axum::http::{
 use futures::StreamExt;
 use http_body::Body as _;
 use mcptask_client::Transport;
+use mcptask_client::remote::Seen;
 use mcptask_client::trace;
 use mcptask_core::call::Plan;
 use mcptask_core::trace::TraceContext;
@@ -62,6 +63,7 @@ use crate::auth::Caller;
 use crate::calls::{Busy, Calls};
 use crate::failure::Failure;
 use crate::route::{self, Ask, Decided, Handoff, Intent, Routed, Target};
+use crate::upstreams::Upstreams;
 
 /// The request headers an upstream gets from the caller: the protocol's
 /// routing headers, the tool's mirrored parameters (`Mcp-Param-*`) and the
@@ -241,9 +243,17 @@ where
                     }) {
                     Some(upstream) => {
                         let span = server_span(&parts.headers, &call);
-                        let relayed = relay(&parts.headers, &call, upstream, &bytes, routed, &span)
-                            .instrument(span.clone())
-                            .await;
+                        let relayed = relay(
+                            &calls.upstreams,
+                            &parts.headers,
+                            &call,
+                            upstream,
+                            &bytes,
+                            routed,
+                            &span,
+                        )
+                        .instrument(span.clone())
+                        .await;
                         match relayed {
                             Ok(response) => return Ok(response),
                             // Nothing reached the upstream (it is down): the
@@ -421,6 +431,7 @@ struct NotSent(Box<Routed>);
 /// span under `server_span` whose context the upstream gets (in the
 /// `traceparent` header and the body's `_meta`, as the full way sends it).
 async fn relay(
+    upstreams: &Upstreams,
     headers: &HeaderMap,
     call: &Call,
     upstream: Upstream,
@@ -464,13 +475,21 @@ async fn relay(
     }
     let deadline = tokio::time::Instant::now() + upstream.timeout;
     let sent = request.body(body).send().instrument(client_span.clone());
+    // What the upstream's answer (or its absence) says of it goes to its
+    // health, as the full way's does; a request that never left is the
+    // full way's to report.
+    let saw = |seen| upstreams.saw(&upstream.server, seen);
     let answer = match tokio::time::timeout_at(deadline, sent).await {
         Ok(Ok(answer)) => answer,
         Ok(Err(e)) if e.is_connect() => return Err(NotSent(routed)),
         // reqwest's text names the upstream's URL: logged, not relayed.
-        Ok(Err(e)) => return Ok(rpc_answer(&call.id, Failure::unreachable(&e).into())),
+        Ok(Err(e)) => {
+            saw(Seen::Failed(format!("tools/call: {e}")));
+            return Ok(rpc_answer(&call.id, Failure::unreachable(&e).into()));
+        }
         Err(_) => {
             let timeout = Failure::no_answer("tools/call", upstream.timeout);
+            saw(Seen::Failed(timeout.message()));
             return Ok(rpc_answer(&call.id, timeout.into()));
         }
     };
@@ -495,9 +514,11 @@ async fn relay(
         .filter(|_| !matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN));
     let (Some(style), Some(content_type)) = (style, answer.headers().get(header::CONTENT_TYPE))
     else {
+        saw(Seen::of_http("tools/call", status.as_u16()));
         let failure = Failure::upstream_http("tools/call", status.as_u16());
         return Ok(rpc_answer(&call.id, failure.into()));
     };
+    saw(Seen::Answered);
     let content_type = content_type.clone();
     // The admission and the spans hold until the answer is through; the
     // answer ends at the call's deadline like any other call.

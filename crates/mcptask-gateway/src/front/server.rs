@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use mcptask_client::remote::Seen;
 use mcptask_client::upstream::{SyncEvent, SyncOptions, sync_call};
 use mcptask_client::{CallOptions, CallOutcome, TrackerError};
 use mcptask_core::call::{Face, Plan, RunDriver, TrackDriver};
@@ -211,11 +212,11 @@ impl FrontServer {
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let pool = self
+        let lane = self
             .upstreams
-            .lanes(&route.server)
+            .lane(&route.server)
+            .await
             .map_err(|e| Failure::unreachable(&e))?;
-        let lane = pool.acquire().await.map_err(|e| Failure::unreachable(&e))?;
         let mut running = sync_call(
             lane,
             &route.tool,
@@ -236,6 +237,7 @@ impl FrontServer {
             },
         )
         .await
+        .inspect_err(|e| self.upstreams.saw(&route.server, Seen::of_upstream(e)))
         .map_err(error_of)?;
         let token = context.meta.get_progress_token();
         loop {
@@ -264,7 +266,10 @@ impl FrontServer {
                             ask.respond(Err(ErrorData::invalid_request(why, None)));
                         }
                     }
-                    Some(SyncEvent::Done(answer)) => return answer.map_err(error_of),
+                    Some(SyncEvent::Done(answer)) => {
+                        self.upstreams.saw_outcome(&route.server, &answer);
+                        return answer.map_err(error_of);
+                    }
                     None => {
                         return Err(ErrorData::internal_error(
                             "the upstream call ended without a result",

@@ -17,6 +17,7 @@
 
 mod fastmcp;
 mod guards;
+mod health;
 mod live_limits;
 mod one_call;
 mod pass_through;
