@@ -40,6 +40,7 @@ pub mod policy;
 pub mod protocol;
 pub mod redact;
 pub mod server;
+pub mod slot;
 pub mod status;
 pub mod store;
 pub mod time;

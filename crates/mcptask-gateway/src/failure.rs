@@ -360,7 +360,11 @@ impl From<Failure> for ErrorData {
             Failure::RateLimited(busy) => ErrorData::new(
                 ErrorCode(SERVER_BUSY),
                 busy.to_string(),
-                Some(json!({"reason": "rate_limited", "retryAfterMs": busy.retry_after_ms})),
+                Some(json!({
+                    "reason": "rate_limited",
+                    "limit": busy.limit.key(),
+                    "retryAfterMs": busy.retry_after_ms,
+                })),
             ),
             Failure::Busy(why) => ErrorData::new(
                 ErrorCode(SERVER_BUSY),

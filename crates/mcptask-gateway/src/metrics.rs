@@ -139,6 +139,49 @@ pub async fn refresh(tracker: &Tracker) {
     }
 }
 
+/// The limits of `[limits]` in `/metrics`: each configured value, and the
+/// refusals by the limit that refused them (labels: the limit's key, a
+/// closed set; never a principal, which would make the series unbounded).
+pub mod limits {
+    use crate::calls::{Limit, Limits};
+
+    const REFUSALS: &str = "mcptask_limit_refusals_total";
+    const CONFIGURED: &str = "mcptask_limit";
+
+    /// One refusal by `limit`.
+    pub fn refused(limit: Limit) {
+        metrics::counter!(REFUSALS, "limit" => limit.key()).increment(1);
+    }
+
+    /// The limits now in force (at start and after each reload; `+Inf`: no
+    /// cap). The refusal counters are registered at
+    /// zero here, so they exist from the first scrape.
+    pub fn configured(limits: &Limits) {
+        metrics::describe_counter!(
+            REFUSALS,
+            "Calls refused by a limit of [limits], by the limit's key"
+        );
+        metrics::describe_gauge!(
+            CONFIGURED,
+            "The value of each limit of [limits] in force (+Inf: no cap)"
+        );
+        for limit in Limit::ALL {
+            metrics::counter!(REFUSALS, "limit" => limit.key()).increment(0);
+            let value = match limit {
+                Limit::PerPrincipalRate => limits.rate.map(|r| r.per_second),
+                Limit::PerPrincipalInFlight => limits.in_flight.map(|n| n as f64),
+                Limit::LiveCallsPerPrincipal => limits.live.per_principal.map(|n| n as f64),
+                Limit::LiveCallsPerServer => limits.live.per_server.map(|n| n as f64),
+            };
+            let gauge = metrics::gauge!(CONFIGURED, "limit" => limit.key());
+            match value {
+                Some(v) => gauge.set(v),
+                None => gauge.set(f64::INFINITY),
+            }
+        }
+    }
+}
+
 // --- upstream health -------------------------------------------------------
 
 /// Set `mcptask_upstream_up{server}` from each configured server's health

@@ -688,6 +688,7 @@ async fn series(
     let toml = format!(
         "[database]\nurl = {db}\n\n[api]\nlisten = \"127.0.0.1:0\"\nauth = \"none\"\n\n\
          [proxy]\nenabled = true\nmax_live_tasks = 1000000\n\n\
+         [limits]\nlive_calls_per_principal = 0\n\n\
          [[servers]]\nname = \"up\"\nurl = {up}\nprefix = \"\"\n",
         db = serde_json::to_string(&db_url).unwrap(),
         up = serde_json::to_string(&upstream.url).unwrap(),

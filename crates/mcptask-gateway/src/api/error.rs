@@ -125,7 +125,10 @@ impl From<Failure> for ApiError {
             Failure::RateLimited(busy) => {
                 // 0 once a held refusal has waited its time out.
                 error.retry_after = Some(((busy.retry_after_ms + 999) / 1000).max(0) as u64);
-                error.details = Some(json!({"retryAfterMs": busy.retry_after_ms}));
+                error.details = Some(json!({
+                    "limit": busy.limit.key(),
+                    "retryAfterMs": busy.retry_after_ms,
+                }));
             }
             Failure::Busy(_) => error.retry_after = Some(1),
             Failure::Unreachable { redacted: r, .. } | Failure::Store(r) | Failure::Internal(r) => {

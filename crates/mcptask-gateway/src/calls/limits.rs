@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use mcptask_core::clock::SharedClock;
 use mcptask_core::limits::{Bucket, Rate};
 
+use super::live::{LiveCall, LiveCalls};
 use super::tarpit::Tarpit;
 
 /// Buckets kept before full ones are swept out.
@@ -23,17 +24,69 @@ const SWEEP_ABOVE: usize = 1024;
 
 pub use crate::config::Limits;
 
+/// A limit of `[limits]`, by its key (a bounded label set for metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Limit {
+    /// `per_principal_rate` (and its burst).
+    PerPrincipalRate,
+    /// `per_principal_in_flight`.
+    PerPrincipalInFlight,
+    /// `live_calls_per_principal`.
+    LiveCallsPerPrincipal,
+    /// `live_calls_per_server`.
+    LiveCallsPerServer,
+}
+
+impl Limit {
+    /// Every limit, for the metrics registered at zero.
+    pub const ALL: [Limit; 4] = [
+        Limit::PerPrincipalRate,
+        Limit::PerPrincipalInFlight,
+        Limit::LiveCallsPerPrincipal,
+        Limit::LiveCallsPerServer,
+    ];
+
+    /// Its key under `[limits]`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Limit::PerPrincipalRate => "per_principal_rate",
+            Limit::PerPrincipalInFlight => "per_principal_in_flight",
+            Limit::LiveCallsPerPrincipal => "live_calls_per_principal",
+            Limit::LiveCallsPerServer => "live_calls_per_server",
+        }
+    }
+}
+
 /// Why a call was refused, and when to try again.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{why}; retry in {retry_after_ms} ms")]
 pub struct Busy {
-    /// In words, for the caller.
+    /// In words, for the caller, naming the limit and its value.
     pub why: String,
     /// When a retry may succeed.
     pub retry_after_ms: i64,
+    /// The limit reached.
+    pub limit: Limit,
 }
 
 impl Busy {
+    /// A refusal by `limit` (set to `value`), `why` in words: the words
+    /// name the key and its value, so the caller and the operator know
+    /// which setting refused it. Counted in `/metrics`.
+    pub fn at(
+        limit: Limit,
+        value: impl std::fmt::Display,
+        why: String,
+        retry_after_ms: i64,
+    ) -> Busy {
+        crate::metrics::limits::refused(limit);
+        Busy {
+            why: format!("{why} ([limits] {} = {value})", limit.key()),
+            retry_after_ms,
+            limit,
+        }
+    }
+
     /// This refusal once held `held_ms`: that much less to wait.
     fn after(self, held_ms: i64) -> Busy {
         Busy {
@@ -50,6 +103,8 @@ pub struct Limiter {
     buckets: Mutex<HashMap<String, Bucket>>,
     in_flight: Arc<Mutex<HashMap<String, usize>>>,
     tarpit: Tarpit,
+    /// The live calls, under `limits.live`.
+    live: LiveCalls,
 }
 
 /// A call admitted; dropping it ends the call's time in flight.
@@ -75,17 +130,44 @@ impl Limiter {
     /// A limiter enforcing `limits` (replaced on reload), timed by `clock`;
     /// no caller has spent anything yet.
     pub fn new(limits: Limits, clock: SharedClock) -> Self {
+        crate::metrics::limits::configured(&limits);
         Self {
             limits: Mutex::new(limits),
             clock,
             buckets: Mutex::default(),
             in_flight: Arc::default(),
             tarpit: Tarpit::default(),
+            live: LiveCalls::default(),
         }
+    }
+
+    /// The limits in force now.
+    pub fn limits(&self) -> Limits {
+        *self.limits.lock().expect("limits lock")
+    }
+
+    /// A place among the live calls for a tool call of `principal` to
+    /// `server`, under a fresh id the call must be kept as
+    /// ([`LiveCall::id`]), or the refusal naming the limit reached. Not
+    /// held in the tarpit: a live call ends when its upstream finishes, so
+    /// the refusal says so at once.
+    pub fn live_call(&self, principal: Option<&str>, server: &str) -> Result<LiveCall, Busy> {
+        self.live.take(
+            self.limits().live,
+            principal,
+            server,
+            mcptask_core::ids::new_local_task_id(),
+        )
+    }
+
+    /// The live calls (their follower is started with the call runtime).
+    pub fn live_calls(&self) -> &LiveCalls {
+        &self.live
     }
 
     /// Put new limits in force (calls in flight keep their place).
     pub fn set(&self, limits: Limits) {
+        crate::metrics::limits::configured(&limits);
         *self.limits.lock().expect("limits lock") = limits;
     }
 
@@ -187,22 +269,26 @@ fn who(principal: Option<&str>) -> String {
 }
 
 fn too_many_in_flight(principal: Option<&str>, cap: usize) -> Busy {
-    Busy {
-        why: format!("{} has {cap} calls in flight already", who(principal)),
-        retry_after_ms: 1000,
-    }
+    Busy::at(
+        Limit::PerPrincipalInFlight,
+        cap,
+        format!("{} has {cap} calls in flight already", who(principal)),
+        1000,
+    )
 }
 
 fn over_rate(principal: Option<&str>, rate: &Rate, wait: i64) -> Busy {
-    Busy {
-        why: format!(
+    Busy::at(
+        Limit::PerPrincipalRate,
+        rate.per_second,
+        format!(
             "{} is over {} calls per second (burst {})",
             who(principal),
             rate.per_second,
             rate.burst
         ),
-        retry_after_ms: wait,
-    }
+        wait,
+    )
 }
 
 #[cfg(test)]
@@ -220,6 +306,7 @@ mod tests {
                     burst: 5,
                 }),
                 in_flight: Some(2),
+                ..Default::default()
             },
             clock.clone(),
         );
@@ -250,6 +337,7 @@ mod tests {
             Limits {
                 rate: None,
                 in_flight: Some(1),
+                ..Default::default()
             },
             clock,
         );
@@ -261,7 +349,14 @@ mod tests {
 
     fn limiter(rate: Option<Rate>, in_flight: Option<usize>) -> (Arc<ManualClock>, Limiter) {
         let clock = Arc::new(ManualClock::new(0));
-        let limiter = Limiter::new(Limits { rate, in_flight }, clock.clone());
+        let limiter = Limiter::new(
+            Limits {
+                rate,
+                in_flight,
+                ..Default::default()
+            },
+            clock.clone(),
+        );
         (clock, limiter)
     }
 
@@ -311,6 +406,7 @@ mod tests {
         let slow = Busy {
             why: String::new(),
             retry_after_ms: 2500,
+            limit: Limit::PerPrincipalRate,
         };
         let hold = limiter.held(None, &slow).unwrap();
         assert_eq!(hold.ms, super::super::tarpit::HOLD_CAP_MS);

@@ -19,7 +19,7 @@ use mcptask_server::{CreateRequest, TaskError, TaskRuntime};
 use rmcp::model::{CallToolResult, InputResponses, JsonObject, Task};
 use serde_json::Value;
 
-use super::Calls;
+use super::{Calls, LiveCall};
 use crate::auth::Caller;
 use crate::failure::Failure;
 use crate::metrics::{CallLabels, PASS_THROUGH};
@@ -81,6 +81,15 @@ impl From<CallOutcome> for Started {
     }
 }
 
+/// A kept call holds its live place until it ends; an answered one gives
+/// it back now.
+fn kept(started: Started, live: LiveCall) -> Started {
+    if matches!(started, Started::Task(_)) {
+        live.keep();
+    }
+    started
+}
+
 impl Calls {
     /// Make a call through the REST, CLI or Rust face.
     ///
@@ -109,7 +118,7 @@ impl Calls {
             tool,
             arguments,
             background,
-            options,
+            mut options,
             caller,
         } = request;
         let face = options.face.unwrap_or(Face::Rust);
@@ -134,8 +143,10 @@ impl Calls {
                 tool,
                 toolset,
                 admitted: _admitted,
+                live,
             } => {
-                let started = Instant::now();
+                let began = Instant::now();
+                options.id = Some(live.id().to_string());
                 let outcome = if toolset {
                     tracker
                         .call_toolset(&server, &tool, arguments, options)
@@ -144,8 +155,8 @@ impl Calls {
                     tracker.call_tool(&server, &tool, arguments, options).await
                 };
                 let labels = CallLabels::new(&self.upstreams, &server, &tool, face, PASS_THROUGH);
-                count_answer(&labels, &outcome, started);
-                return Ok(outcome?.into());
+                count_answer(&labels, &outcome, began);
+                return Ok(kept(outcome?.into(), live));
             }
             Decided::Agent(..) => {
                 return Err(CallError::Refused(Failure::UnknownTool {
@@ -158,9 +169,12 @@ impl Calls {
             route,
             plan,
             admitted: _admitted,
+            live,
             ..
         } = *routed;
-        match plan {
+        // The call is kept (if it is) under the id its live place holds.
+        options.id = Some(live.id().to_string());
+        let started = match plan {
             Plan::Run(driver) => {
                 let arguments = match arguments {
                     Value::Object(map) => map,
@@ -175,10 +189,10 @@ impl Calls {
                 let (_, record) = self
                     .run(&route, driver, arguments, &options, InputResponses::new())
                     .await?;
-                Ok(Started::Task(Box::new(record)))
+                Started::Task(Box::new(record))
             }
             Plan::Track(driver) => {
-                let started = Instant::now();
+                let began = Instant::now();
                 let outcome = if driver == TrackDriver::Toolset {
                     tracker
                         .call_toolset(&route.server, &route.tool, arguments, options)
@@ -191,12 +205,12 @@ impl Calls {
                 let driver = Driver::from(driver).as_str();
                 let labels =
                     CallLabels::new(&self.upstreams, &route.server, &route.tool, face, driver);
-                count_answer(&labels, &outcome, started);
-                Ok(outcome?.into())
+                count_answer(&labels, &outcome, began);
+                outcome?.into()
             }
             // A synchronous answer.
             Plan::PassThrough => {
-                let started = Instant::now();
+                let began = Instant::now();
                 let outcome = tracker
                     .call_tool(&route.server, &route.tool, arguments, options)
                     .await;
@@ -207,10 +221,11 @@ impl Calls {
                     face,
                     PASS_THROUGH,
                 );
-                count_answer(&labels, &outcome, started);
-                Ok(outcome?.into())
+                count_answer(&labels, &outcome, began);
+                outcome?.into()
             }
-        }
+        };
+        Ok(kept(started, live))
     }
 
     /// Start a call task of `route` running `driver` (SEP-1686 or

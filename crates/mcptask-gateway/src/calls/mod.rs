@@ -4,6 +4,7 @@
 //! task runtime (`source`), whose work is each route's driver.
 
 mod limits;
+mod live;
 mod local;
 mod make;
 mod source;
@@ -17,7 +18,8 @@ use mcptask_core::access::Policy;
 use mcptask_server::TaskRuntime;
 use tokio_util::sync::CancellationToken;
 
-pub use limits::{Admitted, Busy, Limiter, Limits};
+pub use limits::{Admitted, Busy, Limit, Limiter, Limits};
+pub use live::{LiveCall, LiveCalls};
 pub(crate) use make::count_answer;
 pub use make::{CallError, CallRequest, Started};
 pub use source::Source;
@@ -89,14 +91,14 @@ impl Calls {
     /// of `store` (maybe seen through a
     /// [`StoreLayer`](crate::gateway::StoreLayer)): call tasks interrupted by
     /// a crash are recovered here or on any replica sharing the store.
-    /// `owner` names the call runtime's owner lease (the process's slot's,
-    /// see [`crate::incarnation`]); `None`: a fresh id.
+    /// `incarnation` is the process's slot ([`crate::incarnation`]), which
+    /// the call runtime's owner lease is named after.
     pub async fn start(
         tracker: mcptask_client::Tracker,
         config: &Config,
         store: &mcptask_sql::Store,
         call_tasks: Arc<dyn mcptask_core::store::ServerTaskStore>,
-        owner: Option<String>,
+        incarnation: crate::incarnation::Incarnation,
         stop: CancellationToken,
     ) -> anyhow::Result<Calls> {
         let upstreams = Upstreams::new(tracker, config.upstreams());
@@ -109,13 +111,13 @@ impl Calls {
         for server in upstreams.server_names() {
             list_until_listed(upstreams.clone(), server, stop.child_token());
         }
-        let mut runtime =
+        let runtime =
             TaskRuntime::builder_with_source(call_tasks, Arc::new(Source(upstreams.clone())))
-                .config(config.proxy.runtime_config());
-        if let Some(owner) = owner {
-            runtime = runtime.owner_id(owner);
-        }
-        let runtime = runtime.start().await.context("starting the call runtime")?;
+                .config(config.proxy.runtime_config())
+                .incarnation(incarnation)
+                .start()
+                .await
+                .context("starting the call runtime")?;
         // The tracker follows SEP-1686 and synchronous calls through it.
         upstreams
             .tracker
@@ -146,14 +148,18 @@ impl Calls {
                 }
             }
         });
+        let limiter = Arc::new(Limiter::new(
+            config.limits.limits(),
+            Arc::new(mcptask_core::SystemClock),
+        ));
+        limiter
+            .live_calls()
+            .follow(upstreams.tracker.clone(), stop.clone());
         Ok(Calls {
             upstreams,
             runtime,
             policy: Arc::new(RwLock::new(Arc::new(config.policy()))),
-            limiter: Arc::new(Limiter::new(
-                config.limits.limits(),
-                Arc::new(mcptask_core::SystemClock),
-            )),
+            limiter,
             store: store.clone(),
             followers,
             stop,

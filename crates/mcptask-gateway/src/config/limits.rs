@@ -21,7 +21,20 @@ pub struct LimitsSection {
     /// Tool calls in flight at once (none: no cap).
     #[serde(default)]
     pub per_principal_in_flight: Option<usize>,
+    /// Live calls (kept, not yet completed, failed or cancelled) of one
+    /// principal at once, whatever the face that made them (default
+    /// [`DEFAULT_LIVE_CALLS_PER_PRINCIPAL`]; `0`: no cap).
+    #[serde(default)]
+    pub live_calls_per_principal: Option<usize>,
+    /// Live calls of all principals to one `[[servers]]` entry at once
+    /// (none: no cap).
+    #[serde(default)]
+    pub live_calls_per_server: Option<usize>,
 }
+
+/// `[limits] live_calls_per_principal` unset: the cap the front's call
+/// runtime always had, now on every face.
+pub const DEFAULT_LIVE_CALLS_PER_PRINCIPAL: usize = 1_000;
 
 /// The limits of `[limits]`, as the calls enforce them.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -30,6 +43,17 @@ pub struct Limits {
     pub rate: Option<Rate>,
     /// Calls in flight per principal; `None`: no cap.
     pub in_flight: Option<usize>,
+    /// Live calls per principal and per server.
+    pub live: LiveLimits,
+}
+
+/// The caps on live calls (kept calls not yet terminal); `None`: no cap.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LiveLimits {
+    /// `live_calls_per_principal`.
+    pub per_principal: Option<usize>,
+    /// `live_calls_per_server`.
+    pub per_server: Option<usize>,
 }
 
 impl LimitsSection {
@@ -50,6 +74,13 @@ impl LimitsSection {
                 "give positive values (leave a key out for no limit), e.g. per_principal_rate = 20",
             ));
         }
+        if self.live_calls_per_server == Some(0) {
+            return Err(src.at(
+                spans.limits(),
+                "[limits] live_calls_per_server = 0 would refuse every call",
+                "give a positive number of live calls per server, or leave the key out for no cap",
+            ));
+        }
         Ok(())
     }
 
@@ -63,6 +94,14 @@ impl LimitsSection {
                     .unwrap_or(((per_second * 2.0).ceil() as u32).max(1)),
             }),
             in_flight: self.per_principal_in_flight,
+            live: LiveLimits {
+                per_principal: match self.live_calls_per_principal {
+                    None => Some(DEFAULT_LIVE_CALLS_PER_PRINCIPAL),
+                    Some(0) => None,
+                    Some(n) => Some(n),
+                },
+                per_server: self.live_calls_per_server,
+            },
         }
     }
 }

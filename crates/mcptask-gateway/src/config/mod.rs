@@ -67,7 +67,7 @@ pub use env::Overrides;
 pub use error::ConfigError;
 pub(crate) use error::Source;
 pub use issuers::{ClaimMatch, IssuerSection};
-pub use limits::{Limits, LimitsSection};
+pub use limits::{DEFAULT_LIVE_CALLS_PER_PRINCIPAL, Limits, LimitsSection, LiveLimits};
 pub use oauth_key::OAuthGlobalSection;
 pub use policy::PolicySection;
 pub use proxy::{DEFAULT_QUESTION_TIMEOUT_MS, ProxySection};

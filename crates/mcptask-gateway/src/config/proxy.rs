@@ -64,9 +64,14 @@ impl ProxySection {
 
     /// The call runtime's settings: its claim lease (and how often it
     /// looks for lapsed claims: three times a lease) and its cap on live
-    /// tasks; the runtime's defaults for the rest.
+    /// tasks; the runtime's defaults for the rest. Live calls per principal
+    /// are `[limits] live_calls_per_principal`'s, on every face
+    /// (`crate::calls::LiveCalls`): the runtime keeps no cap of its own.
     pub fn runtime_config(&self) -> RuntimeConfig {
-        let mut config = RuntimeConfig::default();
+        let mut config = RuntimeConfig {
+            max_live_tasks_per_principal: None,
+            ..RuntimeConfig::default()
+        };
         if let Some(lease_ms) = self.owner_lease_ms {
             config.lease_ms = lease_ms.max(MIN_LEASE_MS);
             config.recovery_every_ms = (lease_ms / 3).max(100);

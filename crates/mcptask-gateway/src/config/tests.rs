@@ -306,3 +306,24 @@ fn weak_file_tokens_are_refused_where_they_stand() {
         );
     }
 }
+
+/// The live-call limits: a server cap of zero (which would refuse every
+/// call) and a value that is not a count are refused at their place; the
+/// per-principal default is the front's former fixed cap, and `0` lifts it.
+#[test]
+fn live_call_limits_are_checked_and_default_to_a_thousand() {
+    let zero = "[api]\nauth = \"none\"\n\n[limits]\nlive_calls_per_server = 0\n";
+    let e = Config::parse("gw.toml", zero).unwrap_err().0;
+    assert!(
+        e.starts_with("gw.toml:4:1: [limits] live_calls_per_server = 0"),
+        "{e}"
+    );
+    let negative = "[api]\nauth = \"none\"\n\n[limits]\nlive_calls_per_principal = -1\n";
+    let e = Config::parse("gw.toml", negative).unwrap_err().0;
+    assert!(e.contains("gw.toml:5:"), "{e}");
+    let none = Config::parse("gw.toml", "[api]\nauth = \"none\"\n").unwrap();
+    assert_eq!(none.limits.limits().live.per_principal, Some(1000));
+    let lifted = "[api]\nauth = \"none\"\n\n[limits]\nlive_calls_per_principal = 0\n";
+    let lifted = Config::parse("gw.toml", lifted).unwrap();
+    assert_eq!(lifted.limits.limits().live.per_principal, None);
+}

@@ -552,7 +552,12 @@ async fn relay(
     let content_type = content_type.clone();
     // The admission and the spans hold until the answer is through; the
     // answer ends at the call's deadline like any other call.
-    let held = (routed.admitted, server_span.clone(), client_span);
+    let held = (
+        routed.admitted,
+        routed.live,
+        server_span.clone(),
+        client_span,
+    );
     let relayed = answer::relayed(
         answer.bytes_stream(),
         style,

@@ -29,7 +29,7 @@ use super::agent_tools;
 use super::bridge::Bridged;
 use super::directory::Directory;
 use crate::auth::Caller;
-use crate::calls::{CallError, Calls};
+use crate::calls::{CallError, Calls, LiveCall};
 use crate::failure::Failure;
 use crate::metrics::{CallLabels, PASS_THROUGH};
 use crate::route::{self, Ask, Decided, Intent, Routed, Target};
@@ -113,11 +113,12 @@ impl FrontServer {
         arguments: JsonObject,
         caller: &Caller,
         request: &CallToolRequestParams,
-        declares: bool,
+        (declares, live): (bool, LiveCall),
     ) -> Result<CallToolResponse, ErrorData> {
         let options = CallOptions {
             principal: caller.principal.clone(),
             face: Some(Face::Mcp),
+            id: Some(live.id().to_string()),
             ..Default::default()
         };
         let inputs = request.input_responses.clone().unwrap_or_default();
@@ -126,6 +127,7 @@ impl FrontServer {
             .run(route, driver, arguments, &options, inputs)
             .await
             .map_err(|e| refused(e, caller))?;
+        live.keep();
         Ok(started(task, route, declares))
     }
 
@@ -140,7 +142,7 @@ impl FrontServer {
         arguments: JsonObject,
         caller: &Caller,
         request: &CallToolRequestParams,
-        declares: bool,
+        (declares, live): (bool, LiveCall),
     ) -> Result<CallToolResponse, ErrorData> {
         let mirror = self.calls.mirrored(route, arguments.clone());
         let options = CallOptions {
@@ -149,7 +151,7 @@ impl FrontServer {
             input_responses: request.input_responses.clone().unwrap_or_default(),
             request_state: request.request_state.clone(),
             relay_answers: true,
-            id: Some(mcptask_core::ids::new_local_task_id()),
+            id: Some(live.id().to_string()),
             face: Some(Face::Mcp),
             // The row commits with the caller's task of the same id.
             commit: Some(mirror.commit_with()),
@@ -179,7 +181,10 @@ impl FrontServer {
         match outcome {
             Ok(CallOutcome::Completed(result)) => Ok(CallToolResponse::Complete(result)),
             Ok(CallOutcome::Task(record)) => match mirror.created() {
-                Some(task) => Ok(started(task, route, declares)),
+                Some(task) => {
+                    live.keep();
+                    Ok(started(task, route, declares))
+                }
                 None => Err(Failure::internal(&format!(
                     "call {} was kept without its task",
                     record.id
@@ -213,14 +218,16 @@ impl FrontServer {
     /// (progress to a caller that asked for it), counted when it ends.
     async fn pass_through(
         &self,
-        routed: &Routed,
+        route: &Route,
+        timeout: std::time::Duration,
         arguments: JsonObject,
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let route = &routed.route;
         let started = std::time::Instant::now();
-        let answer = self.relay_call(routed, arguments, request, context).await;
+        let answer = self
+            .relay_call(route, timeout, arguments, request, context)
+            .await;
         let labels = CallLabels::new(
             &self.upstreams,
             &route.server,
@@ -246,12 +253,12 @@ impl FrontServer {
     /// [`FrontServer::pass_through`]'s exchange with the upstream.
     async fn relay_call(
         &self,
-        routed: &Routed,
+        route: &Route,
+        timeout: std::time::Duration,
         arguments: JsonObject,
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let route = &routed.route;
         let lane = self
             .upstreams
             .lane(&route.server)
@@ -273,7 +280,7 @@ impl FrontServer {
                 // the token its progress is for, as the caller sent them.
                 progress_token: context.meta.get_progress_token(),
                 client_info: caller_info(context),
-                ..crate::drivers::exchange_options(routed.timeout)
+                ..crate::drivers::exchange_options(timeout)
             },
         )
         .await
@@ -505,20 +512,45 @@ impl ServerHandler for FrontServer {
             }
         };
         let arguments = request.arguments.clone().unwrap_or_default();
-        let route = &routed.route;
+        let Routed {
+            route,
+            plan,
+            admitted,
+            live,
+            timeout,
+            declares,
+        } = *routed;
+        // The admission holds until the call is answered.
+        let _admitted = admitted;
+        let route = &route;
         let answer = async {
-            match routed.plan {
+            match plan {
                 Plan::PassThrough => {
-                    self.pass_through(&routed, arguments, &request, &context)
+                    let _live = live;
+                    self.pass_through(route, timeout, arguments, &request, &context)
                         .await
                 }
                 Plan::Track(driver) => {
-                    self.tracked(route, driver, arguments, &caller, &request, declares)
-                        .await
+                    self.tracked(
+                        route,
+                        driver,
+                        arguments,
+                        &caller,
+                        &request,
+                        (declares, live),
+                    )
+                    .await
                 }
                 Plan::Run(driver) => {
-                    self.run(route, driver, arguments, &caller, &request, declares)
-                        .await
+                    self.run(
+                        route,
+                        driver,
+                        arguments,
+                        &caller,
+                        &request,
+                        (declares, live),
+                    )
+                    .await
                 }
             }
         }

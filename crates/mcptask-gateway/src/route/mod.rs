@@ -33,7 +33,7 @@ pub use agent::AgentTool;
 pub use handoff::Handoff;
 
 use crate::auth::Caller;
-use crate::calls::{Admitted, Calls};
+use crate::calls::{Admitted, Calls, LiveCall};
 use crate::failure::Failure;
 use crate::metrics::{CallLabels, NO_DRIVER};
 use crate::upstreams::catalog::Route;
@@ -91,6 +91,9 @@ pub struct Routed {
     /// Its place under the caller's fair limits (held until the call is
     /// answered).
     pub admitted: Admitted,
+    /// Its place among the live calls, under the id the call is kept as
+    /// (held until the call ends if it is kept).
+    pub live: LiveCall,
     /// The bound on each call to the upstream (its `call_timeout_ms`, else
     /// the tracker's).
     pub timeout: Duration,
@@ -119,6 +122,8 @@ pub enum Decided {
         toolset: bool,
         /// Its place under the caller's fair limits.
         admitted: Admitted,
+        /// Its place among the live calls.
+        live: LiveCall,
     },
 }
 
@@ -150,7 +155,8 @@ const FIRST_LISTING_FOR_A_CALL: Duration = Duration::from_secs(10);
 
 /// Decide a call: route, policy, limits, plan. A tool the caller may not
 /// call reads as one that does not exist; a caller over its fair limits is
-/// held a while (`calls::tarpit`) and refused.
+/// held a while (`calls::tarpit`) and refused; a call over a live-calls
+/// limit (`calls::live`) is refused at once.
 pub async fn decide(calls: &Calls, intent: Intent<'_>) -> Result<Decided, Failure> {
     let Intent {
         caller,
@@ -238,6 +244,16 @@ pub async fn decide(calls: &Calls, intent: Intent<'_>) -> Result<Decided, Failur
         }
     };
     let admitted = admit(&server, &tool).await?;
+    let live = match calls
+        .limiter
+        .live_call(caller.principal.as_deref(), &server)
+    {
+        Ok(live) => live,
+        Err(busy) => {
+            refused(Outcome::RefusedLimit, &server, &tool);
+            return Err(Failure::RateLimited(busy));
+        }
+    };
     let route = match known {
         Some(route) => route,
         None => match upstreams.route_of(&server, &tool).await {
@@ -262,6 +278,7 @@ pub async fn decide(calls: &Calls, intent: Intent<'_>) -> Result<Decided, Failur
                     tool,
                     toolset,
                     admitted,
+                    live,
                 });
             }
         },
@@ -272,6 +289,7 @@ pub async fn decide(calls: &Calls, intent: Intent<'_>) -> Result<Decided, Failur
         route,
         plan,
         admitted,
+        live,
         declares: ask == Ask::Tasks,
     })))
 }

@@ -57,6 +57,12 @@ impl Dialect for Postgres {
     // (docs/BENCHMARKS.md, "Server against the raw limit").
     const CREATE_WRITERS: usize = 4;
 
+    fn take_slot(
+        store: &crate::flows::SqlStore<Self>,
+    ) -> BoxFuture<'_, Result<Option<crate::slot::Slot>, StoreError>> {
+        Box::pin(store.take_slot())
+    }
+
     fn listen_signals(
         pool: &Pool<Self>,
     ) -> BoxFuture<'_, Result<Option<BoxStream<'static, String>>, StoreError>> {

@@ -37,6 +37,12 @@ impl Dialect for Sqlite {
     // One write connection: more writers would only queue for it.
     const CREATE_WRITERS: usize = 1;
 
+    fn take_slot(
+        store: &crate::flows::SqlStore<Self>,
+    ) -> BoxFuture<'_, Result<Option<crate::slot::Slot>, StoreError>> {
+        Box::pin(std::future::ready(store.take_slot()))
+    }
+
     fn begin_write(
         pool: &Pool<Self>,
     ) -> BoxFuture<'_, Result<sqlx::Transaction<'static, Self>, StoreError>> {

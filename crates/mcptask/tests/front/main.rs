@@ -18,6 +18,7 @@
 mod fastmcp;
 mod guards;
 mod health;
+mod live_limits;
 mod metrics;
 mod one_call;
 mod pass_through;
