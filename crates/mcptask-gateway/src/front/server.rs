@@ -287,10 +287,18 @@ impl FrontServer {
         .inspect_err(|e| self.upstreams.saw(&route.server, Seen::of_upstream(e)))
         .map_err(error_of)?;
         let token = context.meta.get_progress_token();
+        // The last progress relayed. rmcp hands each notification from the
+        // upstream to its own task, so two can arrive here swapped; the
+        // protocol says progress only increases, so a value not above the
+        // last one relayed is stale and is dropped (the caller saw `2, 1`).
+        let mut relayed: Option<f64> = None;
         loop {
             tokio::select! {
                 event = running.next() => match event {
                     Some(SyncEvent::Progress { progress, total, message }) => {
+                        if !advances(&mut relayed, progress) {
+                            continue;
+                        }
                         if let Some(token) = &token {
                             let mut note = ProgressNotificationParam::new(token.clone(), progress);
                             note.total = total;
@@ -794,4 +802,29 @@ async fn any_changed(signals: &mut [tokio::sync::watch::Receiver<u64>]) {
         waits = rest;
     }
     std::future::pending().await
+}
+
+/// Whether `progress` is above the last one relayed (`last`, updated when
+/// it is): progress only increases, so anything else is stale.
+fn advances(last: &mut Option<f64>, progress: f64) -> bool {
+    if last.is_some_and(|last| progress <= last) {
+        return false;
+    }
+    *last = Some(progress);
+    true
+}
+
+#[cfg(test)]
+mod progress_tests {
+    use super::advances;
+
+    #[test]
+    fn progress_arriving_swapped_is_relayed_increasing_only() {
+        let mut last = None;
+        let relayed: Vec<f64> = [1.0, 3.0, 2.0, 3.0, 4.0]
+            .into_iter()
+            .filter(|p| advances(&mut last, *p))
+            .collect();
+        assert_eq!(relayed, [1.0, 3.0, 4.0]);
+    }
 }
