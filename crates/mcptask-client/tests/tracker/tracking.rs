@@ -848,12 +848,14 @@ async fn shutdown_releases_claims_without_counting_errors(backend: TestDatabase)
 async fn a_hung_server_times_out_and_is_retried(backend: TestDatabase) {
     let server = RemoteServer::start(Some(60_000)).await;
     let mut config = fast_config();
-    config.call_timeout = Duration::from_millis(300);
+    // Short, but not so short that the call creating the task (answered
+    // at once) misses it on a loaded machine: at 300 ms it once did.
+    config.call_timeout = Duration::from_secs(1);
     let tracker = tracker(&backend, &server, config).await;
     let t = start_task(&tracker, "hold").await;
     server.mangle.lock().unwrap().insert(
         t.remote_task_id.clone(),
-        Mangle::Delay(Duration::from_secs(5)),
+        Mangle::Delay(Duration::from_secs(10)),
     );
     let r = until(&tracker, &t.id, "timing out", |r| r.consecutive_errors >= 2).await;
     assert!(
