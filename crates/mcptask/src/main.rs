@@ -529,7 +529,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     timeout,
                 } => {
                     if follow {
-                        cli::commands::follow(&gw, &id, timeout.map(Duration::from_secs)).await?
+                        cli::follow::follow(&gw, &id, timeout.map(Duration::from_secs), json)
+                            .await?
                     } else {
                         cli::commands::show(&gw, &id, json).await?
                     }
