@@ -157,19 +157,33 @@ impl LiveCli {
 
     /// Wait (at most [`crate::WAIT`]) until `needle` has been written; what
     /// was written after its first occurrence. Fails the test, showing what
-    /// was written, if it never comes.
-    pub async fn wait_for(&self, needle: &str) -> String {
+    /// was written, if it never comes (at once if the CLI has ended).
+    pub async fn wait_for(&mut self, needle: &str) -> String {
         let deadline = tokio::time::Instant::now() + crate::WAIT;
         loop {
+            let ended = self.child.try_wait().expect("the CLI's status");
+            if ended.is_some() {
+                self.read_to_end().await;
+            }
             let seen = self.seen();
             if let Some(at) = seen.find(needle) {
                 return seen[at + needle.len()..].to_string();
+            }
+            if let Some(status) = ended {
+                panic!("{needle:?} was never written: the CLI ended ({status}); it wrote:\n{seen}");
             }
             assert!(
                 tokio::time::Instant::now() < deadline,
                 "{needle:?} was never written; the CLI wrote:\n{seen}"
             );
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Collect what the ended CLI wrote, to the end of its output.
+    async fn read_to_end(&mut self) {
+        for reader in self.readers.drain(..) {
+            let _ = tokio::time::timeout(crate::WAIT, reader).await;
         }
     }
 
@@ -190,10 +204,7 @@ impl LiveCli {
             .await
             .unwrap_or_else(|_| panic!("the CLI still runs; it wrote:\n{}", self.seen()))
             .expect("reap the CLI");
-        // What it wrote last: read to the end of its output.
-        for reader in self.readers.drain(..) {
-            let _ = tokio::time::timeout(crate::WAIT, reader).await;
-        }
+        self.read_to_end().await;
         status.code()
     }
 }

@@ -10,7 +10,7 @@ use mcptask_testkit::*;
 use serde_json::Value;
 
 /// The call id in the line the CLI prints before it waits.
-async fn announced_id(cli: &LiveCli) -> String {
+async fn announced_id(cli: &mut LiveCli) -> String {
     let rest = cli.wait_for("task rt_").await;
     let tail: String = rest
         .chars()
@@ -41,7 +41,7 @@ async fn call_wait_asks_a_running_calls_question_at_a_terminal() {
         ) else {
             return;
         };
-        let id = announced_id(&cli).await;
+        let id = announced_id(&mut cli).await;
         cli.wait_for("Delete notes.txt?").await;
         cli.wait_for("true or false > ").await;
         let seen = cli.seen();
@@ -93,7 +93,7 @@ async fn call_wait_off_a_terminal_prints_the_answer_command_and_keeps_waiting() 
                 "--wait",
             ],
         );
-        let id = announced_id(&cli).await;
+        let id = announced_id(&mut cli).await;
         let rest = cli.wait_for("answer:  ").await;
         let pasted = rest.lines().next().unwrap_or_default().to_string();
         assert!(
@@ -150,7 +150,7 @@ async fn call_wait_follows_the_same_call_across_a_gateway_restart() {
                 "--wait",
             ],
         );
-        let id = announced_id(&cli).await;
+        let id = announced_id(&mut cli).await;
         cli.wait_for("working").await;
         gateway.kill().await;
         cli.wait_for("reconnecting").await;
@@ -188,7 +188,7 @@ async fn call_wait_of_a_synchronous_tool_shows_its_progress() {
             OPERATOR,
             &["call", "plain", "held", "--wait"],
         );
-        let id = announced_id(&kept).await;
+        let id = announced_id(&mut kept).await;
         upstream.wait_heard("held", 1).await;
         kept.wait_for(" working (").await;
         upstream.release(1);
