@@ -58,6 +58,7 @@ async fn wait_or_stop(
 ) -> anyhow::Result<i32> {
     let stopped = |why: String| {
         progress.clear();
+        prompt::end_prompt_line();
         eprintln!("{why}: stopped waiting; {}", goes_on(id));
     };
     let until = async {
@@ -261,7 +262,8 @@ impl Questions<'_> {
         let content = tokio::select! {
             content = prompt::ask(key, request, form) => content?,
             () = self.closes(key) => {
-                eprintln!("\n  input {key} is no longer asked (answered elsewhere, or the call moved on)");
+                prompt::end_prompt_line();
+                eprintln!("  input {key} is no longer asked (answered elsewhere, or the call moved on)");
                 return Ok(true);
             }
         };

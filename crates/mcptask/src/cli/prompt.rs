@@ -6,6 +6,7 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::bail;
 use mcptask_core::elicit::{Field, FieldKind, Form, check_answer};
@@ -50,6 +51,17 @@ fn lines() -> &'static Mutex<mpsc::UnboundedReceiver<std::io::Result<String>>> {
     })
 }
 
+/// Whether a field's prompt is on the screen, its line not ended yet (what
+/// is printed next, e.g. on Ctrl-C, starts a line of its own).
+static ASKING: AtomicBool = AtomicBool::new(false);
+
+/// End the line of a prompt left waiting, if one is.
+pub fn end_prompt_line() {
+    if ASKING.swap(false, Ordering::Relaxed) {
+        eprintln!();
+    }
+}
+
 /// Ask for each field of `form` (the question `key`, `request`) until the
 /// answer fits; the accepted content.
 pub async fn ask(key: &str, request: &Value, form: &Form) -> anyhow::Result<Value> {
@@ -63,7 +75,10 @@ pub async fn ask(key: &str, request: &Value, form: &Form) -> anyhow::Result<Valu
         for field in &form.fields {
             eprint!("  {} > ", describe(field));
             std::io::stderr().flush().ok();
-            let line = match lines.recv().await {
+            ASKING.store(true, Ordering::Relaxed);
+            let line = lines.recv().await;
+            ASKING.store(false, Ordering::Relaxed);
+            let line = match line {
                 Some(line) => line?,
                 None => bail!("standard input ended before input {key} was answered"),
             };

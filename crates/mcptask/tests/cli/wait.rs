@@ -73,6 +73,52 @@ async fn call_wait_asks_a_running_calls_question_at_a_terminal() {
     .await;
 }
 
+/// A question answered elsewhere (`tasks answer` in another shell) while a
+/// terminal is asking it: the CLI stops asking, says so, and follows the
+/// call to the end that answer gave it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_wait_stops_asking_a_question_answered_elsewhere() {
+    with_deadline(Duration::from_secs(240), async {
+        let stack = DemoStack::start().await;
+        let gateway = &stack.gateway;
+        let Some(mut cli) = LiveCli::in_terminal(
+            &gateway.base,
+            OPERATOR,
+            &[
+                "call",
+                "demo",
+                "confirm_delete",
+                "--args",
+                r#"{"filename": "notes.txt"}"#,
+                "--wait",
+            ],
+        ) else {
+            return;
+        };
+        let id = announced_id(&mut cli).await;
+        cli.wait_for("true or false > ").await;
+        let elsewhere = run_cli(
+            &gateway.base,
+            OPERATOR,
+            &[
+                "tasks",
+                "answer",
+                &id,
+                "confirm_delete",
+                r#"{"confirm": false}"#,
+            ],
+        )
+        .await;
+        assert!(elsewhere.status.success(), "{elsewhere:?}");
+        cli.wait_for("no longer asked").await;
+        let code = cli.exit_code().await;
+        let seen = cli.seen();
+        assert_eq!(code, Some(0), "{seen}");
+        assert!(seen.contains("Kept notes.txt"), "{seen}");
+    })
+    .await;
+}
+
 /// Not on a terminal, `call --wait` prints the question with a command that
 /// answers it and keeps waiting; that command, pasted into a shell,
 /// answers it and the waiting CLI ends with the call's result.
