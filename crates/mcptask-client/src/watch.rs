@@ -10,7 +10,7 @@
 //! (`crate::feed`). While that feed is up, a watch waits for a change and
 //! nothing else: an idle live call costs no timer and no store read. While
 //! it is down (a backend without a channel, a lost connection), a watch
-//! also wakes every [`BACKSTOP`] so its holder re-reads the store, and when
+//! also wakes every `BACKSTOP` so its holder re-reads the store, and when
 //! the feed comes back every watcher is woken once, since changes may have
 //! been missed in between.
 
@@ -99,7 +99,7 @@ impl TaskWatch {
     /// Until the task changes after the last call returned (or after the
     /// watch began). A change that came in between is reported at once.
     /// While other replicas' changes cannot be heard (see the module), it
-    /// also returns after [`BACKSTOP`]: the caller re-reads either way.
+    /// also returns after `BACKSTOP` (500 ms): the caller re-reads either way.
     pub async fn changed(&mut self) {
         let feed_up = self.watches.feed_up();
         let rx = self.rx.as_mut().expect("a live watch has its receiver");

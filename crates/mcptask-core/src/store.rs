@@ -19,6 +19,7 @@ use crate::server::{
     AnswerOutcome, CancelOutcome, ExpiredTask, Fence, InputState, NewServerTask, Outcome,
     ServerTaskRecord, ServerTaskView, TaskCursor, TaskPage, TaskSignal,
 };
+use crate::slot::{HeldSlot, Released};
 
 /// The push-channel message ([`ServerTaskStore::listen_signals`]) that says
 /// an owner lease was released: its holder stopped and left work for the
@@ -127,6 +128,27 @@ pub trait ServerTaskStore: Send + Sync + 'static {
 
     /// Create or extend the owner lease of a process to `now + lease_ms`.
     async fn heartbeat(&self, owner: &str, now: i64, lease_ms: i64) -> Result<(), StoreError>;
+
+    /// Take the lowest free process slot of this store ([`crate::slot`]):
+    /// the proof that every owner lease and claim named after it belongs to
+    /// a process that is gone. `None` when every slot is held, or the
+    /// backend has none (the default; an in-memory database): a dead
+    /// process's work is then recovered when its leases lapse.
+    async fn take_slot(&self) -> Result<Option<Box<dyn HeldSlot>>, StoreError> {
+        Ok(None)
+    }
+
+    /// Let every owner lease and claim whose owner id starts with `prefix`
+    /// (a slot's, [`HeldSlot::prefix`]) lapse at `now`, in one transaction,
+    /// so recovery and the claim loops take their work at once. Call it only
+    /// while holding that slot and before registering this incarnation's own
+    /// ids under it: holding the slot proves their holder is gone. Claims
+    /// keep their owners and tokens, so whoever claims the work next mints a
+    /// new token and a former holder's fenced writes are refused.
+    async fn release_slot(&self, prefix: &str, now: i64) -> Result<Released, StoreError> {
+        let _ = (prefix, now);
+        Ok(Released::default())
+    }
 
     /// Let the owner lease lapse at once (graceful shutdown), so other replicas
     /// recover whatever this process leaves unfinished without waiting; where

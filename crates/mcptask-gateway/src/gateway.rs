@@ -154,7 +154,8 @@ impl Gateway {
     ) -> anyhow::Result<Gateway> {
         // First: the previous incarnation's leases and claims lapse before
         // the tracker and the call runtime start claiming.
-        let incarnation = Incarnation::take(&store).await;
+        let incarnation =
+            Incarnation::take(&*store.server_tasks(), &mcptask_core::SystemClock).await;
         let mut builder = Tracker::builder(store.remote_tasks()).config(config.tracker.clone());
         if let Some(owner) = incarnation.owner_id("tracker") {
             builder = builder.owner_id(owner);
@@ -174,7 +175,7 @@ impl Gateway {
             &config,
             &store,
             call_tasks,
-            incarnation.owner_id("server"),
+            incarnation.clone(),
             stop.clone(),
         )
         .await?;
@@ -194,7 +195,6 @@ impl Gateway {
             reloading: Arc::default(),
         };
         gateway.spawn_retired_sweep();
-        gateway.carry_on_when_the_slot_is_lost();
         Ok(gateway)
     }
 
@@ -366,27 +366,6 @@ impl Gateway {
     /// until the gateway stops.
     pub fn spawn_metric_gauges(&self, every: Duration) {
         crate::metrics::spawn_gauges(self.tracker.clone(), every, self.stop.clone());
-    }
-
-    /// A process whose slot another process took (its PostgreSQL session
-    /// was cut meanwhile: a database restart cuts every session at once,
-    /// and a process starting then may take a slot its holder was about to
-    /// take again) carries on without a slot. What the other process
-    /// adopted is the other's: this one's writes to it are fenced off, its
-    /// local work on it is stopped when its next heartbeat finds the lease
-    /// lapsed, and everything else goes on here. (Stopping instead turned a
-    /// database restart into gateways stopping themselves: the chaos test
-    /// `tracker_chaos::four_trackers_on_postgres_survive_random_kills`.)
-    fn carry_on_when_the_slot_is_lost(&self) {
-        let gateway = self.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = gateway.stop.cancelled() => {}
-                _ = gateway.incarnation.lost() => {
-                    tracing::warn!("this process's slot was taken by another process; carrying on without one (the work the other adopted is fenced off here)");
-                }
-            }
-        });
     }
 
     /// Ask [`Gateway::serve`] (or [`Gateway::serve_stdio`]) to return.

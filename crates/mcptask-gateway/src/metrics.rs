@@ -21,6 +21,10 @@ pub fn install() -> anyhow::Result<PrometheusHandle> {
                 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
             ],
         )?
+        .set_buckets_for_metric(
+            metrics_exporter_prometheus::Matcher::Full("mcptask_call_seconds".into()),
+            &CALL_BUCKETS,
+        )?
         .install_recorder()
         .inspect(|_| describe())
         .map_err(|e| anyhow::anyhow!("cannot install the metrics recorder: {e}"))
@@ -97,6 +101,8 @@ fn describe() {
     metrics::counter!("mcptask_stdio_recycled_total").absolute(0);
     metrics::counter!("mcptask_remote_purged_total").absolute(0);
     metrics::gauge!("mcptask_notification_backlog").set(0.0);
+    describe_upstreams();
+    describe_calls();
 }
 
 /// Refresh the store-derived gauges until `stop`.
@@ -123,6 +129,7 @@ pub async fn refresh(tracker: &Tracker) {
                     .map_or(0, |(_, n)| *n);
                 metrics::gauge!("mcptask_tasks", "status" => status.as_str()).set(n as f64);
             }
+            set_live_calls(&counts);
         }
         Err(e) => tracing::warn!(error = %e, "cannot read task counts for metrics"),
     }
@@ -173,4 +180,152 @@ pub mod limits {
             }
         }
     }
+}
+
+// --- upstream health -------------------------------------------------------
+
+/// Set `mcptask_upstream_up{server}` from each configured server's health
+/// (1: its last call or listing was answered; 0: it failed, or the server
+/// was not contacted yet). Read at each scrape from memory: the gauge is
+/// never staler than the health `GET /api/v1/servers` shows.
+pub fn upstream_up(upstreams: &crate::upstreams::Upstreams) {
+    for (server, up) in upstreams.up() {
+        metrics::gauge!("mcptask_upstream_up", "server" => server).set(if up { 1.0 } else { 0.0 });
+    }
+}
+
+/// The `# HELP` of the upstream health gauge.
+fn describe_upstreams() {
+    metrics::describe_gauge!(
+        "mcptask_upstream_up",
+        "Whether each configured upstream server answers: 1 when its last call or listing was answered, 0 when it failed or the server was not contacted yet."
+    );
+}
+
+// --- calls -----------------------------------------------------------------
+
+/// The label a server or tool name takes when it is not one the gateway
+/// knows: a caller's made-up name never becomes a series of its own.
+pub const OTHER: &str = "(other)";
+
+/// The labels of one call in `mcptask_calls_total` and
+/// `mcptask_call_seconds`: bounded by the configuration (a server that is
+/// not configured, or a tool its last listing does not have, is
+/// [`OTHER`]), never a caller's text.
+#[derive(Debug, Clone)]
+pub struct CallLabels {
+    server: String,
+    tool: String,
+    face: &'static str,
+    driver: &'static str,
+}
+
+impl CallLabels {
+    /// The labels of a call of `tool` on `server` through `face`, run by
+    /// `driver` (`pass_through` for an answer relayed synchronously).
+    pub fn new(
+        upstreams: &crate::upstreams::Upstreams,
+        server: &str,
+        tool: &str,
+        face: mcptask_core::call::Face,
+        driver: &'static str,
+    ) -> Self {
+        let configured = upstreams.is_configured(server);
+        let listed = configured && upstreams.catalog().of_upstream(server, tool).is_some();
+        CallLabels {
+            server: if configured { server } else { OTHER }.to_string(),
+            tool: if listed { tool } else { OTHER }.to_string(),
+            face: face.as_str(),
+            driver,
+        }
+    }
+}
+
+impl CallLabels {
+    /// The labels of a call refused from its headers, before its body
+    /// named a server or tool.
+    pub fn unnamed(face: mcptask_core::call::Face) -> Self {
+        CallLabels {
+            server: OTHER.to_string(),
+            tool: OTHER.to_string(),
+            face: face.as_str(),
+            driver: NO_DRIVER,
+        }
+    }
+}
+
+#[cfg(test)]
+impl CallLabels {
+    /// Labels of a call of `s/t` through the MCP front, for unit tests.
+    pub(crate) fn for_tests() -> Self {
+        CallLabels {
+            server: "s".into(),
+            tool: "t".into(),
+            face: "mcp",
+            driver: PASS_THROUGH,
+        }
+    }
+}
+
+/// The driver label of an answer relayed synchronously (nothing kept).
+pub const PASS_THROUGH: &str = "pass_through";
+
+/// The driver label of a call refused before it was made.
+pub const NO_DRIVER: &str = "none";
+
+/// A call ended with `outcome` after `took`.
+pub fn call_ended(labels: &CallLabels, outcome: mcptask_core::outcome::Outcome, took: Duration) {
+    let CallLabels {
+        server,
+        tool,
+        face,
+        driver,
+    } = labels.clone();
+    metrics::counter!("mcptask_calls_total",
+        "server" => server.clone(), "tool" => tool.clone(), "face" => face,
+        "outcome" => outcome.as_str(), "driver" => driver)
+    .increment(1);
+    metrics::histogram!("mcptask_call_seconds", "server" => server, "tool" => tool)
+        .record(took.as_secs_f64());
+}
+
+/// The buckets of `mcptask_call_seconds`: from a fast relay to a long task.
+const CALL_BUCKETS: [f64; 14] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+];
+
+/// The `# HELP` of the call metrics.
+fn describe_calls() {
+    metrics::describe_counter!(
+        "mcptask_calls_total",
+        "Tool calls ended, by server, tool, face, outcome (completed, tool_error, failed, cancelled, refused_policy, refused_limit) and driver. Unknown servers and tools are counted as \"(other)\"."
+    );
+    metrics::describe_histogram!(
+        "mcptask_call_seconds",
+        metrics::Unit::Seconds,
+        "Duration of tool calls from the request to their end (a kept call: to its result), by server and tool."
+    );
+    metrics::describe_gauge!(
+        "mcptask_calls_live",
+        "Kept calls not ended yet (working or waiting for an answer; refreshed from the store every few seconds)."
+    );
+    metrics::describe_gauge!(
+        "mcptask_questions_waiting",
+        "Kept calls waiting for an answer to a question (input_required; refreshed from the store every few seconds)."
+    );
+}
+
+/// `mcptask_calls_live` and `mcptask_questions_waiting` from the store's
+/// counts by status.
+fn set_live_calls(counts: &[(TaskStatus, i64)]) {
+    let count = |status| {
+        counts
+            .iter()
+            .find(|(s, _)| *s == status)
+            .map_or(0, |(_, n)| *n)
+    };
+    let waiting = count(TaskStatus::InputRequired);
+    let live = count(TaskStatus::Working) + waiting;
+    metrics::gauge!("mcptask_calls_live").set(live as f64);
+    metrics::gauge!("mcptask_questions_waiting").set(waiting as f64);
 }

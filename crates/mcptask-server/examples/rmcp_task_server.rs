@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcptask_server::RuntimeConfig;
-use mcptask_server::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions}; // durable: the import
+use mcptask_server::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions, exit_error}; // durable: the import
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::*;
@@ -43,6 +43,8 @@ pub struct ComputeArgs {
 pub struct SumArgs {
     pub a: i64,
     pub b: i64,
+    /// How long the sum takes (default 2 s).
+    pub seconds: Option<f64>,
 }
 
 #[derive(Debug, Default, serde::Deserialize, schemars::JsonSchema)]
@@ -147,25 +149,19 @@ impl TaskServer {
     }
 }
 
-fn exit_error(exit: TaskExit) -> McpError {
-    match exit {
-        TaskExit::Cancelled => mcptask_server::task_manager::cancelled(),
-        TaskExit::Error(e) => e,
-    }
-}
-
 impl TaskServer {
     /// A task's work, as a closure handed to `spawn` (rmcp's way).
     async fn spawn_closure(&self, request: &CallToolRequestParams) -> Result<Task, McpError> {
         let options = TaskOptions::default();
         let task = match request.name.as_ref() {
             "slow_sum" => {
-                let SumArgs { a, b } = parse(request)?;
+                let SumArgs { a, b, seconds } = parse(request)?;
+                let delay = Duration::from_secs_f64(seconds.unwrap_or(2.0).clamp(0.0, 86_400.0));
                 self.tasks.spawn(options, move |ctx| Box::pin(async move {
                     ctx.set_status_message("adding slowly").await?; // durable: .await?
                     tokio::select! {
                         _ = ctx.cancelled() => Err(TaskExit::Cancelled),
-                        _ = tokio::time::sleep(Duration::from_secs(2)) => Ok(text((a + b).to_string())),
+                        _ = tokio::time::sleep(delay) => Ok(text((a + b).to_string())),
                     }
                 })).await? // durable: .await?
             }
@@ -228,8 +224,10 @@ impl TaskServer {
         vec![
             Tool::new(
                 "slow_sum",
-                "Sum two numbers after a 2-second delay.",
-                object(json!({"a": {"type": "integer"}, "b": {"type": "integer"}})),
+                "Sum two numbers after a delay (`seconds`, default 2).",
+                object(
+                    json!({"a": {"type": "integer"}, "b": {"type": "integer"}, "seconds": {"type": "number"}}),
+                ),
             ),
             Tool::new(
                 "failing_job",

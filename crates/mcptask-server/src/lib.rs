@@ -79,8 +79,8 @@ mod migration_guide {}
 
 pub use config::RuntimeConfig;
 pub use engine::{
-    CreateRequest, MAX_LIST_LIMIT, Maintenance, RuntimeBuilder, TaskChange, TaskOverview,
-    TaskRuntime,
+    CreateRequest, Incarnation, MAX_LIST_LIMIT, Maintenance, RuntimeBuilder, TaskChange,
+    TaskOverview, TaskRuntime,
 };
 pub use error::{SERVER_BUSY, TASK_NOT_FOUND, TaskError, redact, redacted_error};
 pub use mcp::{DurableTaskServer, Principal, TaskListenLayer, TaskListenService};

@@ -13,7 +13,7 @@
 //!
 //! A process takes the lowest free slot. Taking slot N proves that no live
 //! process holds N, so every owner lease and claim named after N
-//! ([`Slot::owner_id`]) belongs to a process that is gone (or, on
+//! ([`HeldSlot::owner_id`]) belongs to a process that is gone (or, on
 //! PostgreSQL, one whose session ended: see [`Slot::lost`]); the new
 //! holder lets them lapse ([`crate::SqlStore::release_slot`]) and recovery
 //! claims the work with fresh tokens. The fence stays the guard: a former
@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use mcptask_core::StoreError;
+use mcptask_core::slot::HeldSlot;
 use tokio::sync::watch;
 
 use crate::error::db_err;
@@ -84,13 +85,6 @@ impl Slot {
         prefix_of(self.number)
     }
 
-    /// A fresh owner id for `role` (`server`, `tracker`) in this slot:
-    /// [`mcptask_core::ids::new_owner_id`] behind the slot's prefix, so each
-    /// incarnation still has an id of its own.
-    pub fn owner_id(&self, role: &str) -> String {
-        format!("{}{}", self.prefix(), mcptask_core::ids::new_owner_id(role))
-    }
-
     /// Resolves when the slot was lost: its PostgreSQL session ended and,
     /// when it could be opened again, another process held the slot. That
     /// process may adopt this one's work at once; this one's fenced writes
@@ -102,6 +96,23 @@ impl Slot {
             // No one can tell any more (a lock the process holds itself).
             std::future::pending::<()>().await;
         }
+    }
+}
+
+/// How the runtimes hold a slot: its owner ids are
+/// [`HeldSlot::owner_id`]'s, the slot's prefix before a fresh id, so each
+/// incarnation still has an id of its own.
+impl HeldSlot for Slot {
+    fn number(&self) -> u32 {
+        Slot::number(self)
+    }
+
+    fn prefix(&self) -> String {
+        Slot::prefix(self)
+    }
+
+    fn lost(&self) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(Slot::lost(self))
     }
 }
 

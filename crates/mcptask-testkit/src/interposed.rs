@@ -220,6 +220,16 @@ impl<H: Interpose> ServerTaskStore for Interposed<H> {
     async fn release_owner(&self, owner: &str, now: i64) -> Result<(), StoreError> {
         self.inner.release_owner(owner, now).await
     }
+    async fn take_slot(&self) -> Result<Option<Box<dyn mcptask_core::slot::HeldSlot>>, StoreError> {
+        self.inner.take_slot().await
+    }
+    async fn release_slot(
+        &self,
+        prefix: &str,
+        now: i64,
+    ) -> Result<mcptask_core::slot::Released, StoreError> {
+        self.inner.release_slot(prefix, now).await
+    }
     async fn claim_orphans(
         &self,
         owner: &str,

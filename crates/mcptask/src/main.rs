@@ -233,9 +233,15 @@ enum ConfigCommand {
 enum TasksCommand {
     /// List tasks, newest first.
     List {
-        /// Only tasks in this status.
+        /// Only tasks in this status (the wire status: `completed` includes
+        /// tool errors).
         #[arg(long, value_parser = ["working", "input_required", "completed", "failed", "cancelled"])]
         status: Option<String>,
+        /// Only calls that ended this way: `tool_error` is a completed call
+        /// whose tool said it failed (`isError`), `completed` one that did
+        /// not.
+        #[arg(long, value_parser = ["completed", "tool_error", "failed", "cancelled"])]
+        outcome: Option<String>,
         /// Only tasks of this server (its name in mcptask.toml).
         #[arg(long)]
         server: Option<String>,
@@ -507,6 +513,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let code = match action {
                 TasksCommand::List {
                     status,
+                    outcome,
                     server,
                     principal,
                     active,
@@ -517,6 +524,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 } => {
                     let args = cli::commands::ListArgs {
                         status: status.as_deref(),
+                        outcome: outcome.as_deref(),
                         server: server.as_deref(),
                         principal: principal.as_deref(),
                         active,

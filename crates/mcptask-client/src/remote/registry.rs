@@ -4,12 +4,12 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use serde::Serialize;
 use tokio::sync::Mutex;
 
 use super::RemoteError;
 use super::connection::{Connection, Heard, Slot, Timeouts, open};
 use super::detect::UpstreamInfo;
+use super::health::{Health, Seen};
 use super::lanes::{LaneOptions, LanePool};
 use super::server_def::{ServerDef, Transport};
 use mcptask_core::protocol::Era;
@@ -24,20 +24,6 @@ struct Entry {
     upstream: std::sync::Mutex<Option<UpstreamInfo>>,
     /// Exclusive sessions for relayed calls, made on first use.
     lanes: std::sync::OnceLock<LanePool>,
-}
-
-/// What the tracker last saw of a server.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Health {
-    /// `ok`, `error` or `unknown` (not contacted yet).
-    pub state: &'static str,
-    /// When a call last succeeded (RFC 3339).
-    pub last_ok_at: Option<String>,
-    /// The last transient failure, bounded.
-    pub last_error: Option<String>,
-    /// When it happened (RFC 3339).
-    pub last_error_at: Option<String>,
 }
 
 /// The servers a tracker knows, each with one pooled connection.
@@ -104,16 +90,16 @@ impl ServerRegistry {
             .map(|e| e.health.lock().expect("health lock").clone())
     }
 
-    /// Record the outcome of a call to `name` (for health reporting).
-    pub fn report(&self, name: &str, outcome: Result<(), &str>) {
+    /// Record what an exchange with `name` said about it (the one rule:
+    /// [`Seen`]). An operator watching the log learns when a server starts
+    /// failing and when it is back: once per change, not once per call.
+    pub fn observe(&self, name: &str, seen: Seen) {
         let map = self.entries.read().expect("server registry lock");
         let Some(entry) = map.get(name) else { return };
         let mut h = entry.health.lock().expect("health lock");
         let now = mcptask_core::time::to_rfc3339(now_ms());
-        // An operator watching the log learns when a server starts failing and
-        // when it is back: once per change, not once per failed call.
-        match outcome {
-            Ok(()) => {
+        match seen {
+            Seen::Answered => {
                 if h.state == "error" {
                     tracing::warn!(
                         server = name,
@@ -124,18 +110,19 @@ impl ServerRegistry {
                 h.state = "ok";
                 h.last_ok_at = Some(now);
             }
-            Err(e) => {
+            Seen::Failed(e) => {
                 if h.state != "error" {
                     tracing::warn!(
                         server = name,
-                        error = e,
+                        error = %e,
                         "server degraded: calls fail; its tasks are retried within their error budget"
                     );
                 }
                 h.state = "error";
-                h.last_error = Some(bounded_message(e, LAST_ERROR_MAX_BYTES));
+                h.last_error = Some(bounded_message(&e, LAST_ERROR_MAX_BYTES));
                 h.last_error_at = Some(now);
             }
+            Seen::Nothing => {}
         }
     }
 
@@ -215,13 +202,30 @@ impl ServerRegistry {
             call_timeout: timeouts.call,
             ..LaneOptions::default()
         };
-        let mut lane = self.lanes(name, options)?.acquire().await?;
-        let mut info = if fresh {
-            lane.relist().await?.clone()
-        } else {
-            lane.info().clone()
+        // A listing counts for the server's health like a call.
+        let met = async {
+            let mut lane = self
+                .lanes(name, options)?
+                .acquire()
+                .await
+                .inspect_err(|e| {
+                    self.observe(name, Seen::Failed(e.to_string()));
+                })?;
+            let info = if fresh {
+                lane.relist().await.cloned()
+            } else {
+                Ok(lane.info().clone())
+            };
+            self.observe(
+                name,
+                match &info {
+                    Ok(_) => Seen::Answered,
+                    Err(e) => Seen::of_remote(e),
+                },
+            );
+            info
         };
-        drop(lane);
+        let mut info = met.await?;
         if needs_raw_probe(&info, &entry.def) {
             let (init, tools) =
                 tokio::time::timeout(timeouts.call, super::probe::discover(&entry.def))
@@ -316,11 +320,12 @@ impl ServerRegistry {
         };
         let session = match opened {
             Ok(session) => {
-                self.report(name, Ok(()));
+                self.observe(name, Seen::Answered);
                 Arc::new(session)
             }
             Err(e) => {
-                self.report(name, Err(&e.to_string()));
+                // No session opened: whatever the reason, it cannot serve.
+                self.observe(name, Seen::Failed(e.to_string()));
                 slot.failed = Some((std::time::Instant::now(), e.clone()));
                 return Err(e);
             }
@@ -396,11 +401,11 @@ mod tests {
             "cannot connect to \"s\" at http://{}.example/mcp: connection refused (is the server running?)",
             "h".repeat(400)
         );
-        registry.report("s", Err(&cause));
+        registry.observe("s", Seen::Failed(cause.clone()));
         let health = registry.health("s").unwrap();
         assert_eq!(health.state, "error");
         assert_eq!(health.last_error.as_deref(), Some(cause.as_str()));
-        registry.report("s", Err(&"x ".repeat(2000)));
+        registry.observe("s", Seen::Failed("x ".repeat(2000)));
         let cut = registry.health("s").unwrap().last_error.unwrap();
         assert!(
             cut.len() <= LAST_ERROR_MAX_BYTES && cut.ends_with("x…"),

@@ -64,13 +64,13 @@ impl ServerRegistry {
                 )))
             }
         };
-        match &outcome {
-            // A JSON-RPC error is an answer: the server is up.
-            Ok(_) | Err(RemoteError::Rpc(_)) | Err(RemoteError::Protocol(_)) => {
-                self.report(name, Ok(()))
-            }
-            Err(e) => self.report(name, Err(&e.to_string())),
-        }
+        self.observe(
+            name,
+            match &outcome {
+                Ok(_) => super::Seen::Answered,
+                Err(e) => super::Seen::of_remote(e),
+            },
+        );
         outcome
     }
 }

@@ -12,7 +12,7 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use super::{Tracker, TrackerError};
-use crate::remote::{Connection, bounded, classify};
+use crate::remote::{Connection, Seen, ServerRegistry, bounded, classify};
 use crate::resolver::InputContext;
 
 use mcptask_core::protocol::MAX_INPUT_ROUNDS as MAX_MRTR_ROUNDS;
@@ -67,19 +67,32 @@ pub enum CallOutcome {
 
 /// A failed `tools/call` as the caller's error; a broken session is dropped
 /// from the pool (in the background) so the next call opens a fresh one.
-pub(super) fn call_failure(conn: &Connection, e: &ServiceError) -> TrackerError {
+/// A `tools/call` on `server`'s pooled connection that failed with `e`:
+/// what its caller is told, and what it says of the server's health.
+pub(super) fn call_failure(
+    servers: &ServerRegistry,
+    server: &str,
+    conn: &Connection,
+    e: &ServiceError,
+) -> TrackerError {
     if classify::is_disconnect(e) {
         let conn = conn.clone();
         tokio::spawn(async move { conn.discard().await });
     }
     // Silence is the caller's to know as such (not "could not be reached").
     if let ServiceError::Timeout { timeout } = e {
+        servers.observe(
+            server,
+            Seen::Failed(format!("tools/call: no answer within {timeout:?}")),
+        );
         return TrackerError::NoAnswer {
             operation: "tools/call".into(),
             after: *timeout,
         };
     }
-    classify::call_error(e).into()
+    let e = classify::call_error(e);
+    servers.observe(server, Seen::of_remote(&e));
+    e.into()
 }
 
 impl Tracker {
@@ -170,7 +183,8 @@ impl Tracker {
             )
             .instrument(span)
             .await
-            .map_err(|e| call_failure(&conn, &e))?;
+            .map_err(|e| call_failure(&inner.servers, server, &conn, &e))?;
+            inner.servers.observe(server, Seen::Answered);
             match response {
                 CallToolResponse::Complete(result) => return Ok(CallOutcome::Completed(result)),
                 CallToolResponse::Task(created) => {

@@ -70,7 +70,8 @@ impl Tracker {
             CallToolRequestParams::new(submit_tool.to_string()).with_arguments(arguments.clone());
         let result = bounded("tools/call", conn.call_timeout, conn.peer.call_tool(params))
             .await
-            .map_err(|e| super::call::call_failure(&conn, &e))?;
+            .map_err(|e| super::call::call_failure(&inner.servers, server, &conn, &e))?;
+        inner.servers.observe(server, crate::remote::Seen::Answered);
         conn.heard();
         let answer = serde_json::to_value(&result).unwrap_or(Value::Null);
         let submitted = match toolset::submitted(&answer) {

@@ -16,7 +16,7 @@ use rmcp::service::ServiceError;
 use tracing::Instrument;
 
 use crate::remote::snapshot;
-use crate::remote::{Connection, RemoteError, bounded, cancel_remote, classify};
+use crate::remote::{Connection, RemoteError, Seen, bounded, cancel_remote, classify};
 use crate::shared::Inner;
 
 /// How a failed call ended, besides its classification.
@@ -80,13 +80,11 @@ pub(super) async fn observe(
     }
     match outcome {
         Ok(o) => {
-            inner.servers.report(&r.server, Ok(()));
+            inner.servers.observe(&r.server, Seen::Answered);
             o
         }
         Err((e, cut)) => {
-            if matches!(e, RemoteError::Transient(_)) {
-                inner.servers.report(&r.server, Err(&e.to_string()));
-            }
+            inner.servers.observe(&r.server, Seen::of_remote(&e));
             match cut {
                 Cut::Disconnected => conn.discard().await,
                 Cut::TimedOut => {

@@ -537,6 +537,9 @@ pub struct ListFilter {
     pub conversation: Option<String>,
     /// Only non-terminal tasks.
     pub active_only: bool,
+    /// Only calls that ended this way (a tool error apart from a completed
+    /// call, though both are `completed`).
+    pub outcome: Option<crate::outcome::Outcome>,
 }
 
 /// A page position: tasks strictly after this `(created_at, id)` in

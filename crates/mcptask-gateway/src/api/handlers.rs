@@ -15,6 +15,7 @@ use mcptask_core::call::{CallState, Face};
 use mcptask_core::client::RemoteDriver;
 
 use crate::calls::{CallRequest, Started};
+use mcptask_core::outcome::Outcome;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tracing::Instrument;
@@ -29,6 +30,9 @@ const TIMELINE_LIMIT: i64 = 200;
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     status: Option<String>,
+    /// How the call ended (`completed`, `tool_error`, `failed`,
+    /// `cancelled`): a tool error apart from a completed call.
+    outcome: Option<String>,
     server: Option<String>,
     principal: Option<String>,
     conversation: Option<String>,
@@ -45,6 +49,7 @@ pub async fn list_tasks(
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     for (name, value) in [
         ("status", &q.status),
+        ("outcome", &q.outcome),
         ("server", &q.server),
         ("principal", &q.principal),
         ("conversation", &q.conversation),
@@ -60,9 +65,21 @@ pub async fn list_tasks(
                 .ok_or_else(|| ApiError::bad_request(format!("unknown status {s:?}")))
         })
         .transpose()?;
+    let outcome = q
+        .outcome
+        .as_deref()
+        .map(|o| {
+            Outcome::parse(o).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "unknown outcome {o:?} (completed, tool_error, failed or cancelled)"
+                ))
+            })
+        })
+        .transpose()?;
     let principal = caller.acting_for(q.principal)?;
     let filter = ListFilter {
         status,
+        outcome,
         server: q.server,
         principal,
         conversation: q.conversation,
@@ -402,6 +419,7 @@ pub async fn metrics(
             "metrics are not enabled in this process",
         ));
     };
+    crate::metrics::upstream_up(&state.calls.upstreams);
     Ok((
         [(
             axum::http::header::CONTENT_TYPE,

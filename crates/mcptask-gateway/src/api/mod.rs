@@ -79,7 +79,10 @@ impl AppState {
 /// Readiness for load balancers: 503 while the store is unreachable or
 /// migrations are pending (`/healthz` says only that the process lives).
 /// A draining gateway answers 503 `draining` before this is reached
-/// ([`crate::drain`]).
+/// ([`crate::drain`]). A ready gateway says how many of its upstream
+/// servers answer: a server that is down fails only its own calls, so it
+/// never makes the gateway unready; which one it is, is told to those
+/// who may see the servers (`GET /api/v1/servers`), not here.
 async fn ready(State(state): State<AppState>) -> Response {
     match state
         .calls
@@ -87,7 +90,15 @@ async fn ready(State(state): State<AppState>) -> Response {
         .readiness(std::time::Duration::from_secs(2))
         .await
     {
-        Ok(()) => "ready".into_response(),
+        Ok(()) => {
+            let servers = state.calls.upstreams.up();
+            let answering = servers.iter().filter(|(_, up)| *up).count();
+            format!(
+                "ready (upstream servers answering: {answering} of {})",
+                servers.len()
+            )
+            .into_response()
+        }
         Err(why @ mcptask_sql::NotReady::MigrationsPending { .. }) => ApiError::new(
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
             "not_ready",
@@ -134,6 +145,13 @@ async fn refuse_over_limits(
     match limiter.check(principal.as_deref()) {
         Ok(()) => next.run(request).await,
         Err(busy) => {
+            // Refused before the body named a tool: counted unnamed.
+            let face = crate::metrics::CallLabels::unnamed(mcptask_core::call::Face::Api);
+            crate::metrics::call_ended(
+                &face,
+                mcptask_core::outcome::Outcome::RefusedLimit,
+                std::time::Duration::ZERO,
+            );
             drop(request);
             let busy = limiter.hold(principal.as_deref(), busy).await;
             ApiError::from(Failure::RateLimited(busy)).into_response()

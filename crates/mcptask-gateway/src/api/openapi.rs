@@ -58,7 +58,7 @@ pub fn spec() -> Value {
                     "status": {"$ref": "#/components/schemas/Status"}, "statusMessage": {"type": ["string", "null"]},
                     "principal": {"type": ["string", "null"]}, "conversation": {"type": ["string", "null"]}, "callId": {"type": ["string", "null"]},
                     "correlation": {}, "createdAt": {"type": "string", "format": "date-time"}, "updatedAt": {"type": "string", "format": "date-time"},
-                    "completedAt": {"type": ["string", "null"], "format": "date-time"}, "cancelRequested": {"type": "boolean"}, "toolError": {"type": "boolean", "description": "completed, with the tool's own error (isError)"},
+                    "completedAt": {"type": ["string", "null"], "format": "date-time"}, "cancelRequested": {"type": "boolean"}, "toolError": {"type": "boolean", "description": "completed, with the tool's own error (isError)"}, "outcome": {"type": ["string", "null"], "enum": ["completed", "tool_error", "failed", "cancelled", null], "description": "how the call ended (null while live): tool_error apart from completed, though both have the wire status completed"},
                     "pollCount": {"type": "integer"}, "consecutiveErrors": {"type": "integer"}, "lastError": {"type": ["string", "null"]},
                     "inputRequests": {"type": "object", "additionalProperties": true},
                     "remoteTaskId": {"type": "string", "description": "The upstream's task id of a sep2663 or toolset call (operators only)"}
@@ -110,6 +110,7 @@ pub fn spec() -> Value {
                 "summary": "List tracked tasks, newest first",
                 "parameters": [
                     {"name": "status", "in": "query", "schema": {"$ref": "#/components/schemas/Status"}},
+                    {"name": "outcome", "in": "query", "description": "how the call ended: `tool_error` is a completed call whose tool said it failed (isError), `completed` one that did not", "schema": {"type": "string", "enum": ["completed", "tool_error", "failed", "cancelled"]}},
                     {"name": "server", "in": "query", "schema": {"type": "string"}},
                     {"name": "principal", "in": "query", "schema": {"type": "string"}, "description": "Operators may filter by any principal; a principal token may only name its own (403 otherwise)"},
                     {"name": "conversation", "in": "query", "schema": {"type": "string"}},
@@ -187,7 +188,7 @@ pub fn spec() -> Value {
             }},
             "/metrics": {"get": {"summary": "Prometheus metrics (operators and the principals of `[api] metrics_principals`; others get 403)", "responses": with(json!({"200": {"description": "Prometheus text format", "content": {"text/plain": {}}}}))}},
             "/healthz": {"get": {"summary": "Liveness", "security": [], "responses": {"200": {"description": "ok"}}}},
-            "/readyz": {"get": {"summary": "Readiness: the store answers, every migration is applied and the gateway is not stopping", "security": [], "responses": {"200": {"description": "ready"}, "503": error_response("not_ready: the store is unreachable, or migrations are pending; draining: the gateway is stopping (SIGTERM)")}}},
+            "/readyz": {"get": {"summary": "Readiness: the store answers, every migration is applied and the gateway is not stopping", "security": [], "responses": {"200": {"description": "ready, with how many upstream servers answer (`ready (upstream servers answering: N of M)`)"}, "503": error_response("not_ready: the store is unreachable, or migrations are pending; draining: the gateway is stopping (SIGTERM)")}}},
             "/.well-known/oauth-protected-resource": {"get": {"summary": "OAuth protected resource metadata (RFC 9728), with [[api.oauth]] configured", "security": [], "responses": {"200": {"description": "The metadata"}, "404": error_response("OAuth is not configured")}}},
             "/.well-known/oauth-protected-resource/mcp": {"get": {"summary": "The same, at the path of the MCP endpoint (RFC 9728 §3.1)", "security": [], "responses": {"200": {"description": "The metadata"}, "404": error_response("OAuth is not configured")}}},
             "/openapi.json": {"get": {"summary": "This document", "security": [], "responses": {"200": {"description": "OpenAPI 3.1"}}}},

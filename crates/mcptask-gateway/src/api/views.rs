@@ -1,6 +1,7 @@
 //! The JSON shapes of the API (camelCase, RFC 3339 times).
 
 use mcptask_client::{DeadLetter, RemoteInput, RemoteTaskRecord, TaskEvent};
+use mcptask_core::outcome::Outcome;
 use mcptask_core::time::to_rfc3339;
 use serde_json::{Value, json};
 
@@ -10,6 +11,7 @@ fn time(ms: Option<i64>) -> Value {
 
 /// A task in lists and live updates.
 pub fn summary(r: &RemoteTaskRecord, operator: bool) -> Value {
+    let outcome = Outcome::of_call(r.status, r.result.as_ref());
     let mut v = json!({
         "id": r.id,
         "server": r.server,
@@ -28,7 +30,10 @@ pub fn summary(r: &RemoteTaskRecord, operator: bool) -> Value {
         "cancelRequested": r.cancel_requested_at.is_some(),
         // Completed, but the tool said it failed (`isError`): lists show it
         // without the result.
-        "toolError": r.result.as_ref().is_some_and(|result| result["isError"] == true),
+        "toolError": outcome == Some(Outcome::ToolError),
+        // How it ended (null while live): `tool_error` apart from
+        // `completed`, though the wire status of both is `completed`.
+        "outcome": outcome.map(Outcome::as_str),
         "pollCount": r.poll_count,
         "consecutiveErrors": r.consecutive_errors,
         "lastError": r.last_error,

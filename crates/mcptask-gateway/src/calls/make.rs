@@ -4,15 +4,17 @@
 //! is kept has one row (the tracker's) under one id, whichever face made it.
 
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use async_trait::async_trait;
 use mcptask_client::{
     CallOptions, CallOutcome, CommitWith, HandleCommit, RemoteTaskRecord, TrackerError,
 };
-use mcptask_core::call::{CallState, Driver, Plan, RunDriver, TrackDriver};
+use mcptask_core::call::{CallState, Driver, Face, Plan, RunDriver, TrackDriver};
 use mcptask_core::client::RemoteDriver;
 use mcptask_core::client::transition::Change;
 use mcptask_core::ids;
+use mcptask_core::outcome::Outcome;
 use mcptask_server::{CreateRequest, TaskError, TaskRuntime};
 use rmcp::model::{CallToolResult, InputResponses, JsonObject, Task};
 use serde_json::Value;
@@ -20,6 +22,7 @@ use serde_json::Value;
 use super::{Calls, LiveCall};
 use crate::auth::Caller;
 use crate::failure::Failure;
+use crate::metrics::{CallLabels, PASS_THROUGH};
 use crate::route::{self, Ask, Decided, Intent, Routed, Target};
 use crate::upstreams::catalog::Route;
 
@@ -118,8 +121,10 @@ impl Calls {
             mut options,
             caller,
         } = request;
+        let face = options.face.unwrap_or(Face::Rust);
         let intent = Intent {
             caller: &caller,
+            face,
             target: Target::Upstream {
                 server: &server,
                 tool: &tool,
@@ -140,6 +145,7 @@ impl Calls {
                 admitted: _admitted,
                 live,
             } => {
+                let began = Instant::now();
                 options.id = Some(live.id().to_string());
                 let outcome = if toolset {
                     tracker
@@ -148,6 +154,8 @@ impl Calls {
                 } else {
                     tracker.call_tool(&server, &tool, arguments, options).await
                 };
+                let labels = CallLabels::new(&self.upstreams, &server, &tool, face, PASS_THROUGH);
+                count_answer(&labels, &outcome, began);
                 return Ok(kept(outcome?.into(), live));
             }
             Decided::Agent(..) => {
@@ -183,16 +191,39 @@ impl Calls {
                     .await?;
                 Started::Task(Box::new(record))
             }
-            Plan::Track(TrackDriver::Toolset) => tracker
-                .call_toolset(&route.server, &route.tool, arguments, options)
-                .await?
-                .into(),
-            // A SEP-2663 upstream (its task tracked, or its synchronous
-            // answer), or a synchronous answer.
-            Plan::Track(TrackDriver::Sep2663) | Plan::PassThrough => tracker
-                .call_tool(&route.server, &route.tool, arguments, options)
-                .await?
-                .into(),
+            Plan::Track(driver) => {
+                let began = Instant::now();
+                let outcome = if driver == TrackDriver::Toolset {
+                    tracker
+                        .call_toolset(&route.server, &route.tool, arguments, options)
+                        .await
+                } else {
+                    tracker
+                        .call_tool(&route.server, &route.tool, arguments, options)
+                        .await
+                };
+                let driver = Driver::from(driver).as_str();
+                let labels =
+                    CallLabels::new(&self.upstreams, &route.server, &route.tool, face, driver);
+                count_answer(&labels, &outcome, began);
+                outcome?.into()
+            }
+            // A synchronous answer.
+            Plan::PassThrough => {
+                let began = Instant::now();
+                let outcome = tracker
+                    .call_tool(&route.server, &route.tool, arguments, options)
+                    .await;
+                let labels = CallLabels::new(
+                    &self.upstreams,
+                    &route.server,
+                    &route.tool,
+                    face,
+                    PASS_THROUGH,
+                );
+                count_answer(&labels, &outcome, began);
+                outcome?.into()
+            }
         };
         Ok(kept(started, live))
     }
@@ -323,4 +354,20 @@ impl HandleCommit for Mirror {
             Err(e) => Err(TrackerError::Unavailable(e.to_string())),
         }
     }
+}
+
+/// Count a call the tracker answered at once (`outcome`): a result ends the
+/// call (completed, or the tool's error); a task kept ends later, counted
+/// then; a failure to make it ends it as failed.
+pub(crate) fn count_answer(
+    labels: &CallLabels,
+    outcome: &Result<CallOutcome, TrackerError>,
+    started: Instant,
+) {
+    let ended = match outcome {
+        Ok(CallOutcome::Completed(result)) => Outcome::answered(result.is_error == Some(true)),
+        Ok(CallOutcome::Task(_)) | Err(TrackerError::InputNeeded { .. }) => return,
+        Err(_) => Outcome::Failed,
+    };
+    crate::metrics::call_ended(labels, ended, started.elapsed());
 }

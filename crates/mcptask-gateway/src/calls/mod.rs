@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use limits::{Admitted, Busy, Limit, Limiter, Limits};
 pub use live::{LiveCall, LiveCalls};
+pub(crate) use make::count_answer;
 pub use make::{CallError, CallRequest, Started};
 pub use source::Source;
 
@@ -90,14 +91,14 @@ impl Calls {
     /// of `store` (maybe seen through a
     /// [`StoreLayer`](crate::gateway::StoreLayer)): call tasks interrupted by
     /// a crash are recovered here or on any replica sharing the store.
-    /// `owner` names the call runtime's owner lease (the process's slot's,
-    /// see [`crate::incarnation`]); `None`: a fresh id.
+    /// `incarnation` is the process's slot ([`crate::incarnation`]), which
+    /// the call runtime's owner lease is named after.
     pub async fn start(
         tracker: mcptask_client::Tracker,
         config: &Config,
         store: &mcptask_sql::Store,
         call_tasks: Arc<dyn mcptask_core::store::ServerTaskStore>,
-        owner: Option<String>,
+        incarnation: crate::incarnation::Incarnation,
         stop: CancellationToken,
     ) -> anyhow::Result<Calls> {
         let upstreams = Upstreams::new(tracker, config.upstreams());
@@ -110,13 +111,13 @@ impl Calls {
         for server in upstreams.server_names() {
             list_until_listed(upstreams.clone(), server, stop.child_token());
         }
-        let mut runtime =
+        let runtime =
             TaskRuntime::builder_with_source(call_tasks, Arc::new(Source(upstreams.clone())))
-                .config(config.proxy.runtime_config());
-        if let Some(owner) = owner {
-            runtime = runtime.owner_id(owner);
-        }
-        let runtime = runtime.start().await.context("starting the call runtime")?;
+                .config(config.proxy.runtime_config())
+                .incarnation(incarnation)
+                .start()
+                .await
+                .context("starting the call runtime")?;
         // The tracker follows SEP-1686 and synchronous calls through it.
         upstreams
             .tracker

@@ -14,11 +14,14 @@ use rmcp::ErrorData;
 use rmcp::model::CallToolResult;
 use tracing::Instrument;
 
-use mcptask_core::call::CallState;
+use mcptask_core::call::{CallState, Face};
+use mcptask_core::outcome::Outcome;
 use mcptask_core::server::{InterruptPolicy, ServerTaskRecord};
+use std::time::Duration;
 
 use crate::failure::Failure;
 use crate::front::bridge::Bridged;
+use crate::metrics::CallLabels;
 use crate::route;
 use crate::upstreams::Upstreams;
 use crate::upstreams::catalog::Route;
@@ -48,6 +51,8 @@ pub async fn run(
         .and_then(|s| CallState::from_json(&s, None).ok())
         .unwrap_or_else(|| route::legacy_state(route));
     let span = driver_span(upstreams, route, &call, &state).await;
+    let id = call.ctx.task_id().unwrap_or_default().to_string();
+    let driver = state.driver().as_str();
     let result = match state {
         CallState::Tracked { tracked, .. } => {
             tracked::mirror(upstreams, &call.ctx, tracked)
@@ -65,9 +70,43 @@ pub async fn run(
                 .await
         }
     };
+    count_end(upstreams, route, &id, driver, &result).await;
     // Whatever revision the upstream speaks, the call's result reads as the
     // newest one's.
     result.map(Bridged::bridged)
+}
+
+/// Count a kept call's end (`mcptask_calls_total`, `mcptask_call_seconds`
+/// from its creation), with the face its record names. A run this process
+/// no longer holds ([`TaskExit::Lost`]) ends elsewhere and is counted there.
+async fn count_end(
+    upstreams: &Upstreams,
+    route: &Route,
+    id: &str,
+    driver: &'static str,
+    result: &Result<CallToolResult, TaskExit>,
+) {
+    let outcome = match result {
+        Ok(result) => Outcome::answered(result.is_error == Some(true)),
+        Err(TaskExit::Cancelled) => Outcome::Cancelled,
+        Err(TaskExit::Error(_)) => Outcome::Failed,
+        // A run this process no longer holds is counted where it ends.
+        Err(_) => return,
+    };
+    let record = upstreams.tracker.get(id).await.ok();
+    let face = record.as_ref().and_then(|r| r.face).unwrap_or(Face::Rust);
+    let took = record.map_or(0, |r| {
+        use mcptask_core::Clock;
+        mcptask_core::SystemClock
+            .now_ms()
+            .saturating_sub(r.created_at)
+    });
+    let labels = CallLabels::new(upstreams, &route.server, &route.tool, face, driver);
+    crate::metrics::call_ended(
+        &labels,
+        outcome,
+        Duration::from_millis(u64::try_from(took).unwrap_or(0)),
+    );
 }
 
 /// The driver's span, in the trace kept with the call's row (read only when

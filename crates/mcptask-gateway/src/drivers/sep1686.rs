@@ -41,14 +41,13 @@ pub(super) async fn run(
             "the proxy stopped while this call was starting upstream; it is not made again (a 2025-11-25 task lives in the session that was lost)",
         ));
     }
-    let pool = upstreams.lanes(&route.server).map_err(internal)?;
     let lane = tokio::select! {
-        lane = pool.acquire() => lane.map_err(|e| internal(e.to_string()))?,
+        lane = upstreams.lane(&route.server) => lane.map_err(|e| internal(e.to_string()))?,
         _ = ctx.cancelled() => return Err(TaskExit::Cancelled),
     };
-    let handle = sep1686::create(lane, &route.tool, Value::Object(call.arguments), None)
-        .await
-        .map_err(exit_of)?;
+    let created = sep1686::create(lane, &route.tool, Value::Object(call.arguments), None).await;
+    upstreams.saw_outcome(&route.server, &created);
+    let handle = created.map_err(exit_of)?;
     let state = CallState::Sep1686 {
         upstream_task: Some(handle.id().to_string()),
     };
@@ -62,10 +61,13 @@ pub(super) async fn run(
     let mut poll = tokio::time::interval(STATUS_POLL);
     let mut cancel_sent = false;
     let mut asks_open = true;
-    let settle = |outcome: Result<CallToolResult, _>, cancel_sent: bool| match outcome {
-        _ if cancel_sent => Err(TaskExit::Cancelled),
-        Ok(result) => Ok(result),
-        Err(e) => Err(exit_of(e)),
+    let settle = |outcome: Result<CallToolResult, _>, cancel_sent: bool| {
+        upstreams.saw_outcome(&route.server, &outcome);
+        match outcome {
+            _ if cancel_sent => Err(TaskExit::Cancelled),
+            Ok(result) => Ok(result),
+            Err(e) => Err(exit_of(e)),
+        }
     };
     loop {
         tokio::select! {

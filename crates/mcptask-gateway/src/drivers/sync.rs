@@ -5,6 +5,7 @@
 
 use std::collections::VecDeque;
 
+use mcptask_client::remote::Seen;
 use mcptask_client::upstream::{Ask, SyncCall, SyncEvent, SyncOptions, sync_call};
 use mcptask_core::front::progress_message;
 use mcptask_server::{TaskContext, TaskExit, ToolCall};
@@ -27,7 +28,6 @@ pub(super) async fn synchronous(
     call: ToolCall,
 ) -> Result<CallToolResult, TaskExit> {
     let ctx = &call.ctx;
-    let pool = upstreams.lanes(&route.server).map_err(internal)?;
     // Each round's exchange is bounded like a call that is not a task; the
     // questions of the caller between rounds and mid-call are bounded by the
     // question timeout instead.
@@ -35,7 +35,7 @@ pub(super) async fn synchronous(
     let mut round = bounded.clone();
     for _ in 0..MAX_ROUNDS {
         let lane = tokio::select! {
-            lane = pool.acquire() => lane.map_err(|e| internal(e.to_string()))?,
+            lane = upstreams.lane(&route.server) => lane.map_err(|e| internal(e.to_string()))?,
             _ = ctx.cancelled() => return Err(TaskExit::Cancelled),
         };
         let running = sync_call(
@@ -44,9 +44,11 @@ pub(super) async fn synchronous(
             Value::Object(call.arguments.clone()),
             round,
         )
-        .await
-        .map_err(exit_of)?;
-        match follow(ctx, running, upstreams.question_timeout()).await? {
+        .await;
+        upstreams.saw_outcome(&route.server, &running);
+        let running = running.map_err(exit_of)?;
+        let saw = |seen| upstreams.saw(&route.server, seen);
+        match follow(ctx, running, upstreams.question_timeout(), &saw).await? {
             CallToolResponse::Complete(result) => return Ok(result),
             CallToolResponse::InputRequired(asked) => {
                 let requests = asked.input_requests.unwrap_or_default();
@@ -77,6 +79,7 @@ async fn follow(
     ctx: &TaskContext,
     mut running: SyncCall,
     bound: std::time::Duration,
+    saw: &(dyn Fn(Seen) + Sync),
 ) -> Result<CallToolResponse, TaskExit> {
     let mut status = Coalesced::new();
     let mut asked: VecDeque<Ask> = VecDeque::new();
@@ -91,7 +94,7 @@ async fn follow(
                 tokio::select! {
                     relayed = &mut relay => break relayed?,
                     event = running.next() => {
-                        if let Some(answer) = on_event(ctx, &mut status, &mut asked, event).await? {
+                        if let Some(answer) = on_event(ctx, &mut status, &mut asked, event, saw).await? {
                             return Ok(answer);
                         }
                     }
@@ -101,7 +104,7 @@ async fn follow(
         }
         tokio::select! {
             event = running.next() => {
-                if let Some(answer) = on_event(ctx, &mut status, &mut asked, event).await? {
+                if let Some(answer) = on_event(ctx, &mut status, &mut asked, event, saw).await? {
                     return Ok(answer);
                 }
             }
@@ -117,12 +120,14 @@ async fn follow(
 }
 
 /// One event of the running call: progress goes to the status message, a
-/// question joins the queue, the answer (after the last status) is returned.
+/// question joins the queue, the answer (after the last status) is returned
+/// and what it says of the upstream is told to `saw`.
 async fn on_event(
     ctx: &TaskContext,
     status: &mut Coalesced,
     asked: &mut VecDeque<Ask>,
     event: Option<SyncEvent>,
+    saw: &(dyn Fn(Seen) + Sync),
 ) -> Result<Option<CallToolResponse>, TaskExit> {
     match event {
         Some(SyncEvent::Progress {
@@ -139,6 +144,7 @@ async fn on_event(
             Ok(None)
         }
         Some(SyncEvent::Done(answer)) => {
+            saw(Seen::of_result(&answer));
             status.flush(ctx).await?;
             answer.map(Some).map_err(exit_of)
         }

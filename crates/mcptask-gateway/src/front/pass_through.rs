@@ -36,6 +36,7 @@
 
 mod answer;
 mod params;
+mod tally;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -50,6 +51,7 @@ use axum::http::{
 use futures::StreamExt;
 use http_body::Body as _;
 use mcptask_client::Transport;
+use mcptask_client::remote::Seen;
 use mcptask_client::trace;
 use mcptask_core::call::Plan;
 use mcptask_core::trace::TraceContext;
@@ -61,7 +63,11 @@ use tracing::Instrument;
 use crate::auth::Caller;
 use crate::calls::{Busy, Calls};
 use crate::failure::Failure;
+use crate::metrics::{CallLabels, PASS_THROUGH};
 use crate::route::{self, Ask, Decided, Handoff, Intent, Routed, Target};
+use crate::upstreams::Upstreams;
+use mcptask_core::call::Face;
+use mcptask_core::outcome::Outcome;
 
 /// The request headers an upstream gets from the caller: the protocol's
 /// routing headers, the tool's mirrored parameters (`Mcp-Param-*`) and the
@@ -221,6 +227,7 @@ where
             };
             let intent = Intent {
                 caller: &caller,
+                face: Face::Mcp,
                 target: Target::Front(&params.name),
                 ask,
             };
@@ -241,9 +248,17 @@ where
                     }) {
                     Some(upstream) => {
                         let span = server_span(&parts.headers, &call);
-                        let relayed = relay(&parts.headers, &call, upstream, &bytes, routed, &span)
-                            .instrument(span.clone())
-                            .await;
+                        let relayed = relay(
+                            &calls.upstreams,
+                            &parts.headers,
+                            &call,
+                            upstream,
+                            &bytes,
+                            routed,
+                            &span,
+                        )
+                        .instrument(span.clone())
+                        .await;
                         match relayed {
                             Ok(response) => return Ok(response),
                             // Nothing reached the upstream (it is down): the
@@ -403,6 +418,11 @@ async fn refuse_early(
     busy: Busy,
     limit: usize,
 ) -> Response<Body> {
+    crate::metrics::call_ended(
+        &CallLabels::unnamed(Face::Mcp),
+        Outcome::RefusedLimit,
+        Duration::ZERO,
+    );
     // Only the body is kept while held.
     let (_, body) = request.into_parts();
     let busy = calls.limiter.hold(principal.as_deref(), busy).await;
@@ -421,6 +441,7 @@ struct NotSent(Box<Routed>);
 /// span under `server_span` whose context the upstream gets (in the
 /// `traceparent` header and the body's `_meta`, as the full way sends it).
 async fn relay(
+    upstreams: &Upstreams,
     headers: &HeaderMap,
     call: &Call,
     upstream: Upstream,
@@ -464,13 +485,35 @@ async fn relay(
     }
     let deadline = tokio::time::Instant::now() + upstream.timeout;
     let sent = request.body(body).send().instrument(client_span.clone());
+    // What the upstream's answer (or its absence) says of it goes to its
+    // health, as the full way's does; a request that never left is the
+    // full way's to report.
+    let saw = |seen| upstreams.saw(&upstream.server, seen);
+    // The call's end is counted as the full way counts it.
+    let started = std::time::Instant::now();
+    let labels = CallLabels::new(
+        upstreams,
+        &upstream.server,
+        &upstream.tool,
+        Face::Mcp,
+        PASS_THROUGH,
+    );
+    let failed = |labels: &CallLabels| {
+        crate::metrics::call_ended(labels, Outcome::Failed, started.elapsed());
+    };
     let answer = match tokio::time::timeout_at(deadline, sent).await {
         Ok(Ok(answer)) => answer,
         Ok(Err(e)) if e.is_connect() => return Err(NotSent(routed)),
         // reqwest's text names the upstream's URL: logged, not relayed.
-        Ok(Err(e)) => return Ok(rpc_answer(&call.id, Failure::unreachable(&e).into())),
+        Ok(Err(e)) => {
+            saw(Seen::Failed(format!("tools/call: {e}")));
+            failed(&labels);
+            return Ok(rpc_answer(&call.id, Failure::unreachable(&e).into()));
+        }
         Err(_) => {
             let timeout = Failure::no_answer("tools/call", upstream.timeout);
+            saw(Seen::Failed(timeout.message()));
+            failed(&labels);
             return Ok(rpc_answer(&call.id, timeout.into()));
         }
     };
@@ -495,9 +538,17 @@ async fn relay(
         .filter(|_| !matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN));
     let (Some(style), Some(content_type)) = (style, answer.headers().get(header::CONTENT_TYPE))
     else {
+        saw(Seen::of_http("tools/call", status.as_u16()));
+        failed(&labels);
         let failure = Failure::upstream_http("tools/call", status.as_u16());
         return Ok(rpc_answer(&call.id, failure.into()));
     };
+    saw(Seen::Answered);
+    // An MCP answer with an error status is a JSON-RPC error: the call failed.
+    let mut tally = tally::Tally::new(labels, started);
+    if !status.is_success() {
+        tally.saw(None);
+    }
     let content_type = content_type.clone();
     // The admission and the spans hold until the answer is through; the
     // answer ends at the call's deadline like any other call.
@@ -507,17 +558,25 @@ async fn relay(
         server_span.clone(),
         client_span,
     );
-    let stream = answer::relayed(
+    let relayed = answer::relayed(
         answer.bytes_stream(),
         style,
         call.id.clone(),
         deadline,
         upstream.timeout,
-    )
-    .map(move |chunk| {
-        let _held = &held;
-        chunk
-    });
+    );
+    let stream = futures::stream::unfold(
+        (Box::pin(relayed), tally, held),
+        |(mut relayed, mut tally, held)| async move {
+            let Some(chunk) = relayed.next().await else {
+                // Counted as the state drops.
+                tally.finished();
+                return None;
+            };
+            tally.saw(chunk.as_ref().ok().map(|b| b.as_ref()));
+            Some((chunk, (relayed, tally, held)))
+        },
+    );
     let mut response = Response::new(Body::from_stream(stream));
     *response.status_mut() = status;
     response

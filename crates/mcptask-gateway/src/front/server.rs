@@ -4,9 +4,11 @@
 
 use std::sync::Arc;
 
+use mcptask_client::remote::Seen;
 use mcptask_client::upstream::{SyncEvent, SyncOptions, sync_call};
 use mcptask_client::{CallOptions, CallOutcome, TrackerError};
 use mcptask_core::call::{Face, Plan, RunDriver, TrackDriver};
+use mcptask_core::outcome::Outcome;
 use mcptask_server::mcp::declares_tasks;
 use mcptask_server::{DurableTaskServer, TaskRuntime};
 use rmcp::model::{
@@ -29,6 +31,7 @@ use super::directory::Directory;
 use crate::auth::Caller;
 use crate::calls::{CallError, Calls, LiveCall};
 use crate::failure::Failure;
+use crate::metrics::{CallLabels, PASS_THROUGH};
 use crate::route::{self, Ask, Decided, Intent, Routed, Target};
 use crate::upstreams::Upstreams;
 use crate::upstreams::catalog::Route;
@@ -156,6 +159,7 @@ impl FrontServer {
         };
         let tracker = &self.upstreams.tracker;
         let args = Value::Object(arguments.clone());
+        let began = std::time::Instant::now();
         let outcome = if driver == TrackDriver::Toolset {
             tracker
                 .call_toolset(&route.server, &route.tool, args, options)
@@ -165,6 +169,15 @@ impl FrontServer {
                 .call_tool(&route.server, &route.tool, args, options)
                 .await
         };
+        let driver = mcptask_core::call::Driver::from(driver).as_str();
+        let labels = CallLabels::new(
+            &self.upstreams,
+            &route.server,
+            &route.tool,
+            Face::Mcp,
+            driver,
+        );
+        crate::calls::count_answer(&labels, &outcome, began);
         match outcome {
             Ok(CallOutcome::Completed(result)) => Ok(CallToolResponse::Complete(result)),
             Ok(CallOutcome::Task(record)) => match mirror.created() {
@@ -202,7 +215,7 @@ impl FrontServer {
     }
 
     /// A call answered synchronously by the upstream, relayed as is
-    /// (progress to a caller that asked for it).
+    /// (progress to a caller that asked for it), counted when it ends.
     async fn pass_through(
         &self,
         route: &Route,
@@ -211,11 +224,46 @@ impl FrontServer {
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let pool = self
+        let started = std::time::Instant::now();
+        let answer = self
+            .relay_call(route, timeout, arguments, request, context)
+            .await;
+        let labels = CallLabels::new(
+            &self.upstreams,
+            &route.server,
+            &route.tool,
+            Face::Mcp,
+            PASS_THROUGH,
+        );
+        let outcome = match &answer {
+            Ok(CallToolResponse::Complete(result)) => {
+                Outcome::answered(result.is_error == Some(true))
+            }
+            // A question round goes back to the caller: the call goes on.
+            Ok(_) => return answer,
+            Err(_) if context.ct.is_cancelled() || self.caller_gone.is_cancelled() => {
+                Outcome::Cancelled
+            }
+            Err(_) => Outcome::Failed,
+        };
+        crate::metrics::call_ended(&labels, outcome, started.elapsed());
+        answer
+    }
+
+    /// [`FrontServer::pass_through`]'s exchange with the upstream.
+    async fn relay_call(
+        &self,
+        route: &Route,
+        timeout: std::time::Duration,
+        arguments: JsonObject,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let lane = self
             .upstreams
-            .lanes(&route.server)
+            .lane(&route.server)
+            .await
             .map_err(|e| Failure::unreachable(&e))?;
-        let lane = pool.acquire().await.map_err(|e| Failure::unreachable(&e))?;
         let mut running = sync_call(
             lane,
             &route.tool,
@@ -236,6 +284,7 @@ impl FrontServer {
             },
         )
         .await
+        .inspect_err(|e| self.upstreams.saw(&route.server, Seen::of_upstream(e)))
         .map_err(error_of)?;
         let token = context.meta.get_progress_token();
         loop {
@@ -264,7 +313,10 @@ impl FrontServer {
                             ask.respond(Err(ErrorData::invalid_request(why, None)));
                         }
                     }
-                    Some(SyncEvent::Done(answer)) => return answer.map_err(error_of),
+                    Some(SyncEvent::Done(answer)) => {
+                        self.upstreams.saw_outcome(&route.server, &answer);
+                        return answer.map_err(error_of);
+                    }
                     None => {
                         return Err(ErrorData::internal_error(
                             "the upstream call ended without a result",
@@ -438,6 +490,7 @@ impl ServerHandler for FrontServer {
             None => {
                 let intent = Intent {
                     caller: &caller,
+                    face: Face::Mcp,
                     target: Target::Front(&request.name),
                     ask,
                 };

@@ -45,7 +45,7 @@ pub struct Access<'a> {
 }
 
 impl<'a> Access<'a> {
-    /// Admit a request of `caller` ([`admit`]).
+    /// Admit a request of `caller` under its fair limits (`route::admit`).
     pub async fn admit(calls: &Calls, caller: &'a Caller) -> Result<Self, Failure> {
         let admitted = admit(calls, caller).await?;
         Ok(Access {

@@ -25,7 +25,8 @@ mod tests;
 
 use std::time::Duration;
 
-use mcptask_core::call::{CallState, Plan, RunDriver, Wants, plan};
+use mcptask_core::call::{CallState, Face, Plan, RunDriver, Wants, plan};
+use mcptask_core::outcome::Outcome;
 
 pub use access::{Access, Item, Kind};
 pub use agent::AgentTool;
@@ -34,6 +35,7 @@ pub use handoff::Handoff;
 use crate::auth::Caller;
 use crate::calls::{Admitted, Calls, LiveCall};
 use crate::failure::Failure;
+use crate::metrics::{CallLabels, NO_DRIVER};
 use crate::upstreams::catalog::Route;
 
 /// Which tool a face names.
@@ -72,6 +74,8 @@ pub enum Ask {
 pub struct Intent<'a> {
     /// Who calls.
     pub caller: &'a Caller,
+    /// Through which face (counted with the call's outcome).
+    pub face: Face,
     /// Which tool.
     pub target: Target<'a>,
     /// What the caller wants.
@@ -156,11 +160,25 @@ const FIRST_LISTING_FOR_A_CALL: Duration = Duration::from_secs(10);
 pub async fn decide(calls: &Calls, intent: Intent<'_>) -> Result<Decided, Failure> {
     let Intent {
         caller,
+        face,
         target,
         ask,
     } = intent;
     let upstreams = &calls.upstreams;
-    let admit = || access::admit(calls, caller);
+    // A refusal, or a call of nothing the gateway knows, is a call's end
+    // too: counted with its outcome (nothing was sent, so no driver).
+    let refused = |outcome: Outcome, server: &str, tool: &str| {
+        let labels = CallLabels::new(upstreams, server, tool, face, NO_DRIVER);
+        crate::metrics::call_ended(&labels, outcome, Duration::ZERO);
+    };
+    let admit = |server: &str, tool: &str| {
+        let (server, tool) = (server.to_string(), tool.to_string());
+        async move {
+            access::admit(calls, caller).await.inspect_err(|_| {
+                refused(Outcome::RefusedLimit, &server, &tool);
+            })
+        }
+    };
     let (server, tool, known) = match target {
         Target::Front(name) => {
             // The agent tools are the front's own, for callers that follow
@@ -168,7 +186,7 @@ pub async fn decide(calls: &Calls, intent: Intent<'_>) -> Result<Decided, Failur
             if ask != Ask::Tasks
                 && let Some(agent) = AgentTool::parse(name)
             {
-                return Ok(Decided::Agent(agent, admit().await?));
+                return Ok(Decided::Agent(agent, admit("", name).await?));
             }
             let unknown = || Failure::UnknownTool {
                 server: None,
@@ -186,6 +204,8 @@ pub async fn decide(calls: &Calls, intent: Intent<'_>) -> Result<Decided, Failur
                 catalog = upstreams.catalog();
             }
             let Some(route) = catalog.get(name) else {
+                // Counted, under no name of the caller's making.
+                refused(Outcome::Failed, "", name);
                 // Perhaps a tool of a server that has not answered yet
                 // (said only to a caller the policy lets call it).
                 return Err(match upstreams.unlisted_owner(name) {
@@ -196,6 +216,7 @@ pub async fn decide(calls: &Calls, intent: Intent<'_>) -> Result<Decided, Failur
                 });
             };
             if !visible(calls, caller, &route.server, &route.tool) {
+                refused(Outcome::RefusedPolicy, &route.server, &route.tool);
                 return Err(unknown());
             }
             (
@@ -210,21 +231,29 @@ pub async fn decide(calls: &Calls, intent: Intent<'_>) -> Result<Decided, Failur
                 tool: tool.to_string(),
             };
             if !visible(calls, caller, server, tool) {
+                refused(Outcome::RefusedPolicy, server, tool);
                 return Err(unknown());
             }
             // A server removed by a reload (its live tasks still followed)
             // takes no new calls.
             if !upstreams.is_configured(server) {
+                refused(Outcome::Failed, server, tool);
                 return Err(Failure::UnknownServer(server.to_string()));
             }
             (server.to_string(), tool.to_string(), None)
         }
     };
-    let admitted = admit().await?;
-    let live = calls
+    let admitted = admit(&server, &tool).await?;
+    let live = match calls
         .limiter
         .live_call(caller.principal.as_deref(), &server)
-        .map_err(Failure::RateLimited)?;
+    {
+        Ok(live) => live,
+        Err(busy) => {
+            refused(Outcome::RefusedLimit, &server, &tool);
+            return Err(Failure::RateLimited(busy));
+        }
+    };
     let route = match known {
         Some(route) => route,
         None => match upstreams.route_of(&server, &tool).await {
@@ -238,6 +267,7 @@ pub async fn decide(calls: &Calls, intent: Intent<'_>) -> Result<Decided, Failur
                 // A listed server that lacks the tool: unknown. One never
                 // listed (down) answers for itself.
                 if !toolset && upstreams.has_listing(&server) {
+                    refused(Outcome::Failed, &server, &tool);
                     return Err(Failure::UnknownTool {
                         server: Some(server),
                         tool,

@@ -5,6 +5,7 @@
 
 pub mod catalog;
 mod failures;
+mod health;
 mod readiness;
 
 pub use readiness::{MAX_RETRY, list_until_listed};

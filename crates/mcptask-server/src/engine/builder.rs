@@ -1,7 +1,8 @@
 //! Configures and starts a [`TaskRuntime`].
 //!
-//! Starting is where the runtime becomes visible to other replicas: the owner
-//! lease is registered before any task can be created, and the signal
+//! Starting is where the runtime becomes visible to other replicas: it takes
+//! a process slot ([`Incarnation`]) and adopts what its previous holder left,
+//! the owner lease is registered before any task can be created, and the signal
 //! subscription is in place before `start` returns, so no cancellation sent
 //! after start is missed.
 
@@ -17,7 +18,7 @@ use tokio_util::task::TaskTracker;
 use super::batcher::CreateBatcher;
 use super::feed::ChangeFeed;
 use super::quota::LiveQuota;
-use super::{RuntimeInner, TaskRuntime, maintenance, signals};
+use super::{Incarnation, RuntimeInner, TaskRuntime, maintenance, signals};
 use crate::config::RuntimeConfig;
 use crate::tool::{ToolRegistry, ToolSource};
 
@@ -29,6 +30,7 @@ pub struct RuntimeBuilder {
     pub(super) clock: SharedClock,
     pub(super) config: RuntimeConfig,
     pub(super) owner: Option<String>,
+    pub(super) incarnation: Option<Incarnation>,
 }
 
 impl RuntimeBuilder {
@@ -44,20 +46,48 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Use this owner id (a process slot's, see `mcptask_sql::slot`; or a
-    /// fixed one in tests); by default each process start gets a fresh one.
+    /// Use this owner id (a fixed one in tests) and take no process slot:
+    /// a dead process's work under any id is recovered when its lease
+    /// lapses. By default the runtime takes a slot and its owner id is the
+    /// slot's ([`RuntimeBuilder::start`]).
     pub fn owner_id(mut self, owner: impl Into<String>) -> Self {
         self.owner = Some(owner.into());
         self
     }
 
-    /// Register the owner lease and start the maintenance loops.
+    /// Use `incarnation`, a slot this process took already (for its other
+    /// parts on the same store, such as a gateway's tracker), instead of
+    /// taking one at start; the owner id is the slot's. An
+    /// `Incarnation::default()` holds no slot: the runtime then adopts
+    /// nothing at start and gets a fresh owner id.
+    pub fn incarnation(mut self, incarnation: Incarnation) -> Self {
+        self.incarnation = Some(incarnation);
+        self
+    }
+
+    /// Take a process slot of the store ([`Incarnation::take`]) unless one
+    /// was given, adopting at once the work its previous holder left (the
+    /// same process killed and restarted: its tasks are rerun or failed by
+    /// the first recovery pass, not when its lease would have lapsed);
+    /// register the owner lease; start the maintenance loops.
     ///
     /// A database that cannot be reached at that moment (a restart, a
     /// failover) is waited for, up to 30 s, with a warning per attempt; a
     /// permanent error, or one lasting longer, is returned.
     pub async fn start(self) -> Result<TaskRuntime, StoreError> {
-        let owner = self.owner.unwrap_or_else(|| ids::new_owner_id("server"));
+        let (owner, incarnation) = match (self.owner, self.incarnation) {
+            (Some(owner), incarnation) => (owner, incarnation.unwrap_or_default()),
+            (None, incarnation) => {
+                let incarnation = match incarnation {
+                    Some(given) => given,
+                    None => Incarnation::take(&*self.store, &*self.clock).await,
+                };
+                let owner = incarnation
+                    .owner_id("server")
+                    .unwrap_or_else(|| ids::new_owner_id("server"));
+                (owner, incarnation)
+            }
+        };
         let now =
             super::retry::register_owner(&*self.store, &*self.clock, &owner, self.config.lease_ms)
                 .await?;
@@ -84,6 +114,7 @@ impl RuntimeBuilder {
             source: self.source,
             deferred: Default::default(),
             owner,
+            incarnation,
             local: Default::default(),
             creator,
             feed,
@@ -100,6 +131,27 @@ impl RuntimeBuilder {
         // The push channel is not time-driven, so it runs even when tests drive
         // the maintenance steps by hand.
         signals::spawn_listener(inner.clone()).await;
+        carry_on_when_the_slot_is_lost(&inner);
         Ok(TaskRuntime { inner })
     }
+}
+
+/// A runtime whose slot another process took (its PostgreSQL session was
+/// cut meanwhile: a database restart cuts every session at once, and a
+/// process starting then may take a slot its holder was about to take
+/// again) carries on without a slot. What the other process adopted is the
+/// other's: this one's writes to it are fenced off, and its local work on it
+/// is stopped when its next heartbeat finds the lease lapsed; everything
+/// else goes on here. (Stopping instead turned a database restart into
+/// processes stopping themselves.)
+fn carry_on_when_the_slot_is_lost(rt: &Arc<RuntimeInner>) {
+    let (incarnation, stopped) = (rt.incarnation.clone(), rt.stopped.clone());
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = stopped.cancelled() => {}
+            _ = incarnation.lost() => {
+                tracing::warn!("this process's slot was taken by another process; carrying on without one (the work the other adopted is fenced off here)");
+            }
+        }
+    });
 }

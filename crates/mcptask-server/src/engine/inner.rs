@@ -35,6 +35,9 @@ pub(crate) struct RuntimeInner {
     pub(crate) deferred: std::sync::Mutex<Vec<mcptask_core::server::ServerTaskRecord>>,
     /// This process incarnation's owner id (the holder of its owner lease).
     pub(crate) owner: String,
+    /// The process slot the owner id is named after (held while the
+    /// runtime lives).
+    pub(crate) incarnation: super::Incarnation,
     /// Task work running in this process.
     pub(crate) local: LocalWork,
     /// Group commit of new tasks.

@@ -118,6 +118,7 @@ impl TaskRuntime {
             clock: Arc::new(SystemClock),
             config: RuntimeConfig::default(),
             owner: None,
+            incarnation: None,
         }
     }
 
@@ -149,6 +150,7 @@ impl TaskRuntime {
             clock: Arc::new(SystemClock),
             config: RuntimeConfig::default(),
             owner: None,
+            incarnation: None,
         }
     }
 

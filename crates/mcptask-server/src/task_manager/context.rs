@@ -7,7 +7,10 @@
 //! and bound to the runtime's own [`crate::TaskContext`] when the work
 //! starts, which is always before the future is first polled.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
 
 use rmcp::ErrorData;
 use rmcp::model::InputRequest;
@@ -18,7 +21,7 @@ use serde_json::Value;
 /// notice cancellation: rmcp's `TaskContext`, durable.
 ///
 /// Differences from rmcp's (each one a durable write or a durable fact):
-/// [`TaskContext::set_status_message`] is `async` and returns a `Result`
+/// [`TaskContext::set_status_message`] is awaited and returns a `Result`
 /// (the message is committed, fenced by this process's claim); an input
 /// key answered before a restart is answered again at once (rmcp: keys may
 /// not repeat); [`TaskContext::attempt`] tells a rerun from the first run.
@@ -105,13 +108,20 @@ impl TaskContext {
             .map_err(rmcp_exit)
     }
 
-    /// Replace the task's status message. Committed before it returns
-    /// (rmcp's sets it in memory and returns nothing).
-    pub async fn set_status_message(&self, message: impl Into<String>) -> Result<(), TaskExit> {
-        self.durable()?
-            .set_status_message(message)
-            .await
-            .map_err(rmcp_exit)
+    /// Replace the task's status message: `ctx.set_status_message(m).await?`.
+    /// The write is committed when the returned [`StatusWrite`] is awaited
+    /// (rmcp's sets it in memory and returns nothing); rmcp's line without
+    /// `.await` is warned of, since the message would be lost.
+    pub fn set_status_message(&self, message: impl Into<String>) -> StatusWrite<'_> {
+        let message = message.into();
+        StatusWrite {
+            write: Box::pin(async move {
+                self.durable()?
+                    .set_status_message(message)
+                    .await
+                    .map_err(rmcp_exit)
+            }),
+        }
     }
 
     /// Whether `tasks/cancel` was received for this task, here or at
@@ -130,6 +140,30 @@ impl TaskContext {
             // Unbound: the work has not started, so nothing awaits this.
             None => std::future::pending().await,
         }
+    }
+}
+
+/// A status message on its way to the store
+/// ([`TaskContext::set_status_message`]): nothing is written until it is
+/// awaited, so one dropped unawaited (rmcp's line, which returns nothing)
+/// is warned of at compile time with what is lost.
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// async fn work(ctx: mcptask_server::task_manager::TaskContext) {
+///     ctx.set_status_message("halfway"); // rmcp's line: never written
+/// }
+/// ```
+#[must_use = "the status message is written only when this is awaited (`.await?`); dropped, it is never stored and clients never see it"]
+pub struct StatusWrite<'a> {
+    write: Pin<Box<dyn Future<Output = Result<(), TaskExit>> + Send + 'a>>,
+}
+
+impl Future for StatusWrite<'_> {
+    type Output = Result<(), TaskExit>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.write.as_mut().poll(cx)
     }
 }
 

@@ -30,11 +30,15 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 ///
 /// - a task made by [`TaskManager::spawn`] from a closure cannot outlive its
 ///   process (the closure is code, not data): if the process dies, the task
-///   settles `failed` ("interrupted") once its lease lapses;
+///   settles `failed` ("interrupted");
 /// - a task made by [`TaskManager::spawn_tool`] from a tool of the server's
-///   `#[tool_router]` is stored as the tool's name and arguments: another
-///   process with the same router reruns it, and input answered before the
-///   crash is answered again at once;
+///   `#[tool_router]` is stored as the tool's name and arguments: a process
+///   with the same router reruns it, and input answered before the crash is
+///   answered again at once;
+/// - either happens as soon as the dead process is started again on the same
+///   store (it takes the dead one's process slot, [`crate::Incarnation`]),
+///   or else on another process once the dead one's owner lease lapses
+///   ([`RuntimeConfig::lease_ms`]);
 /// - TTLs run on the store's clock and a settled task stays readable for
 ///   [`RuntimeConfig::retention_ms`] after its TTL (rmcp: one more TTL).
 ///
@@ -65,6 +69,13 @@ pub struct TaskManager {
 
 impl TaskManager {
     /// Start a manager over `store` with the runtime's default settings.
+    ///
+    /// It takes a process slot of the store and, at once, the tasks the
+    /// slot's previous holder (this server before a crash) left: see
+    /// [`RuntimeBuilder::start`](crate::RuntimeBuilder::start). rmcp's
+    /// `TaskManager::new()` and `Default` have no counterpart here, since
+    /// opening a store is async and can fail: open the manager once where
+    /// the server starts and pass it in.
     pub async fn open(store: Arc<dyn ServerTaskStore>) -> Result<Self, TaskError> {
         Self::open_with(store, RuntimeConfig::default()).await
     }

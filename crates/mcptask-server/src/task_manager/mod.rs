@@ -19,10 +19,18 @@
 //! ```
 
 mod context;
+mod exit;
 mod manager;
 mod tools;
 
-pub use context::TaskContext;
+pub use context::{StatusWrite, TaskContext};
+pub use exit::{cancelled, exit_error};
 pub use manager::{SHUTDOWN_GRACE, TaskManager};
-pub use rmcp::task_manager::{TaskExit, TaskFuture, TaskOptions};
-pub use tools::{CLOSURE_TOOL, cancelled};
+/// rmcp's own: `TaskOptions::default()` takes its TTL and poll interval
+/// from these constants, here as in rmcp, and `current_timestamp` gives an
+/// RFC 3339 time as the wire's `createdAt` is written.
+pub use rmcp::task_manager::{
+    DEFAULT_POLL_INTERVAL_MS, DEFAULT_TASK_TTL_MS, TaskExit, TaskFuture, TaskOptions,
+    current_timestamp,
+};
+pub use tools::CLOSURE_TOOL;

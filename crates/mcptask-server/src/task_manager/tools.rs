@@ -17,34 +17,19 @@ use std::sync::{Arc, Mutex, OnceLock};
 use mcptask_core::server::{InterruptPolicy, TaskSupport};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
-use rmcp::model::{CallToolRequestParams, CallToolResponse, ErrorCode, RequestId, Tool};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, RequestId, Tool};
 use rmcp::service::{Peer, RequestContext, RunningService};
 use rmcp::task_manager::{TaskExit, TaskFuture};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use tokio::sync::watch;
 
 use super::context::{TaskContext, durable_exit};
+use super::exit::CANCELLED_CODE;
 use crate::TaskTool;
 use crate::tool::{Lookup, ToolCall, ToolSource};
 
 /// The tool name every closure-created task is stored under.
 pub const CLOSURE_TOOL: &str = "rmcp-task-manager.closure";
-
-/// The JSON-RPC code of [`cancelled`] (the "request cancelled" code).
-const CANCELLED_CODE: i32 = -32800;
-
-/// What a `#[tool]` running as a task returns to settle its task
-/// `cancelled` (a router tool returns `ErrorData`, and rmcp's
-/// [`TaskExit::Cancelled`] has no `ErrorData` spelling). Only after
-/// `tasks/cancel`: otherwise it is an error like any other.
-///
-/// ```
-/// let e = mcptask_server::task_manager::cancelled();
-/// assert_eq!(e.code.0, -32800);
-/// ```
-pub fn cancelled() -> ErrorData {
-    ErrorData::new(ErrorCode(CANCELLED_CODE), "the task was cancelled", None)
-}
 
 /// Looks a router tool up by name, as a runtime tool.
 type RouterLookup = Arc<dyn Fn(&str) -> Option<TaskTool> + Send + Sync>;

@@ -14,7 +14,7 @@ use rmcp::model::TaskStatus;
 use serde_json::{Value, json};
 
 const READY: &str = "rmcp_task_server listening on ";
-const WAIT: Duration = Duration::from_secs(30);
+pub(crate) const WAIT: Duration = Duration::from_secs(30);
 
 /// The conformance suite's task scenarios (all of them; an extension, so
 /// not scored by the suite, but required here).
@@ -51,19 +51,34 @@ fn example() -> PathBuf {
 }
 
 /// A running example server on `url`, on an ephemeral port.
-struct Server {
-    process: LoggedChild,
-    url: String,
+pub(crate) struct Server {
+    pub(crate) process: LoggedChild,
+    pub(crate) url: String,
 }
 
 impl Server {
+    /// A server whose lease is short, so another process recovers its
+    /// tasks within seconds of a SIGKILL.
     async fn start(name: &str, database_url: &str) -> Self {
+        // Renewals still keep up on a busy machine.
+        let short = [
+            ("RMCP_TASK_SERVER_LEASE_MS", "1500"),
+            ("RMCP_TASK_SERVER_RECOVERY_EVERY_MS", "200"),
+        ];
+        Self::start_with(name, database_url, &short).await
+    }
+
+    /// A server with the runtime's own settings (a 30 s owner lease,
+    /// recovery every 5 s), as an rmcp author ships it.
+    pub(crate) async fn start_as_shipped(name: &str, database_url: &str) -> Self {
+        Self::start_with(name, database_url, &[]).await
+    }
+
+    async fn start_with(name: &str, database_url: &str, env: &[(&str, &str)]) -> Self {
         let mut command = tokio::process::Command::new(example());
         command
             .args([database_url, "--http", "127.0.0.1:0"])
-            // Recovery within seconds of a SIGKILL, yet renewals keep up on a busy machine.
-            .env("RMCP_TASK_SERVER_LEASE_MS", "1500")
-            .env("RMCP_TASK_SERVER_RECOVERY_EVERY_MS", "200")
+            .envs(env.iter().copied())
             .env("RUST_LOG", "warn");
         let (process, url) = LoggedChild::spawn(name, command, READY, Duration::from_secs(60))
             .await
@@ -71,14 +86,14 @@ impl Server {
         Server { process, url }
     }
 
-    async fn client(&self) -> TestClient {
+    pub(crate) async fn client(&self) -> TestClient {
         TestClient::http(&self.url, None, Lifecycle::Modern { tasks: true })
             .await
             .unwrap_or_else(|e| panic!("connect to {}: {e}", self.url))
     }
 }
 
-fn result_text(got: &rmcp::model::GetTaskResult) -> String {
+pub(crate) fn result_text(got: &rmcp::model::GetTaskResult) -> String {
     let wire = mcptask_testkit::mcp::wire(got);
     wire["result"]["content"][0]["text"]
         .as_str()

@@ -2,7 +2,12 @@
 //! runtime: the same handler code on rmcp's manager and on ours answers the
 //! same ([`same_handler`]), and the `rmcp_task_server` example, run as real
 //! processes, passes the conformance suite's task scenarios on SQLite and
-//! PostgreSQL, survives SIGKILL and is served by two replicas ([`example`]).
+//! PostgreSQL, survives SIGKILL and is served by two replicas ([`example`]);
+//! restarted at once, it adopts its previous incarnation's work at once, and
+//! two live processes never adopt each other's ([`incarnation`]); rmcp's
+//! exported names mean the same here ([`drop_in`]).
 
+mod drop_in;
 mod example;
+mod incarnation;
 mod same_handler;

@@ -106,6 +106,14 @@ pub trait Dialect: Database + Sized {
         pool: &Pool<Self>,
     ) -> BoxFuture<'_, Result<sqlx::Transaction<'static, Self>, StoreError>>;
 
+    /// Take the lowest free process slot of `store`'s database
+    /// (`crate::slot`): a file lock beside a SQLite file, an advisory lock
+    /// on a PostgreSQL session of its own. `None`: every slot is held, or
+    /// the database has no file to lock beside (in memory).
+    fn take_slot(
+        store: &super::SqlStore<Self>,
+    ) -> BoxFuture<'_, Result<Option<crate::slot::Slot>, StoreError>>;
+
     /// Apply this backend's pending migrations.
     fn migrate(pool: &Pool<Self>) -> BoxFuture<'_, Result<(), sqlx::migrate::MigrateError>>;
 

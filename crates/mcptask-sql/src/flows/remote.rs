@@ -639,6 +639,7 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
         // can pick the matching (…, created_at, id) index and walk it backwards.
         let only_live = filter.active_only
             && filter.status.is_none()
+            && filter.outcome.is_none()
             && filter.server.is_none()
             && filter.principal.is_none()
             && filter.conversation.is_none();
@@ -649,6 +650,28 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
         });
         if let Some(status) = filter.status {
             q.push(" AND status = ").push_arg(status.as_str());
+        }
+        // The outcome (`mcptask_core::outcome`): a completed call is a tool
+        // error or not by its result; the others are their status. Refused
+        // calls are never kept: none is listed.
+        if let Some(outcome) = filter.outcome {
+            use mcptask_core::outcome::Outcome;
+            let (status, tool_error) = match outcome {
+                Outcome::Completed => (Some(TaskStatus::Completed), Some(false)),
+                Outcome::ToolError => (Some(TaskStatus::Completed), Some(true)),
+                Outcome::Failed => (Some(TaskStatus::Failed), None),
+                Outcome::Cancelled => (Some(TaskStatus::Cancelled), None),
+                Outcome::RefusedPolicy | Outcome::RefusedLimit => (None, None),
+            };
+            match status {
+                Some(status) => q.push(" AND status = ").push_arg(status.as_str()),
+                None => q.push(" AND FALSE"),
+            };
+            match tool_error {
+                Some(true) => q.push(" AND ").push(B::SQL.tool_error),
+                Some(false) => q.push(" AND NOT ").push(B::SQL.tool_error),
+                None => &mut q,
+            };
         }
         if filter.active_only {
             q.push(" AND ").push(super::sql::live!("status"));

@@ -110,6 +110,20 @@ impl<B: Backend> SqlStore<B> {
 
 #[async_trait]
 impl<B: Backend> ServerTaskStore for SqlStore<B> {
+    async fn take_slot(&self) -> Result<Option<Box<dyn mcptask_core::slot::HeldSlot>>, StoreError> {
+        Ok(B::take_slot(self)
+            .await?
+            .map(|slot| Box::new(slot) as Box<dyn mcptask_core::slot::HeldSlot>))
+    }
+
+    async fn release_slot(
+        &self,
+        prefix: &str,
+        now: i64,
+    ) -> Result<mcptask_core::slot::Released, StoreError> {
+        SqlStore::release_slot(self, prefix, now).await
+    }
+
     async fn create_tasks(&self, tasks: &[NewServerTask]) -> Result<(), StoreError> {
         if tasks.is_empty() {
             return Ok(());

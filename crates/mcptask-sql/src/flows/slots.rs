@@ -3,22 +3,10 @@
 //! take their work now rather than when the leases would have run out.
 
 use mcptask_core::StoreError;
+pub use mcptask_core::slot::Released;
 
 use super::SqlStore;
 use super::backend::{Backend, args};
-
-/// What [`SqlStore::release_slot`] let lapse.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Released {
-    /// Owner leases of the call runtime or a task server (their live tasks
-    /// are recovered by the next recovery pass, per each tool's interrupt
-    /// policy).
-    pub owners: u64,
-    /// Work claims (poll, cancel, update) on live tracked tasks.
-    pub claims: u64,
-    /// Notify claims on tasks with undelivered events.
-    pub notify_claims: u64,
-}
 
 impl<B: Backend> SqlStore<B> {
     /// Let every owner lease and claim whose owner id starts with `prefix`

@@ -165,6 +165,10 @@ pub struct Statements {
     pub list_remote: &'static str,
     /// `list_remote` when the only filter is "live tasks".
     pub list_live_remote: &'static str,
+    /// A listing's condition "the result says the tool failed" (`isError`
+    /// true; false, never NULL, otherwise): `mcptask_core::outcome`'s
+    /// `tool_error` in SQL.
+    pub tool_error: &'static str,
     /// Tracked tasks per status.
     pub remote_counts: &'static str,
     /// Events recorded but not yet delivered.
@@ -482,6 +486,7 @@ macro_rules! statements {
         in_list: ($in:tt, $in_end:tt),
         greatest_least: ($max:tt, $min:tt),
         live_index_hint: $active_hint:tt,
+        tool_error: $tool_error:expr,
         fenced_set_update: $fenced_set_update:expr $(,)?
     ) => {
         $crate::flows::sql::Statements {
@@ -822,6 +827,7 @@ macro_rules! statements {
             ),
             list_remote: "SELECT * FROM remote_tasks WHERE TRUE",
             list_live_remote: concat!("SELECT * FROM remote_tasks", $active_hint, " WHERE TRUE"),
+            tool_error: $tool_error,
             remote_counts: "SELECT status, count(*) AS n FROM remote_tasks GROUP BY status",
             // Pending events always leave next_notify_at set (finishing clears
             // it only when nothing is pending): the partial notify index covers them.

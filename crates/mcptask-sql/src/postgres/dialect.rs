@@ -57,6 +57,12 @@ impl Dialect for Postgres {
     // (docs/BENCHMARKS.md, "Server against the raw limit").
     const CREATE_WRITERS: usize = 4;
 
+    fn take_slot(
+        store: &crate::flows::SqlStore<Self>,
+    ) -> BoxFuture<'_, Result<Option<crate::slot::Slot>, StoreError>> {
+        Box::pin(store.take_slot())
+    }
+
     fn listen_signals(
         pool: &Pool<Self>,
     ) -> BoxFuture<'_, Result<Option<BoxStream<'static, String>>, StoreError>> {
@@ -137,6 +143,8 @@ static SQL: Statements = statements! {
     in_list: ("= ANY(", ")"),
     greatest_least: ("GREATEST", "LEAST"),
     live_index_hint: "",
+    // Results are stored as JSON text written by the tracker (always valid).
+    tool_error: "COALESCE((result::jsonb -> 'isError') = 'true'::jsonb, FALSE)",
     fenced_set_update: Some(UPDATE_REMOTES_FENCED),
 };
 

@@ -25,6 +25,8 @@ static SQL: Statements = statements! {
     // Without statistics SQLite prefers the status index for the live filter
     // and sorts every live task; the partial index is ordered already.
     live_index_hint: " INDEXED BY remote_tasks_active",
+    // `json_extract` reads JSON `true` as 1 (and NULL when absent).
+    tool_error: "COALESCE(json_extract(result, '$.isError') = 1, 0)",
     // In-process: a statement per row costs no round trip, and the rows were
     // found through the primary key already.
     fenced_set_update: None,
@@ -34,6 +36,12 @@ impl Dialect for Sqlite {
     const SQL: &'static Statements = &SQL;
     // One write connection: more writers would only queue for it.
     const CREATE_WRITERS: usize = 1;
+
+    fn take_slot(
+        store: &crate::flows::SqlStore<Self>,
+    ) -> BoxFuture<'_, Result<Option<crate::slot::Slot>, StoreError>> {
+        Box::pin(std::future::ready(store.take_slot()))
+    }
 
     fn begin_write(
         pool: &Pool<Self>,

@@ -150,6 +150,8 @@ pub async fn call(gw: &GatewayClient, call: CallArgs<'_>) -> anyhow::Result<i32>
 /// What `tasks list` asks for.
 pub struct ListArgs<'a> {
     pub status: Option<&'a str>,
+    /// How the calls ended (`tool_error` apart from `completed`).
+    pub outcome: Option<&'a str>,
     pub server: Option<&'a str>,
     pub principal: Option<&'a str>,
     pub active: bool,
@@ -175,6 +177,7 @@ pub async fn list(gw: &GatewayClient, args: ListArgs<'_>) -> anyhow::Result<i32>
         let mut q = vec![("limit", limit.as_str())];
         for (name, value) in [
             ("status", args.status),
+            ("outcome", args.outcome),
             ("server", args.server),
             ("principal", args.principal),
         ] {

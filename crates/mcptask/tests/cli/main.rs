@@ -8,6 +8,7 @@ mod cli;
 mod cli_errors;
 mod login;
 mod migrate;
+mod outcomes;
 mod proxy_stdio_bounds;
 mod stdio;
 mod wait;

@@ -285,6 +285,12 @@ async fn sep1686_and_sync_upstream_killed_mid_task_fail_the_front_tasks_with_the
         for id in [&asking, &long] {
             let done = wait_terminal(&client, id, WAIT).await;
             assert_eq!(status(&done), "failed", "{done:#}");
+            // The reason, in the one mapping's words (not a timeout, an
+            // internal error or "interrupted").
+            assert!(
+                failure(&done).contains("the upstream server could not be reached"),
+                "{done:#}"
+            );
         }
 
         let again = client
@@ -331,6 +337,12 @@ async fn sep1686_and_sync_upstream_over_http_killed_mid_task_fail_and_new_calls_
         for id in [&long, &asking, &eliciting] {
             let done = wait_terminal(&client, id, WAIT).await;
             assert_eq!(status(&done), "failed", "{done:#}");
+            // The reason, in the one mapping's words (not a timeout, an
+            // internal error or "interrupted").
+            assert!(
+                failure(&done).contains("the upstream server could not be reached"),
+                "{done:#}"
+            );
         }
 
         let (_upstream, _) = ev.start_http("everything again", port).await;

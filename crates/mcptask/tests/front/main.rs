@@ -17,7 +17,9 @@
 
 mod fastmcp;
 mod guards;
+mod health;
 mod live_limits;
+mod metrics;
 mod one_call;
 mod pass_through;
 mod peers_behaviour;

@@ -1,6 +1,7 @@
 //! Recording handles, reading them back, listing and counting.
 
 use super::support::*;
+use mcptask_core::outcome::Outcome;
 
 mcptask_testkit::on_both_backends! {
     async fn insert_then_get_round_trips(store: Arc<dyn RemoteTaskStore>) {
@@ -223,9 +224,19 @@ mcptask_testkit::on_both_backends! {
             if i % 4 == 0 {
                 t.snapshot = completed_snapshot();
             }
+            // Completed, the tool saying it failed: listed as a tool error.
+            if i % 8 == 0 {
+                t.snapshot.result = Some(serde_json::json!({"content": [], "isError": true}));
+            }
             insert(&*store, &t).await;
             tasks.push(t);
         }
+        let tool_error = |t: &NewRemoteTask| {
+            t.snapshot
+                .result
+                .as_ref()
+                .is_some_and(mcptask_core::outcome::is_tool_error)
+        };
         let expect = |keep: &dyn Fn(&NewRemoteTask) -> bool| -> Vec<String> {
             let mut v: Vec<&NewRemoteTask> = tasks.iter().filter(|t| keep(t)).collect();
             v.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
@@ -280,6 +291,28 @@ mcptask_testkit::on_both_backends! {
             (
                 ListFilter {
                     status: Some(TaskStatus::Failed),
+                    ..Default::default()
+                },
+                Vec::new(),
+            ),
+            (
+                ListFilter {
+                    outcome: Some(Outcome::ToolError),
+                    ..Default::default()
+                },
+                expect(&|t| completed(t) && tool_error(t)),
+            ),
+            (
+                ListFilter {
+                    outcome: Some(Outcome::Completed),
+                    server: Some("even".into()),
+                    ..Default::default()
+                },
+                expect(&|t| completed(t) && !tool_error(t) && t.server == "even"),
+            ),
+            (
+                ListFilter {
+                    outcome: Some(Outcome::RefusedPolicy),
                     ..Default::default()
                 },
                 Vec::new(),
