@@ -58,7 +58,10 @@ enum Command {
         /// terminal is asked field by field.
         #[arg(long = "input", value_name = "KEY=JSON")]
         inputs: Vec<String>,
-        /// Follow the task with a live progress line until it settles.
+        /// Keep the call (unless --sync) and follow it until it settles: its
+        /// id first, then its progress; its questions are asked on a
+        /// terminal (otherwise printed with the command that answers them);
+        /// a gateway restart is waited out and the same call followed again.
         #[arg(long, visible_alias = "follow")]
         wait: bool,
         /// With --wait: stop waiting after this many seconds (the task goes on; exit code 5).
@@ -73,7 +76,8 @@ enum Command {
         #[arg(long, conflicts_with = "sync")]
         background: bool,
         /// The synchronous answer where the tool has one, even if the
-        /// server lists the tool in `background`.
+        /// server lists the tool in `background` (with --wait: its elapsed
+        /// time shows while it runs).
         #[arg(long)]
         sync: bool,
         #[command(flatten)]
@@ -267,7 +271,8 @@ enum TasksCommand {
         /// Print the gateway's JSON detail instead of text.
         #[arg(long)]
         json: bool,
-        /// Follow it with a live progress line until it settles.
+        /// Follow it until it settles, as `call --wait` does: progress, its
+        /// questions asked on a terminal, a gateway restart waited out.
         #[arg(long, visible_alias = "wait")]
         follow: bool,
         /// With --follow: stop waiting after this many seconds (the task goes on; exit code 5).
@@ -537,7 +542,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     timeout,
                 } => {
                     if follow {
-                        cli::commands::follow(&gw, &id, timeout.map(Duration::from_secs)).await?
+                        cli::follow::follow(&gw, &id, timeout.map(Duration::from_secs), json)
+                            .await?
                     } else {
                         cli::commands::show(&gw, &id, json).await?
                     }

@@ -40,6 +40,36 @@ impl std::fmt::Display for ApiFailure {
 
 impl std::error::Error for ApiFailure {}
 
+/// The gateway could not be reached (nothing listens, the connection broke,
+/// no answer in time): nothing was answered, so a command that only reads,
+/// such as following a call, may try again.
+#[derive(Debug)]
+pub struct Unreachable {
+    message: String,
+    source: Option<reqwest::Error>,
+}
+
+impl Unreachable {
+    /// Whether `e` (or one of its causes) says the gateway was not reached.
+    pub fn is(e: &anyhow::Error) -> bool {
+        e.chain().any(|c| c.is::<Unreachable>())
+    }
+}
+
+impl std::fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Unreachable {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_ref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
 pub struct GatewayClient {
     base: String,
     token: Option<String>,
@@ -82,26 +112,7 @@ impl GatewayClient {
         };
         let response = match request.send().await {
             Ok(response) => response,
-            Err(e) => {
-                // A refused connection is the common case (nothing listens
-                // there): say it in one line; anything else keeps its causes.
-                let refused =
-                    std::iter::successors(Some(&e as &(dyn std::error::Error + 'static)), |e| {
-                        e.source()
-                    })
-                    .filter_map(|e| e.downcast_ref::<std::io::Error>())
-                    .any(|e| e.kind() == std::io::ErrorKind::ConnectionRefused);
-                if refused {
-                    bail!(
-                        "cannot reach the gateway at {}: connection refused (is `mcptask serve` running?)\n  fix: start it, or point --gateway (or MCPTASK_GATEWAY) at the address it listens on",
-                        self.base
-                    );
-                }
-                return Err(anyhow::Error::new(e).context(format!(
-                    "cannot reach the gateway at {} (is `mcptask serve` running?)",
-                    self.base
-                )));
-            }
+            Err(e) => return Err(self.unreachable(e).into()),
         };
         let status = response.status();
         let body: Option<Value> = response.json().await.ok();
@@ -143,6 +154,37 @@ impl GatewayClient {
             details: body["error"]["details"].clone(),
         }
         .into())
+    }
+
+    /// What a failed send says: a refused connection (nothing listens
+    /// there, the common case) in one line; anything else keeps its causes.
+    fn unreachable(&self, e: reqwest::Error) -> Unreachable {
+        let refused = std::iter::successors(Some(&e as &(dyn std::error::Error + 'static)), |e| {
+            e.source()
+        })
+        .filter_map(|e| e.downcast_ref::<std::io::Error>())
+        .any(|e| e.kind() == std::io::ErrorKind::ConnectionRefused);
+        if refused {
+            return Unreachable {
+                message: format!(
+                    "cannot reach the gateway at {}: connection refused (is `mcptask serve` running?)\n  fix: start it, or point --gateway (or MCPTASK_GATEWAY) at the address it listens on",
+                    self.base
+                ),
+                source: None,
+            };
+        }
+        Unreachable {
+            message: format!(
+                "cannot reach the gateway at {} (is `mcptask serve` running?)",
+                self.base
+            ),
+            source: Some(e),
+        }
+    }
+
+    /// The gateway's base URL, as given.
+    pub fn base(&self) -> &str {
+        &self.base
     }
 
     pub async fn get(&self, path: &str) -> anyhow::Result<Value> {

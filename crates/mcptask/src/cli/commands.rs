@@ -1,6 +1,5 @@
 //! `mcptask call` and `mcptask tasks …`.
 
-use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -8,77 +7,11 @@ use serde_json::{Value, json};
 
 use super::client::GatewayClient;
 use super::exit;
+use super::outcome::{
+    print_outcome, print_result, result_code, shown_status, terminal, tool_error,
+};
 use super::output::outln;
-
-const SPINNER: [&str; 8] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧"];
-
-fn terminal(status: &str) -> bool {
-    matches!(status, "completed" | "failed" | "cancelled")
-}
-
-/// Whether a completed call's tool reported an error (`isError` in its
-/// result; `toolError` in a list's rows, which carry no result): it
-/// completed, but not well, and exits as failed.
-fn tool_error(task: &Value) -> bool {
-    task["status"] == "completed"
-        && (task["result"]["isError"] == true || task["toolError"] == true)
-}
-
-/// A task's status as a person reads it.
-fn shown_status(task: &Value) -> &str {
-    match task["status"].as_str() {
-        _ if tool_error(task) => "completed with a tool error",
-        Some(status) => status,
-        None => "?",
-    }
-}
-
-/// Print a settled task's outcome; returns the process exit code.
-pub fn print_outcome(task: &Value) -> i32 {
-    match task["status"].as_str().unwrap_or("?") {
-        "completed" => print_result(&task["result"]),
-        "failed" => eprintln!(
-            "failed: {}",
-            task["error"]["message"].as_str().unwrap_or("(no message)")
-        ),
-        other => eprintln!(
-            "{other}{}",
-            task["statusMessage"]
-                .as_str()
-                .map(|m| format!(": {m}"))
-                .unwrap_or_default()
-        ),
-    }
-    outcome_code(task)
-}
-
-/// A tool result that reports an error (`isError`) is a failed call.
-fn result_code(result: &Value) -> i32 {
-    if result["isError"] == true {
-        exit::TASK_FAILED
-    } else {
-        exit::OK
-    }
-}
-
-fn print_result(result: &Value) {
-    let mut printed = false;
-    for block in result["content"].as_array().into_iter().flatten() {
-        if let Some(text) = block["text"].as_str() {
-            outln!("{text}");
-        } else {
-            outln!("{block}");
-        }
-        printed = true;
-    }
-    if let Some(s) = result.get("structuredContent").filter(|s| !s.is_null()) {
-        outln!("{}", serde_json::to_string_pretty(s).unwrap_or_default());
-        printed = true;
-    }
-    if !printed {
-        outln!("{result}");
-    }
-}
+use super::progress::{Progress, Show};
 
 /// What `mcptask call` asks for.
 pub struct CallArgs<'a> {
@@ -121,9 +54,21 @@ pub async fn call(gw: &GatewayClient, call: CallArgs<'_>) -> anyhow::Result<i32>
     // answer so far, as the gateway relays them to the server.
     let mut responses = std::collections::BTreeMap::new();
     let mut rounds = 0;
+    // Waiting keeps the call (unless --sync): it then has an id to print
+    // before the wait and to follow again after a gateway restart, and its
+    // status shows while it runs, whatever the tool.
+    let background = call.background.or(wait.is_some().then_some(true));
+    // While the gateway makes the call (a synchronous one runs for as long
+    // as the tool does), its elapsed time shows.
+    let progress = Progress::new(match (json_out, wait) {
+        (true, _) => Show::Never,
+        (false, Some(_)) => Show::Always,
+        (false, None) => Show::OnTerminal,
+    });
+    let calling = format!("calling {tool} on {server}");
     let out = loop {
         let mut body = json!({"server": server, "tool": tool, "arguments": arguments});
-        if let Some(background) = call.background {
+        if let Some(background) = background {
             body["background"] = json!(background);
         }
         if !responses.is_empty() {
@@ -133,13 +78,16 @@ pub async fn call(gw: &GatewayClient, call: CallArgs<'_>) -> anyhow::Result<i32>
         // (rather than die silently with 130).
         let posted = tokio::select! {
             posted = gw.post("/api/v1/calls", &body) => posted,
+            () = progress.run(&calling, Instant::now()) => unreachable!("progress ticks until dropped"),
             _ = tokio::signal::ctrl_c() => {
+                progress.clear();
                 eprintln!(
                     "interrupted before the gateway answered: a synchronous call is not kept (its answer is lost, though the server may finish the work); a call the gateway kept as a task goes on there\n  find it:   mcptask tasks list\n  follow it: mcptask tasks show ID --follow"
                 );
                 return Ok(exit::INTERRUPTED);
             }
         };
+        progress.clear();
         let failure = match posted {
             Ok(out) => break out,
             Err(e) => e,
@@ -193,138 +141,10 @@ pub async fn call(gw: &GatewayClient, call: CallArgs<'_>) -> anyhow::Result<i32>
         eprintln!("task {id} is tracked; follow it with `mcptask tasks show {id} --follow`");
         return Ok(0);
     };
-    if json_out {
-        follow_json(gw, &id, timeout).await
-    } else {
-        follow(gw, &id, timeout).await
-    }
-}
-
-/// `--wait --json`: no progress line, then the settled task's detail as the
-/// gateway returns it (exit code as for a plain wait).
-async fn follow_json(
-    gw: &GatewayClient,
-    id: &str,
-    timeout: Option<Duration>,
-) -> anyhow::Result<i32> {
-    let settled = async {
-        loop {
-            let task = gw.get(&format!("/api/v1/tasks/{id}")).await?;
-            if terminal(task["status"].as_str().unwrap_or("")) {
-                outln!("{}", serde_json::to_string_pretty(&task)?);
-                return Ok(outcome_code(&task));
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-    };
-    wait_or_stop(id, timeout, false, settled).await
-}
-
-/// The exit code a settled task maps to (see docs/CLI.md, exit codes).
-fn outcome_code(task: &Value) -> i32 {
-    match task["status"].as_str() {
-        Some("completed") => result_code(&task["result"]),
-        Some("failed") => exit::TASK_FAILED,
-        Some("cancelled") => exit::TASK_CANCELLED,
-        _ => exit::OK,
-    }
-}
-
-/// Follow a task with a live progress line until it settles.
-pub async fn follow(
-    gw: &GatewayClient,
-    id: &str,
-    timeout: Option<Duration>,
-) -> anyhow::Result<i32> {
-    let live = std::io::stderr().is_terminal();
-    wait_or_stop(id, timeout, live, follow_until_settled(gw, id, live)).await
-}
-
-/// Wait for `settled` (the exit code of a settled task) unless `timeout`
-/// passes or Ctrl-C comes first: those only stop the waiting, and say so,
-/// since the task goes on in the gateway.
-async fn wait_or_stop(
-    id: &str,
-    timeout: Option<Duration>,
-    live: bool,
-    settled: impl std::future::Future<Output = anyhow::Result<i32>>,
-) -> anyhow::Result<i32> {
-    let stopped = |why: String| {
-        if live {
-            eprint!("\r\x1b[2K");
-        }
-        eprintln!(
-            "{why}: stopped waiting; task {id} goes on in the gateway\n  follow it again: mcptask tasks show {id} --follow\n  or cancel it:    mcptask tasks cancel {id}"
-        );
-    };
-    let until = async {
-        match timeout {
-            Some(t) => tokio::time::sleep(t).await,
-            None => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        settled = settled => settled,
-        _ = until => {
-            stopped(format!("--timeout {}s reached", timeout.unwrap_or_default().as_secs()));
-            Ok(exit::WAIT_TIMED_OUT)
-        }
-        _ = tokio::signal::ctrl_c() => {
-            stopped("interrupted".to_string());
-            Ok(exit::INTERRUPTED)
-        }
-    }
-}
-
-async fn follow_until_settled(gw: &GatewayClient, id: &str, live: bool) -> anyhow::Result<i32> {
-    let started = Instant::now();
-    let mut shown_questions = std::collections::BTreeSet::new();
-    let mut tick = 0usize;
-    loop {
-        let task = gw.get(&format!("/api/v1/tasks/{id}")).await?;
-        let status = task["status"].as_str().unwrap_or("?").to_string();
-        if terminal(&status) {
-            if live {
-                eprint!("\r\x1b[2K");
-            }
-            eprintln!(
-                "{} after {:.1}s",
-                shown_status(&task),
-                started.elapsed().as_secs_f64()
-            );
-            return Ok(print_outcome(&task));
-        }
-        for (key, request) in task["inputRequests"].as_object().into_iter().flatten() {
-            if shown_questions.insert(key.clone()) {
-                if live {
-                    eprint!("\r\x1b[2K");
-                }
-                let message = request["params"]["message"]
-                    .as_str()
-                    .unwrap_or("input requested");
-                eprintln!("input requested [{key}]: {message}");
-                eprintln!("  its fields and an example answer: mcptask tasks show {id}");
-            }
-        }
-        let message = task["statusMessage"].as_str().unwrap_or("");
-        let retry = task["lastError"]
-            .as_str()
-            .map(|e| format!(" (retrying: {e})"))
-            .unwrap_or_default();
-        let line = format!(
-            "{} {status} {message}{retry} ({:.0}s)",
-            SPINNER[tick % SPINNER.len()],
-            started.elapsed().as_secs_f64()
-        );
-        if live {
-            eprint!("\r\x1b[2K{line}");
-            let _ = std::io::stderr().flush();
-        } else if tick.is_multiple_of(20) {
-            eprintln!("{line}");
-        }
-        tick += 1;
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    // Before the wait: whatever becomes of this process or the gateway,
+    // the user can get back to the call.
+    eprintln!("task {id} (follow it again: mcptask tasks show {id} --follow)");
+    super::follow::follow(gw, &id, timeout, json_out).await
 }
 
 /// What `tasks list` asks for.
@@ -523,32 +343,19 @@ pub async fn answer(
     let value: Value = serde_json::from_str(response)
         .with_context(|| format!("the answer is not valid JSON: {response}"))?;
     let task = gw.get(&format!("/api/v1/tasks/{id}")).await?;
-    let method = task["inputRequests"][key]["method"].as_str();
-    let elicitation = method.is_none_or(|m| m == "elicitation/create");
-    let value = if value.get("action").is_some() || !elicitation {
-        value
-    } else {
-        json!({"action": "accept", "content": value})
-    };
-    let out = gw
-        .post(
-            &format!("/api/v1/tasks/{id}/answers"),
-            &json!({"answers": {key: value}}),
-        )
+    let value = super::pre_task::as_response(&task["inputRequests"][key], &value);
+    let out = super::answers::send(gw, id, key, &value)
         .await
-        .map_err(|e| {
-            if e.to_string().contains("(invalid_answer,") {
-                anyhow::anyhow!(
-                    "{e}\n  nothing was stored; see the question's fields and an example answer: mcptask tasks show {id}"
-                )
-            } else {
-                e
-            }
+        .map_err(|e| match super::answers::refused(&e) {
+            Some(_) => anyhow::anyhow!(
+                "{e}\n  nothing was stored; see the question's fields and an example answer: mcptask tasks show {id}"
+            ),
+            None => e,
         })?;
     if json_out {
         outln!("{}", serde_json::to_string_pretty(&out)?);
     }
-    if out["stored"].as_array().is_some_and(|s| !s.is_empty()) {
+    if super::answers::stored(&out) {
         eprintln!("answer stored; it will be sent to the server");
         Ok(0)
     } else {

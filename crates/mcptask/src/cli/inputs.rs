@@ -19,6 +19,12 @@ pub fn print(task: &Value) {
             (false, false) => "no longer asked",
         };
         let request = &input["request"];
+        if !input["answered"].as_bool().unwrap_or(false) && open {
+            for line in open_question(id, key, request) {
+                outln!("{line}");
+            }
+            continue;
+        }
         let message = request["params"]["message"].as_str().unwrap_or("");
         outln!("input {key} ({state}): {message}");
         if input["answered"] == true {
@@ -28,12 +34,22 @@ pub fn print(task: &Value) {
                 "sent to the server"
             };
             outln!("  answer ({sent}): {}", input["response"]);
-        } else if open {
-            for line in question(id, key, request) {
-                outln!("  {line}");
-            }
         }
     }
+}
+
+/// An open question of call `id` as `tasks show` and a follower not on a
+/// terminal print it: its message, its fields and the command lines that
+/// answer it.
+pub(super) fn open_question(id: &str, key: &str, request: &Value) -> Vec<String> {
+    let message = request["params"]["message"].as_str().unwrap_or("");
+    let mut lines = vec![format!("input {key} (waiting for an answer): {message}")];
+    lines.extend(
+        question(id, key, request)
+            .into_iter()
+            .map(|l| format!("  {l}")),
+    );
+    lines
 }
 
 /// The lines that describe an open request and how to answer it.

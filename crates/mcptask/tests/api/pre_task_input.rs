@@ -5,7 +5,7 @@
 //! that answers them; the server's opaque `requestState` is echoed back.
 //! Real gateway, real demo server, the binary run as a shell runs it.
 
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 use mcptask_testkit::*;
@@ -171,59 +171,31 @@ async fn the_servers_request_state_is_echoed_back() {
 }
 
 /// On a terminal the CLI asks the question field by field (here a real
-/// pseudo-terminal, from util-linux's `script`), re-asking when the answer
+/// pseudo-terminal, [`LiveCli::in_terminal`]), re-asking when the answer
 /// does not fit, and the task runs with what was typed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_terminal_is_asked_field_by_field() {
-    let script = std::path::Path::new("/usr/bin/script");
-    if !script.exists() {
-        assert!(
-            std::env::var("CI").is_err(),
-            "/usr/bin/script (util-linux) is needed for the terminal test"
-        );
-        eprintln!("SKIPPED: no /usr/bin/script to give the CLI a terminal");
-        return;
-    }
     with_deadline(Duration::from_secs(240), async {
         let stack = DemoStack::start().await;
         let gateway = &stack.gateway;
-        let base = gateway.base.clone();
-        let out = tokio::task::spawn_blocking(move || {
-            use std::io::Write;
-            let mut child = Command::new(script)
-                .args([
-                    "-qfec",
-                    &format!("{} call demo test_tool_with_task --wait", bin()),
-                    "/dev/null",
-                ])
-                .env("MCPTASK_GATEWAY", base)
-                .env("MCPTASK_API_TOKEN", OPERATOR)
-                .env("MCPTASK_LOG", "warn")
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .expect("run script");
-            // An empty line first: the required name is missing, so the
-            // question is asked again. The pipe stays open until the end
-            // (an early end of input would end the terminal session).
-            let mut stdin = child.stdin.take().unwrap();
-            stdin.write_all(b"\nAda\n").unwrap();
-            stdin.flush().unwrap();
-            let out = child.wait_with_output().expect("script output");
-            drop(stdin);
-            out
-        })
-        .await
-        .unwrap();
-        // (The terminal merges the CLI's stdout and stderr into script's stdout.)
-        let shown = text(&out.stdout);
-        assert_eq!(out.status.code(), Some(0), "{shown}\n{}", text(&out.stderr));
-        assert!(
-            shown.contains("input user_name: What is your name?"),
-            "{shown}"
-        );
-        assert!(shown.contains("that does not fit"), "re-asked: {shown}");
+        let Some(mut cli) = LiveCli::in_terminal(
+            &gateway.base,
+            OPERATOR,
+            &["call", "demo", "test_tool_with_task", "--wait"],
+        ) else {
+            return;
+        };
+        cli.wait_for("input user_name: What is your name?").await;
+        // An empty line first: the required name is missing, so the
+        // question is asked again.
+        cli.wait_for("name (string, required) > ").await;
+        cli.type_line("").await;
+        cli.wait_for("that does not fit").await;
+        cli.type_line("Ada").await;
+        let code = cli.exit_code().await;
+        // (The terminal merges the CLI's stdout and stderr.)
+        let shown = cli.seen();
+        assert_eq!(code, Some(0), "{shown}");
         assert!(shown.contains("Hello, Ada!"), "{shown}");
     })
     .await;
