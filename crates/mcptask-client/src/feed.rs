@@ -15,7 +15,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use tokio::sync::mpsc;
 
-use crate::shared::Inner;
+use crate::shared::{Inner, Outbox};
 
 /// Most ids sent in one publish (the backend splits a large batch itself).
 const BATCH: usize = 512;
@@ -24,9 +24,6 @@ const BATCH: usize = 512;
 /// up to [`RETRY_MAX`].
 const RETRY_MIN: Duration = Duration::from_millis(250);
 const RETRY_MAX: Duration = Duration::from_secs(10);
-
-/// The ids this process changed, on their way to the publisher.
-pub(crate) type Outbox = mpsc::UnboundedSender<String>;
 
 /// A new outbox and the receiving end [`spawn`] takes.
 pub(crate) fn outbox() -> (Outbox, mpsc::UnboundedReceiver<String>) {

@@ -15,6 +15,10 @@ use crate::notify::{ChannelNotifier, Targets};
 use crate::remote::{ServerRegistry, Timeouts};
 use crate::resolver::InputResolver;
 
+/// The ids this process changed, on their way to the change feed's
+/// publisher (`crate::feed`, which makes both ends).
+pub(crate) type Outbox = tokio::sync::mpsc::UnboundedSender<String>;
+
 /// One wake-up per worker loop. A write that makes work due now (a new
 /// handle, a cancel intent, a stored answer, a new event) pokes the loop that
 /// does it instead of letting it sleep out its idle tick. Wake-ups are hints:
@@ -56,7 +60,7 @@ pub(crate) struct Inner {
     /// call's mirror).
     pub watches: Arc<crate::watch::Watches>,
     /// The same hints, on their way to the other replicas (`crate::feed`).
-    pub outbox: crate::feed::Outbox,
+    pub outbox: Outbox,
     /// Stop claiming new work.
     pub shutdown: CancellationToken,
     /// Give up on in-flight calls (the shutdown deadline passed).

@@ -20,7 +20,7 @@ use mcptask_client::{Tracker, TrackerError};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
-use super::limits::{Busy, Limit};
+use super::busy::{Busy, Limit};
 use crate::config::LiveLimits;
 
 /// How long a caller refused for its live calls is told to wait: a live

@@ -3,6 +3,7 @@
 //! and whatever its upstream speaks. The upstreams' tools are served by one
 //! task runtime (`source`), whose work is each route's driver.
 
+mod busy;
 mod limits;
 mod live;
 mod local;
