@@ -305,13 +305,14 @@ pub fn plan(tool: ToolFacts, wants: Wants) -> Plan {
 /// ```
 /// use mcptask_core::call::{CallState, Driver};
 /// use mcptask_core::server::InterruptPolicy;
-/// let state = CallState::Sep1686 { upstream_task: Some("t-1".into()) };
+/// let state = CallState::Sep1686 { upstream_task: Some("t-1".into()), timeout_ms: None };
 /// let json = state.to_json();
 /// assert_eq!(json, serde_json::json!({"driver": "sep1686", "upstreamTask": "t-1"}));
 /// assert_eq!(CallState::from_json(&json, None).unwrap(), state);
 /// // A synchronous call keeps the interrupt policy it was made with.
-/// let sync = CallState::Sync { interrupt: InterruptPolicy::Rerun };
-/// assert_eq!(sync.to_json(), serde_json::json!({"driver": "sync", "interrupt": "rerun"}));
+/// let sync = CallState::Sync { interrupt: InterruptPolicy::Rerun, timeout_ms: Some(1_000) };
+/// assert_eq!(sync.to_json(), serde_json::json!({"driver": "sync", "interrupt": "rerun", "timeoutMs": 1000}));
+/// assert_eq!(sync.timeout(), Some(std::time::Duration::from_secs(1)));
 /// assert_eq!(CallState::from_json(&sync.to_json(), None).unwrap().interrupt(), InterruptPolicy::Rerun);
 /// // A front task written before states named their driver: the driver
 /// // comes from the task's `driver` column.
@@ -336,6 +337,9 @@ pub enum CallState {
         /// The upstream task id; set means the upstream task existed (in a
         /// session that a restart ends).
         upstream_task: Option<String>,
+        /// The bound on each exchange with the upstream, as the route
+        /// decided it ([`CallState::timeout`]).
+        timeout_ms: Option<u64>,
     },
     /// A synchronous call run as durable work: what a crash does to it
     /// was decided when it was made (the server's `interrupt` then) and is
@@ -343,6 +347,9 @@ pub enum CallState {
     Sync {
         /// Fail it (at most once) or run it again (at least once).
         interrupt: InterruptPolicy,
+        /// The bound on each exchange with the upstream, as the route
+        /// decided it ([`CallState::timeout`]).
+        timeout_ms: Option<u64>,
     },
 }
 
@@ -357,6 +364,8 @@ struct StateJson {
     upstream_task: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     interrupt: Option<StoredInterrupt>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    timeout_ms: Option<u64>,
 }
 
 /// [`InterruptPolicy`] as a call state stores it.
@@ -402,8 +411,39 @@ impl CallState {
         match driver {
             RunDriver::Sep1686 => CallState::Sep1686 {
                 upstream_task: None,
+                timeout_ms: None,
             },
-            RunDriver::Sync => CallState::Sync { interrupt },
+            RunDriver::Sync => CallState::Sync {
+                interrupt,
+                timeout_ms: None,
+            },
+        }
+    }
+
+    /// This state with each upstream exchange bounded by `timeout` (the
+    /// route's decision, kept with the call so its driver, here or after a
+    /// recovery on any replica, never recomputes it from today's catalog).
+    /// A mirror's exchanges are the tracker's: nothing to keep.
+    pub fn bounded(mut self, timeout: std::time::Duration) -> Self {
+        let ms = Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
+        match &mut self {
+            CallState::Tracked { .. } => {}
+            CallState::Sep1686 { timeout_ms, .. } | CallState::Sync { timeout_ms, .. } => {
+                *timeout_ms = ms
+            }
+        }
+        self
+    }
+
+    /// The bound on each exchange with the upstream the route decided
+    /// ([`CallState::bounded`]); `None` in a state written before calls
+    /// kept it (and for a mirror).
+    pub fn timeout(&self) -> Option<std::time::Duration> {
+        match self {
+            CallState::Tracked { .. } => None,
+            CallState::Sep1686 { timeout_ms, .. } | CallState::Sync { timeout_ms, .. } => {
+                timeout_ms.map(std::time::Duration::from_millis)
+            }
         }
     }
 
@@ -423,7 +463,7 @@ impl CallState {
     pub fn interrupt(&self) -> InterruptPolicy {
         match self {
             CallState::Tracked { .. } | CallState::Sep1686 { .. } => InterruptPolicy::Rerun,
-            CallState::Sync { interrupt } => *interrupt,
+            CallState::Sync { interrupt, .. } => *interrupt,
         }
     }
 
@@ -435,8 +475,20 @@ impl CallState {
         };
         match self {
             CallState::Tracked { tracked, .. } => json.remote = tracked.clone(),
-            CallState::Sep1686 { upstream_task } => json.upstream_task = upstream_task.clone(),
-            CallState::Sync { interrupt } => json.interrupt = Some((*interrupt).into()),
+            CallState::Sep1686 {
+                upstream_task,
+                timeout_ms,
+            } => {
+                json.upstream_task = upstream_task.clone();
+                json.timeout_ms = *timeout_ms;
+            }
+            CallState::Sync {
+                interrupt,
+                timeout_ms,
+            } => {
+                json.interrupt = Some((*interrupt).into());
+                json.timeout_ms = *timeout_ms;
+            }
         }
         serde_json::to_value(json).unwrap_or(serde_json::Value::Null)
     }
@@ -465,9 +517,11 @@ impl CallState {
             },
             Driver::Sep1686 => CallState::Sep1686 {
                 upstream_task: json.upstream_task,
+                timeout_ms: json.timeout_ms,
             },
             Driver::Sync => CallState::Sync {
                 interrupt: json.interrupt.map_or(InterruptPolicy::Fail, Into::into),
+                timeout_ms: json.timeout_ms,
             },
         })
     }
@@ -543,9 +597,9 @@ mod tests {
             let state = match which {
                 0 => CallState::Tracked { driver: Driver::Sep2663, tracked: upstream.clone() },
                 1 => CallState::Tracked { driver: Driver::Toolset, tracked: None },
-                2 => CallState::Sep1686 { upstream_task: upstream.clone() },
-                3 => CallState::Sync { interrupt: InterruptPolicy::Rerun },
-                _ => CallState::Sync { interrupt: InterruptPolicy::Fail },
+                2 => CallState::Sep1686 { upstream_task: upstream.clone(), timeout_ms: Some(1_500) },
+                3 => CallState::Sync { interrupt: InterruptPolicy::Rerun, timeout_ms: Some(30_000) },
+                _ => CallState::Sync { interrupt: InterruptPolicy::Fail, timeout_ms: None },
             };
             let json = state.to_json();
             prop_assert_eq!(CallState::from_json(&json, None).unwrap(), state.clone());
@@ -577,7 +631,8 @@ mod tests {
         assert_eq!(
             CallState::from_json(&v, Some("sep1686")).unwrap(),
             CallState::Sep1686 {
-                upstream_task: Some("u1".into())
+                upstream_task: Some("u1".into()),
+                timeout_ms: None,
             }
         );
         assert_eq!(
@@ -590,7 +645,8 @@ mod tests {
         assert_eq!(
             CallState::from_json(&serde_json::Value::Null, Some("sync")).unwrap(),
             CallState::Sync {
-                interrupt: InterruptPolicy::Fail
+                interrupt: InterruptPolicy::Fail,
+                timeout_ms: None,
             }
         );
         assert!(CallState::from_json(&serde_json::Value::Null, Some("native")).is_err());

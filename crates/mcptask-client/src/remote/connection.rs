@@ -62,6 +62,17 @@ pub struct Connection {
 }
 
 impl Connection {
+    /// This connection with each call bounded by `timeout` when one is
+    /// given: the bound a gateway's route decided for the call it carries,
+    /// which wins over the server's own (so nothing downstream recomputes
+    /// it).
+    pub fn bounded_by(mut self, timeout: Option<Duration>) -> Self {
+        if let Some(timeout) = timeout {
+            self.call_timeout = timeout;
+        }
+        self
+    }
+
     /// Forget this connection if it is still the pooled one (after a real disconnect).
     pub async fn discard(&self) {
         let mut slot = self.slot.lock().await;

@@ -205,6 +205,7 @@ impl LanePool {
             None => self.open().await?,
         };
         Ok(Lane {
+            timeout: None,
             session: Some(session),
             pool: Arc::downgrade(&self.inner),
             reusable: true,
@@ -282,6 +283,9 @@ async fn describe(
 /// to the pool when dropped (unless it was spoiled, see [`Lane::discard`]).
 pub struct Lane {
     session: Option<LaneSession>,
+    /// The bound of the call this lane carries, when its route decided one
+    /// ([`Lane::bounded_by`]); else the pool's.
+    timeout: Option<Duration>,
     pool: Weak<PoolInner>,
     reusable: bool,
     _permit: OwnedSemaphorePermit,
@@ -350,12 +354,22 @@ impl Lane {
         }
     }
 
-    /// Bound on short calls on this lane.
+    /// Bound on short calls on this lane: the one its call's route decided
+    /// ([`Lane::bounded_by`]), else the pool's.
     pub fn call_timeout(&self) -> Duration {
-        self.pool
-            .upgrade()
-            .map(|p| p.opts.call_timeout)
-            .unwrap_or(LaneOptions::default().call_timeout)
+        self.timeout.unwrap_or_else(|| {
+            self.pool
+                .upgrade()
+                .map(|p| p.opts.call_timeout)
+                .unwrap_or(LaneOptions::default().call_timeout)
+        })
+    }
+
+    /// This lane with each exchange bounded by `timeout`, as the route of the
+    /// call it carries decided it (not the pool's, recomputed).
+    pub fn bounded_by(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
     }
 
     /// Close this session instead of returning it to the pool (the upstream

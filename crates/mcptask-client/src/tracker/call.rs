@@ -54,6 +54,10 @@ pub struct CallOptions {
     /// The trace the call belongs to, kept with its row; `None`: the
     /// current span's (nothing with telemetry off).
     pub trace: Option<mcptask_core::trace::TraceContext>,
+    /// The bound on each exchange of this call with its upstream, as a
+    /// gateway's route decided it; `None`: the server's own
+    /// (`call_timeout`, else the tracker's).
+    pub timeout: Option<std::time::Duration>,
 }
 
 /// What `call_tool` produced.
@@ -154,7 +158,8 @@ impl Tracker {
         let conn = inner
             .servers
             .connect(server, Some(&hash), inner.timeouts())
-            .await?;
+            .await?
+            .bounded_by(options.timeout);
         // The server's opaque state of the round in progress: echoed back
         // unchanged with the answers, as MRTR requires (a server that keeps
         // its progress there would otherwise start over every round).

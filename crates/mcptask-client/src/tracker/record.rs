@@ -154,7 +154,8 @@ impl Tracker {
         let conn = inner
             .servers
             .connect(server, Some(&hash), inner.timeouts())
-            .await?;
+            .await?
+            .bounded_by(options.timeout);
         let got = bounded(
             "tasks/get",
             conn.call_timeout,

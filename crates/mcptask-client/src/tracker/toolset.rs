@@ -65,7 +65,8 @@ impl Tracker {
         let conn = inner
             .servers
             .connect(server, Some(&hash), inner.timeouts())
-            .await?;
+            .await?
+            .bounded_by(options.timeout);
         let params =
             CallToolRequestParams::new(submit_tool.to_string()).with_arguments(arguments.clone());
         let result = bounded("tools/call", conn.call_timeout, conn.peer.call_tool(params))

@@ -136,7 +136,7 @@ async fn detail_of(
             .and_then(|(_, overview)| overview.driver_state)
             .and_then(|json| CallState::from_json(&json, Some("sep1686")).ok())
             .and_then(|s| match s {
-                CallState::Sep1686 { upstream_task } => upstream_task,
+                CallState::Sep1686 { upstream_task, .. } => upstream_task,
                 _ => None,
             }),
         _ => None,

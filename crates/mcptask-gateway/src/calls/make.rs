@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use mcptask_client::{
     CallOptions, CallOutcome, CommitWith, HandleCommit, RemoteTaskRecord, TrackerError,
 };
-use mcptask_core::call::{CallState, Driver, Face, Plan, RunDriver, TrackDriver};
+use mcptask_core::call::{CallState, Driver, Face, RunDriver, TrackDriver};
 use mcptask_core::client::RemoteDriver;
 use mcptask_core::client::transition::Change;
 use mcptask_core::ids;
@@ -19,11 +19,12 @@ use mcptask_server::{CreateRequest, TaskError, TaskRuntime};
 use rmcp::model::{CallToolResult, InputResponses, JsonObject, Task};
 use serde_json::Value;
 
+use super::execute::{Executed, Execution};
 use super::{Calls, LiveCall};
 use crate::auth::Caller;
 use crate::failure::Failure;
 use crate::metrics::{CallLabels, PASS_THROUGH};
-use crate::route::{self, Ask, Decided, Intent, Routed, Target};
+use crate::route::{self, Ask, Decided, Intent, Target};
 use crate::upstreams::catalog::Route;
 
 /// One tool call, as a face asks for it.
@@ -165,79 +166,40 @@ impl Calls {
                 }));
             }
         };
-        let Routed {
-            route,
-            plan,
-            admitted: _admitted,
-            live,
-            ..
-        } = *routed;
-        // The call is kept (if it is) under the id its live place holds.
-        options.id = Some(live.id().to_string());
-        let started = match plan {
-            Plan::Run(driver) => {
-                let arguments = match arguments {
-                    Value::Object(map) => map,
-                    Value::Null => JsonObject::new(),
-                    _ => {
-                        return Err(TrackerError::InvalidInput(
-                            "arguments must be a JSON object".into(),
-                        )
-                        .into());
-                    }
-                };
-                let (_, record) = self
-                    .run(&route, driver, arguments, &options, InputResponses::new())
-                    .await?;
-                Started::Task(Box::new(record))
-            }
-            Plan::Track(driver) => {
-                let began = Instant::now();
-                let outcome = if driver == TrackDriver::Toolset {
-                    tracker
-                        .call_toolset(&route.server, &route.tool, arguments, options)
-                        .await
-                } else {
-                    tracker
-                        .call_tool(&route.server, &route.tool, arguments, options)
-                        .await
-                };
-                let driver = Driver::from(driver).as_str();
-                let labels =
-                    CallLabels::new(&self.upstreams, &route.server, &route.tool, face, driver);
-                count_answer(&labels, &outcome, began);
-                outcome?.into()
-            }
-            // A synchronous answer.
-            Plan::PassThrough => {
-                let began = Instant::now();
-                let outcome = tracker
-                    .call_tool(&route.server, &route.tool, arguments, options)
-                    .await;
-                let labels = CallLabels::new(
-                    &self.upstreams,
-                    &route.server,
-                    &route.tool,
-                    face,
-                    PASS_THROUGH,
-                );
-                count_answer(&labels, &outcome, began);
-                outcome?.into()
-            }
-        };
-        Ok(kept(started, live))
+        let executed = self
+            .execute(
+                *routed,
+                Execution {
+                    arguments,
+                    options,
+                    as_tasks: false,
+                    relay: None,
+                },
+            )
+            .await?;
+        match executed {
+            Executed::Answered(result) => Ok(Started::Completed(result)),
+            Executed::Kept { record, .. } => Ok(Started::Task(record)),
+            // No relay was given: the tracker answers.
+            Executed::Relayed(_) => Err(CallError::Refused(Failure::internal(
+                &"a call of this face was relayed",
+            ))),
+        }
     }
 
     /// Start a call task of `route` running `driver` (SEP-1686 or
     /// synchronous), with its row, in one commit; returns the task as its
-    /// caller sees it and the row.
-    pub async fn run(
+    /// caller sees it and the row. `timeout`, the route's bound on each
+    /// exchange with the upstream, is kept in the task's state for its
+    /// driver.
+    pub(super) async fn run(
         &self,
         route: &Route,
         driver: RunDriver,
         arguments: JsonObject,
         options: &CallOptions,
         call_inputs: InputResponses,
+        timeout: std::time::Duration,
     ) -> Result<(Task, RemoteTaskRecord), CallError> {
         let tracker = &self.upstreams.tracker;
         let local = match driver {
@@ -267,7 +229,7 @@ impl Calls {
                 principal: options.principal.clone(),
                 call_inputs,
                 driver: Some(Driver::from(driver).as_str().to_string()),
-                state: Some(CallState::run(driver, interrupt).to_json()),
+                state: Some(CallState::run(driver, interrupt).bounded(timeout).to_json()),
                 id: Some(record.id.clone()),
                 call_row: Some(Box::new(row)),
                 max_ttl_ms: None,

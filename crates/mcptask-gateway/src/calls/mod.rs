@@ -4,6 +4,7 @@
 //! task runtime (`source`), whose work is each route's driver.
 
 mod busy;
+mod execute;
 mod limits;
 mod live;
 mod local;
@@ -19,6 +20,7 @@ use mcptask_core::access::Policy;
 use mcptask_server::TaskRuntime;
 use tokio_util::sync::CancellationToken;
 
+pub use execute::{Executed, Execution, Relay};
 pub use limits::{Admitted, Busy, Limit, Limiter, Limits};
 pub use live::{LiveCall, LiveCalls};
 pub(crate) use make::count_answer;

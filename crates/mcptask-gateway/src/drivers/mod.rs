@@ -53,6 +53,11 @@ pub async fn run(
     let span = driver_span(upstreams, route, &call, &state).await;
     let id = call.ctx.task_id().unwrap_or_default().to_string();
     let driver = state.driver().as_str();
+    // The bound the route decided, kept with the call; a call task written
+    // before calls kept it is bounded by its server's setting.
+    let timeout = state
+        .timeout()
+        .unwrap_or_else(|| upstreams.call_timeout(&route.server));
     let result = match state {
         CallState::Tracked { tracked, .. } => {
             tracked::mirror(upstreams, &call.ctx, tracked)
@@ -60,12 +65,12 @@ pub async fn run(
                 .await
         }
         CallState::Sync { .. } => {
-            sync::synchronous(upstreams, route, call)
+            sync::synchronous(upstreams, route, call, timeout)
                 .instrument(span)
                 .await
         }
-        CallState::Sep1686 { upstream_task } => {
-            sep1686::run(upstreams, route, call, upstream_task)
+        CallState::Sep1686 { upstream_task, .. } => {
+            sep1686::run(upstreams, route, call, upstream_task, timeout)
                 .instrument(span)
                 .await
         }
@@ -144,8 +149,8 @@ pub(crate) fn unanswered(keys: &[String], bound: std::time::Duration) -> TaskExi
     ))
 }
 
-/// The options of an upstream call bounded by `timeout` (the server's call
-/// timeout, `Upstreams::call_timeout`): every path that calls a synchronous
+/// The options of an upstream call bounded by `timeout` (the route's
+/// decision, `Routed::timeout`): every path that calls a synchronous
 /// upstream (the front's pass-through, the synchronous driver's rounds)
 /// starts from these, so the bound is the same on every path.
 pub fn exchange_options(timeout: std::time::Duration) -> SyncOptions {

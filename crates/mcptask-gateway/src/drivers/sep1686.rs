@@ -26,6 +26,7 @@ pub(super) async fn run(
     route: &Route,
     call: ToolCall,
     upstream_task: Option<String>,
+    timeout: Duration,
 ) -> Result<CallToolResult, TaskExit> {
     let ctx = &call.ctx;
     if let Some(lost) = upstream_task {
@@ -45,12 +46,17 @@ pub(super) async fn run(
         lane = upstreams.lane(&route.server) => lane.map_err(|e| internal(e.to_string()))?,
         _ = ctx.cancelled() => return Err(TaskExit::Cancelled),
     };
+    // Every exchange of the task on its lane (create, status, cancel) is
+    // bounded as the route decided, kept with the call.
+    let lane = lane.bounded_by(timeout);
     let created = sep1686::create(lane, &route.tool, Value::Object(call.arguments), None).await;
     upstreams.saw_outcome(&route.server, &created);
     let handle = created.map_err(exit_of)?;
     let state = CallState::Sep1686 {
         upstream_task: Some(handle.id().to_string()),
-    };
+        timeout_ms: None,
+    }
+    .bounded(timeout);
     ctx.save_state(state.to_json()).await?;
     let mut shown = handle.created().snapshot.status_message.clone();
     if let Some(message) = &shown {

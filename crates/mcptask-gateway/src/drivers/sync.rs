@@ -26,12 +26,14 @@ pub(super) async fn synchronous(
     upstreams: &Upstreams,
     route: &Route,
     call: ToolCall,
+    timeout: std::time::Duration,
 ) -> Result<CallToolResult, TaskExit> {
     let ctx = &call.ctx;
-    // Each round's exchange is bounded like a call that is not a task; the
-    // questions of the caller between rounds and mid-call are bounded by the
-    // question timeout instead.
-    let bounded = exchange_options(upstreams.call_timeout(&route.server));
+    // Each round's exchange is bounded as the route decided (`timeout`,
+    // kept with the call), like a call that is not a task; the questions of
+    // the caller between rounds and mid-call are bounded by the question
+    // timeout instead.
+    let bounded = exchange_options(timeout);
     let mut round = bounded.clone();
     for _ in 0..MAX_ROUNDS {
         let lane = tokio::select! {

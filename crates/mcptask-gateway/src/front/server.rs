@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use mcptask_client::remote::Seen;
 use mcptask_client::upstream::{SyncEvent, SyncOptions, sync_call};
-use mcptask_client::{CallOptions, CallOutcome, TrackerError};
-use mcptask_core::call::{Face, Plan, RunDriver, TrackDriver};
+use mcptask_client::{CallOptions, TrackerError};
+use mcptask_core::call::Face;
 use mcptask_core::outcome::Outcome;
 use mcptask_server::mcp::declares_tasks;
 use mcptask_server::{DurableTaskServer, TaskRuntime};
@@ -29,10 +29,10 @@ use super::agent_tools;
 use super::bridge::Bridged;
 use super::directory::Directory;
 use crate::auth::Caller;
-use crate::calls::{CallError, Calls, LiveCall};
+use crate::calls::{CallError, Calls, Executed, Execution, Relay};
 use crate::failure::Failure;
 use crate::metrics::{CallLabels, PASS_THROUGH};
-use crate::route::{self, Ask, Decided, Intent, Routed, Target};
+use crate::route::{self, Ask, Decided, Intent, Target};
 use crate::upstreams::Upstreams;
 use crate::upstreams::catalog::Route;
 
@@ -103,115 +103,6 @@ impl FrontServer {
     pub fn with_caller_gone(mut self, token: tokio_util::sync::CancellationToken) -> Self {
         self.caller_gone = token;
         self
-    }
-
-    /// A call run as a call task (SEP-1686 or synchronous).
-    async fn run(
-        &self,
-        route: &Route,
-        driver: RunDriver,
-        arguments: JsonObject,
-        caller: &Caller,
-        request: &CallToolRequestParams,
-        (declares, live): (bool, LiveCall),
-    ) -> Result<CallToolResponse, ErrorData> {
-        let options = CallOptions {
-            principal: caller.principal.clone(),
-            face: Some(Face::Mcp),
-            id: Some(live.id().to_string()),
-            ..Default::default()
-        };
-        let inputs = request.input_responses.clone().unwrap_or_default();
-        let (task, _) = self
-            .calls
-            .run(route, driver, arguments, &options, inputs)
-            .await
-            .map_err(|e| refused(e, caller))?;
-        live.keep();
-        Ok(started(task, route, declares))
-    }
-
-    /// A SEP-2663 upstream (or a toolset's submit tool) called with tasks
-    /// declared: its answer decides (a result, a question round, or a task
-    /// the tracker records, then the call task of the same id that mirrors
-    /// it).
-    async fn tracked(
-        &self,
-        route: &Route,
-        driver: TrackDriver,
-        arguments: JsonObject,
-        caller: &Caller,
-        request: &CallToolRequestParams,
-        (declares, live): (bool, LiveCall),
-    ) -> Result<CallToolResponse, ErrorData> {
-        let mirror = self.calls.mirrored(route, arguments.clone());
-        let options = CallOptions {
-            principal: caller.principal.clone(),
-            correlation: Some(json!({"frontTool": route.front})),
-            input_responses: request.input_responses.clone().unwrap_or_default(),
-            request_state: request.request_state.clone(),
-            relay_answers: true,
-            id: Some(live.id().to_string()),
-            face: Some(Face::Mcp),
-            // The row commits with the caller's task of the same id.
-            commit: Some(mirror.commit_with()),
-            ..Default::default()
-        };
-        let tracker = &self.upstreams.tracker;
-        let args = Value::Object(arguments.clone());
-        let began = std::time::Instant::now();
-        let outcome = if driver == TrackDriver::Toolset {
-            tracker
-                .call_toolset(&route.server, &route.tool, args, options)
-                .await
-        } else {
-            tracker
-                .call_tool(&route.server, &route.tool, args, options)
-                .await
-        };
-        let driver = mcptask_core::call::Driver::from(driver).as_str();
-        let labels = CallLabels::new(
-            &self.upstreams,
-            &route.server,
-            &route.tool,
-            Face::Mcp,
-            driver,
-        );
-        crate::calls::count_answer(&labels, &outcome, began);
-        match outcome {
-            Ok(CallOutcome::Completed(result)) => Ok(CallToolResponse::Complete(result)),
-            Ok(CallOutcome::Task(record)) => match mirror.created() {
-                Some(task) => {
-                    live.keep();
-                    Ok(started(task, route, declares))
-                }
-                None => Err(Failure::internal(&format!(
-                    "call {} was kept without its task",
-                    record.id
-                ))
-                .into()),
-            },
-            Err(TrackerError::InputNeeded {
-                requests,
-                request_state,
-                ..
-            }) if declares => {
-                let mut round = InputRequiredResult::from_input_requests(requests);
-                round.request_state = request_state;
-                Ok(CallToolResponse::InputRequired(round))
-            }
-            Err(TrackerError::InputNeeded { requests, .. }) => {
-                let keys: Vec<String> = requests.keys().cloned().collect();
-                Ok(CallToolResponse::Complete(CallToolResult::error(vec![
-                    ContentBlock::text(format!(
-                        "{} asks questions ({}) before it starts, which this client cannot answer; call it from a client that declares tasks.",
-                        route.front,
-                        keys.join(", ")
-                    )),
-                ])))
-            }
-            Err(e) => Err(refused(e.into(), caller)),
-        }
     }
 
     /// A call answered synchronously by the upstream, relayed as is
@@ -342,6 +233,29 @@ impl FrontServer {
                 }
             }
         }
+    }
+}
+
+/// The front's own pass-through exchange, for [`Calls::execute`]: the
+/// upstream's progress and questions go to this request's caller, and the
+/// call is withdrawn when the caller cancels or goes away.
+struct FrontRelay<'a> {
+    front: &'a FrontServer,
+    request: &'a CallToolRequestParams,
+    context: &'a RequestContext<RoleServer>,
+}
+
+#[async_trait::async_trait]
+impl Relay for FrontRelay<'_> {
+    async fn pass_through(
+        &self,
+        route: &Route,
+        timeout: std::time::Duration,
+        arguments: JsonObject,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.front
+            .pass_through(route, timeout, arguments, self.request, self.context)
+            .await
     }
 }
 
@@ -519,51 +433,61 @@ impl ServerHandler for FrontServer {
                 return Err(Failure::UnknownTool { server: None, tool }.into());
             }
         };
-        let arguments = request.arguments.clone().unwrap_or_default();
-        let Routed {
-            route,
-            plan,
-            admitted,
-            live,
-            timeout,
-            declares,
-        } = *routed;
-        // The admission holds until the call is answered.
-        let _admitted = admitted;
-        let route = &route;
-        let answer = async {
-            match plan {
-                Plan::PassThrough => {
-                    let _live = live;
-                    self.pass_through(route, timeout, arguments, &request, &context)
-                        .await
-                }
-                Plan::Track(driver) => {
-                    self.tracked(
-                        route,
-                        driver,
-                        arguments,
-                        &caller,
-                        &request,
-                        (declares, live),
-                    )
-                    .await
-                }
-                Plan::Run(driver) => {
-                    self.run(
-                        route,
-                        driver,
-                        arguments,
-                        &caller,
-                        &request,
-                        (declares, live),
-                    )
-                    .await
-                }
+        let routed = *routed;
+        let (route, declares) = (routed.route.clone(), routed.declares);
+        let relay = FrontRelay {
+            front: self,
+            request: &request,
+            context: &context,
+        };
+        let execution = Execution {
+            arguments: Value::Object(request.arguments.clone().unwrap_or_default()),
+            options: CallOptions {
+                principal: caller.principal.clone(),
+                face: Some(Face::Mcp),
+                correlation: Some(json!({"frontTool": route.front})),
+                input_responses: request.input_responses.clone().unwrap_or_default(),
+                request_state: request.request_state.clone(),
+                // The caller's answers go to the upstream, which judges them.
+                relay_answers: true,
+                ..Default::default()
+            },
+            as_tasks: true,
+            relay: Some(&relay),
+        };
+        let answer = self.calls.execute(routed, execution).instrument(span).await;
+        let answer = match answer {
+            Ok(Executed::Answered(result)) => Ok(CallToolResponse::Complete(result)),
+            Ok(Executed::Kept {
+                task: Some(task), ..
+            }) => Ok(started(task, &route, declares)),
+            Ok(Executed::Kept { record, task: None }) => Err(Failure::internal(&format!(
+                "call {} was kept without its task",
+                record.id
+            ))
+            .into()),
+            Ok(Executed::Relayed(answer)) => answer,
+            Err(CallError::Tracker(TrackerError::InputNeeded {
+                requests,
+                request_state,
+                ..
+            })) if declares => {
+                let mut round = InputRequiredResult::from_input_requests(requests);
+                round.request_state = request_state;
+                Ok(CallToolResponse::InputRequired(round))
             }
-        }
-        .instrument(span)
-        .await;
+            Err(CallError::Tracker(TrackerError::InputNeeded { requests, .. })) => {
+                let keys: Vec<String> = requests.keys().cloned().collect();
+                Ok(CallToolResponse::Complete(CallToolResult::error(vec![
+                    ContentBlock::text(format!(
+                        "{} asks questions ({}) before it starts, which this client cannot answer; call it from a client that declares tasks.",
+                        route.front,
+                        keys.join(", ")
+                    )),
+                ])))
+            }
+            Err(e) => Err(refused(e, &caller)),
+        };
         answer.map(Bridged::bridged)
     }
 

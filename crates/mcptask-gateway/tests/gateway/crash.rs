@@ -231,7 +231,7 @@ mcptask_testkit::on_both_backends! {
         let toml = gateway_toml(&db, &http_server("ev", &seen.url()));
         let (layer, crash) = crashing(|step| {
             matches!(step, Step::BeforeSaveState(state)
-                if matches!(CallState::from_json(state, None), Ok(CallState::Sep1686 { upstream_task: Some(_) })))
+                if matches!(CallState::from_json(state, None), Ok(CallState::Sep1686 { upstream_task: Some(_), .. })))
         });
         let gateway = Instance::start(&toml, layer).await;
         let client = gateway.front().await;

@@ -1,0 +1,181 @@
+//! Carrying out a routed call: the one switch over the plan, for every face.
+//!
+//! [`route::decide`](crate::route::decide) decides a call once; this carries
+//! that decision out, whichever face made the call (the Rust API, REST, the
+//! CLI, the MCP front): a run plan becomes a call task, a tracked plan the
+//! tracker's call, a pass-through the upstream's answer. The route's
+//! timeout bounds every exchange with the upstream on every plan (it is
+//! kept with a call task, so its driver never recomputes it). A face only
+//! translates its request into an [`Execution`] and renders the
+//! [`Executed`]; what only it can do (the front's relay of progress and
+//! questions during a pass-through) it passes in as a [`Relay`].
+
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use mcptask_client::{CallOptions, CallOutcome, RemoteTaskRecord, TrackerError};
+use mcptask_core::call::{Driver, Face, Plan, TrackDriver};
+use rmcp::ErrorData;
+use rmcp::model::{CallToolResponse, CallToolResult, JsonObject, Task};
+use serde_json::Value;
+
+use super::{CallError, Calls, count_answer};
+use crate::metrics::{CallLabels, PASS_THROUGH};
+use crate::route::Routed;
+use crate::upstreams::catalog::Route;
+
+/// A face's own synchronous exchange with the upstream (the MCP front relays
+/// the upstream's progress and questions to its caller as they come, and
+/// withdraws the call when its caller goes), bounded by the route's
+/// `timeout`. It counts the call's end itself: only it knows whether its
+/// caller went away.
+#[async_trait]
+pub trait Relay: Send + Sync {
+    /// Call `route`'s tool with `arguments` and relay the exchange.
+    async fn pass_through(
+        &self,
+        route: &Route,
+        timeout: Duration,
+        arguments: JsonObject,
+    ) -> Result<CallToolResponse, ErrorData>;
+}
+
+/// A routed call as a face hands it over.
+pub struct Execution<'a> {
+    /// The tool's arguments (a JSON object, or null).
+    pub arguments: Value,
+    /// What is recorded with the call (who, which face, correlation, answers
+    /// the caller gave); its id and timeout are set from the route.
+    pub options: CallOptions,
+    /// The face reads kept calls as tasks of the call runtime (`tasks/get`):
+    /// a tracked call's row commits with a call task of the same id.
+    pub as_tasks: bool,
+    /// The face's own synchronous exchange; `None`: the tracker's.
+    pub relay: Option<&'a dyn Relay>,
+}
+
+/// What became of a call.
+pub enum Executed {
+    /// The upstream answered; nothing was kept.
+    Answered(CallToolResult),
+    /// The call is kept: its row, and, for a face that reads calls as tasks
+    /// (or a call task), the task as its caller sees it.
+    Kept {
+        /// The call's row, durable before this returns.
+        record: Box<RemoteTaskRecord>,
+        /// The call task of the same id, when there is one.
+        task: Option<Task>,
+    },
+    /// The face's [`Relay`] carried the exchange: its answer, as it is.
+    Relayed(Result<CallToolResponse, ErrorData>),
+}
+
+/// The arguments as an object (null reads as none).
+fn object(arguments: Value) -> Result<JsonObject, CallError> {
+    match arguments {
+        Value::Object(map) => Ok(map),
+        Value::Null => Ok(JsonObject::new()),
+        _ => Err(TrackerError::InvalidInput("arguments must be a JSON object".into()).into()),
+    }
+}
+
+impl Calls {
+    /// Carry out `routed` (the route's one decision) for the face that made
+    /// it. The admission holds until the call is answered; a kept call holds
+    /// its live place until it ends.
+    pub async fn execute(
+        &self,
+        routed: Routed,
+        execution: Execution<'_>,
+    ) -> Result<Executed, CallError> {
+        let Routed {
+            route,
+            plan,
+            admitted: _admitted,
+            live,
+            timeout,
+            ..
+        } = routed;
+        let Execution {
+            arguments,
+            mut options,
+            as_tasks,
+            relay,
+        } = execution;
+        // The call is kept (if it is) under the id its live place holds, and
+        // each of its exchanges is bounded as the route decided.
+        options.id = Some(live.id().to_string());
+        options.timeout = Some(timeout);
+        let face = options.face.unwrap_or(Face::Rust);
+        let tracker = &self.upstreams.tracker;
+        let executed = match plan {
+            Plan::Run(driver) => {
+                let arguments = object(arguments)?;
+                let inputs = options.input_responses.clone();
+                let (task, record) = self
+                    .run(&route, driver, arguments, &options, inputs, timeout)
+                    .await?;
+                Executed::Kept {
+                    record: Box::new(record),
+                    task: Some(task),
+                }
+            }
+            Plan::Track(driver) => {
+                let mirror = as_tasks.then(|| {
+                    let arguments = arguments.as_object().cloned().unwrap_or_default();
+                    self.mirrored(&route, arguments)
+                });
+                options.commit = mirror.as_ref().map(|m| m.commit_with());
+                let began = Instant::now();
+                let outcome = if driver == TrackDriver::Toolset {
+                    tracker
+                        .call_toolset(&route.server, &route.tool, arguments, options)
+                        .await
+                } else {
+                    tracker
+                        .call_tool(&route.server, &route.tool, arguments, options)
+                        .await
+                };
+                let driver = Driver::from(driver).as_str();
+                let labels =
+                    CallLabels::new(&self.upstreams, &route.server, &route.tool, face, driver);
+                count_answer(&labels, &outcome, began);
+                match outcome? {
+                    CallOutcome::Completed(result) => Executed::Answered(result),
+                    CallOutcome::Task(record) => Executed::Kept {
+                        record,
+                        task: mirror.and_then(|m| m.created()),
+                    },
+                }
+            }
+            Plan::PassThrough => match relay {
+                Some(relay) => {
+                    let arguments = object(arguments)?;
+                    Executed::Relayed(relay.pass_through(&route, timeout, arguments).await)
+                }
+                None => {
+                    let began = Instant::now();
+                    let outcome = tracker
+                        .call_tool(&route.server, &route.tool, arguments, options)
+                        .await;
+                    let labels = CallLabels::new(
+                        &self.upstreams,
+                        &route.server,
+                        &route.tool,
+                        face,
+                        PASS_THROUGH,
+                    );
+                    count_answer(&labels, &outcome, began);
+                    match outcome? {
+                        CallOutcome::Completed(result) => Executed::Answered(result),
+                        CallOutcome::Task(record) => Executed::Kept { record, task: None },
+                    }
+                }
+            },
+        };
+        if matches!(executed, Executed::Kept { .. }) {
+            live.keep();
+        }
+        Ok(executed)
+    }
+}
