@@ -10,13 +10,17 @@
 
 use serde::{Deserialize, Serialize};
 
-/// What recovery does with a task whose process died while running it.
+/// What recovery does with a task whose process died while running it: the
+/// one form of the policy, as a server's configuration (`interrupt = "fail"`
+/// or `"rerun"`), a route and a call's stored state spell it.
 ///
 /// ```
 /// use mcptask_core::server::InterruptPolicy;
 /// assert_eq!(InterruptPolicy::default(), InterruptPolicy::Fail);
+/// assert_eq!(serde_json::to_value(InterruptPolicy::Rerun).unwrap(), "rerun");
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum InterruptPolicy {
     /// Settle the task as `failed` with an "interrupted" error (honest, at-most-once).
     #[default]
@@ -363,35 +367,9 @@ struct StateJson {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     upstream_task: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    interrupt: Option<StoredInterrupt>,
+    interrupt: Option<InterruptPolicy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     timeout_ms: Option<u64>,
-}
-
-/// [`InterruptPolicy`] as a call state stores it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum StoredInterrupt {
-    Fail,
-    Rerun,
-}
-
-impl From<InterruptPolicy> for StoredInterrupt {
-    fn from(p: InterruptPolicy) -> Self {
-        match p {
-            InterruptPolicy::Fail => StoredInterrupt::Fail,
-            InterruptPolicy::Rerun => StoredInterrupt::Rerun,
-        }
-    }
-}
-
-impl From<StoredInterrupt> for InterruptPolicy {
-    fn from(p: StoredInterrupt) -> Self {
-        match p {
-            StoredInterrupt::Fail => InterruptPolicy::Fail,
-            StoredInterrupt::Rerun => InterruptPolicy::Rerun,
-        }
-    }
 }
 
 impl CallState {
@@ -486,7 +464,7 @@ impl CallState {
                 interrupt,
                 timeout_ms,
             } => {
-                json.interrupt = Some((*interrupt).into());
+                json.interrupt = Some(*interrupt);
                 json.timeout_ms = *timeout_ms;
             }
         }
@@ -520,7 +498,7 @@ impl CallState {
                 timeout_ms: json.timeout_ms,
             },
             Driver::Sync => CallState::Sync {
-                interrupt: json.interrupt.map_or(InterruptPolicy::Fail, Into::into),
+                interrupt: json.interrupt.unwrap_or_default(),
                 timeout_ms: json.timeout_ms,
             },
         })

@@ -208,7 +208,7 @@ impl Calls {
         };
         // What a crash does to the call is decided now, with the call, and
         // kept in its state: recovery reads it back, never today's catalog.
-        let interrupt = route.interrupt();
+        let interrupt = route.interrupt;
         let options = CallOptions {
             id: Some(options.id.clone().unwrap_or_else(ids::new_local_task_id)),
             ..options.clone()

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use mcptask_client::oauth::OAuthRuntime;
 use mcptask_client::{ServerDef, Transport};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use toml::Spanned;
 
 use super::url::is_http_url;
@@ -52,7 +52,7 @@ pub struct ServerSection {
     /// What the proxy does with this server's synchronous calls run as
     /// front tasks when the process running them dies.
     #[serde(default)]
-    pub interrupt: Interrupt,
+    pub interrupt: InterruptPolicy,
     /// `[[servers.toolsets]]`: submit/status/cancel tool groups.
     #[serde(default)]
     pub toolsets: Vec<mcptask_client::Toolset>,
@@ -70,16 +70,10 @@ pub struct ServerSection {
     pub oauth: Option<Spanned<OAuthSection>>,
 }
 
-/// What the proxy does with a synchronous upstream call whose process died.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum Interrupt {
-    /// Fail the front task "interrupted" (default: the call may have had effects).
-    #[default]
-    Fail,
-    /// Call the upstream again (for idempotent tools).
-    Rerun,
-}
+/// What the proxy does with a synchronous upstream call whose process died
+/// (`interrupt = "fail"`, the default: the call may have had effects; or
+/// `"rerun"`, for idempotent tools): core's one form of the policy.
+pub use mcptask_core::server::InterruptPolicy;
 
 /// A configured server as the calls front it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,8 +82,8 @@ pub struct Upstream {
     pub name: String,
     /// The prefix of its tools' front names (`""`: their own names).
     pub prefix: String,
-    /// `interrupt = "rerun"`: an interrupted synchronous call is made again.
-    pub rerun: bool,
+    /// What a crash does to its synchronous calls (`interrupt`).
+    pub interrupt: InterruptPolicy,
     /// Upstream tool names run in the background for non-declaring callers.
     pub background: Vec<String>,
 }
@@ -147,7 +141,7 @@ impl ServerSection {
                 .prefix
                 .clone()
                 .unwrap_or_else(|| self.name().to_string()),
-            rerun: self.interrupt == Interrupt::Rerun,
+            interrupt: self.interrupt,
             background: self.background.clone(),
         }
     }

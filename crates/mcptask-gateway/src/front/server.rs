@@ -64,6 +64,47 @@ fn started(task: Task, route: &Route, declares: bool) -> CallToolResponse {
     }
 }
 
+/// What the front's caller hears of an executed call: a result, the task
+/// it is kept as (or the agent tools' "started" answer), a question round
+/// for a caller that declares tasks, or the one error mapping's words.
+fn render(
+    answer: Result<Executed, CallError>,
+    route: &Route,
+    declares: bool,
+    caller: &Caller,
+) -> Result<CallToolResponse, ErrorData> {
+    match answer {
+        Ok(Executed::Answered(result)) => Ok(CallToolResponse::Complete(result)),
+        Ok(Executed::Kept {
+            task: Some(task), ..
+        }) => Ok(started(task, route, declares)),
+        Ok(Executed::Kept { record, task: None }) => {
+            Err(Failure::internal(&format!("call {} was kept without its task", record.id)).into())
+        }
+        Ok(Executed::Relayed(answer)) => answer,
+        Err(CallError::Tracker(TrackerError::InputNeeded {
+            requests,
+            request_state,
+            ..
+        })) if declares => {
+            let mut round = InputRequiredResult::from_input_requests(requests);
+            round.request_state = request_state;
+            Ok(CallToolResponse::InputRequired(round))
+        }
+        Err(CallError::Tracker(TrackerError::InputNeeded { requests, .. })) => {
+            let keys: Vec<String> = requests.keys().cloned().collect();
+            Ok(CallToolResponse::Complete(CallToolResult::error(vec![
+                ContentBlock::text(format!(
+                    "{} asks questions ({}) before it starts, which this client cannot answer; call it from a client that declares tasks.",
+                    route.front,
+                    keys.join(", ")
+                )),
+            ])))
+        }
+        Err(e) => Err(refused(e, caller)),
+    }
+}
+
 /// A call that could not be made, as `caller`'s JSON-RPC error.
 fn refused(e: CallError, caller: &Caller) -> ErrorData {
     Failure::from(e).for_caller(caller).into()
@@ -456,39 +497,7 @@ impl ServerHandler for FrontServer {
             relay: Some(&relay),
         };
         let answer = self.calls.execute(routed, execution).instrument(span).await;
-        let answer = match answer {
-            Ok(Executed::Answered(result)) => Ok(CallToolResponse::Complete(result)),
-            Ok(Executed::Kept {
-                task: Some(task), ..
-            }) => Ok(started(task, &route, declares)),
-            Ok(Executed::Kept { record, task: None }) => Err(Failure::internal(&format!(
-                "call {} was kept without its task",
-                record.id
-            ))
-            .into()),
-            Ok(Executed::Relayed(answer)) => answer,
-            Err(CallError::Tracker(TrackerError::InputNeeded {
-                requests,
-                request_state,
-                ..
-            })) if declares => {
-                let mut round = InputRequiredResult::from_input_requests(requests);
-                round.request_state = request_state;
-                Ok(CallToolResponse::InputRequired(round))
-            }
-            Err(CallError::Tracker(TrackerError::InputNeeded { requests, .. })) => {
-                let keys: Vec<String> = requests.keys().cloned().collect();
-                Ok(CallToolResponse::Complete(CallToolResult::error(vec![
-                    ContentBlock::text(format!(
-                        "{} asks questions ({}) before it starts, which this client cannot answer; call it from a client that declares tasks.",
-                        route.front,
-                        keys.join(", ")
-                    )),
-                ])))
-            }
-            Err(e) => Err(refused(e, &caller)),
-        };
-        answer.map(Bridged::bridged)
+        render(answer, &route, declares, &caller).map(Bridged::bridged)
     }
 
     async fn get_task(

@@ -298,7 +298,7 @@ pub async fn decide(calls: &Calls, intent: Intent<'_>) -> Result<Decided, Failur
 /// (a front task written before states named their driver, which no
 /// version since writes): planned as it was then, from the catalog.
 pub fn legacy_state(route: &Route) -> CallState {
-    let interrupt = route.interrupt();
+    let interrupt = route.interrupt;
     match plan(route.facts, Wants::Durable) {
         Plan::Track(driver) => CallState::tracked(driver),
         Plan::Run(driver) => CallState::run(driver, interrupt),

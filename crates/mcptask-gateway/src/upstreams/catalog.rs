@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use mcptask_core::call::ToolFacts;
+use mcptask_core::server::InterruptPolicy;
 use rmcp::model::Tool;
 
 /// One front tool.
@@ -17,25 +18,14 @@ pub struct Route {
     pub tool: String,
     /// What its server speaks and how the tool may run as a task.
     pub facts: ToolFacts,
-    /// Rerun synchronous calls interrupted by a crash (else fail them).
-    pub rerun: bool,
+    /// What a crash does to a synchronous call of this tool made now (its
+    /// server's `interrupt`): decided when the call is made and kept with it.
+    pub interrupt: InterruptPolicy,
     /// Run in the background for callers that do not declare tasks
     /// (`background = [...]` on the server).
     pub background: bool,
     /// The definition shown to callers (the upstream's, renamed).
     pub definition: Tool,
-}
-
-impl Route {
-    /// What a crash does to a synchronous call of this tool made now (its
-    /// server's `interrupt`): decided when the call is made and kept with it.
-    pub fn interrupt(&self) -> mcptask_core::server::InterruptPolicy {
-        if self.rerun {
-            mcptask_core::server::InterruptPolicy::Rerun
-        } else {
-            mcptask_core::server::InterruptPolicy::Fail
-        }
-    }
 }
 
 /// One server's listing, as the catalog is built from it.
@@ -44,8 +34,8 @@ pub struct Listing {
     pub server: String,
     /// The prefix of its tools' front names.
     pub prefix: String,
-    /// Its synchronous calls rerun after an interruption.
-    pub rerun: bool,
+    /// What a crash does to its synchronous calls.
+    pub interrupt: InterruptPolicy,
     /// Upstream tool names run in the background for non-declaring callers.
     pub background: Vec<String>,
     /// Each tool with its facts.
@@ -138,7 +128,7 @@ impl Catalog {
                         server: listing.server.clone(),
                         tool: tool.name.to_string(),
                         facts,
-                        rerun: listing.rerun,
+                        interrupt: listing.interrupt,
                         background: listing.background.iter().any(|b| *b == *tool.name),
                         definition,
                     },
@@ -183,7 +173,11 @@ pub(crate) fn test_route(
             task_support: mcptask_core::call::TaskSupport::Optional,
             toolset_submit: false,
         },
-        rerun,
+        interrupt: if rerun {
+            InterruptPolicy::Rerun
+        } else {
+            InterruptPolicy::Fail
+        },
         background,
         definition: Tool::new("s__t", "t", std::sync::Arc::new(Default::default())),
     }
@@ -202,7 +196,7 @@ mod tests {
         Listing {
             server: server.into(),
             prefix: prefix.into(),
-            rerun: false,
+            interrupt: InterruptPolicy::Fail,
             background: Vec::new(),
             tools: tools
                 .iter()

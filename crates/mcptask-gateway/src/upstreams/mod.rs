@@ -396,7 +396,7 @@ impl Upstreams {
                     known.get(&s.name).map(|tools| Listing {
                         server: s.name.clone(),
                         prefix: s.prefix.clone(),
-                        rerun: s.rerun,
+                        interrupt: s.interrupt,
                         background: s.background.clone(),
                         tools: tools.clone(),
                     })
