@@ -146,7 +146,8 @@ async fn refuse_over_limits(
         Ok(()) => next.run(request).await,
         Err(busy) => {
             // Refused before the body named a tool: counted unnamed.
-            let face = crate::metrics::CallLabels::unnamed(mcptask_core::call::Face::Api);
+            let face = crate::metrics::CallLabels::unnamed(mcptask_core::call::Face::Api)
+                .by(principal.as_deref());
             crate::metrics::call_ended(
                 &face,
                 mcptask_core::outcome::Outcome::RefusedLimit,
