@@ -57,28 +57,13 @@ pub(crate) struct Server {
 }
 
 impl Server {
-    /// A server whose lease is short, so another process recovers its
-    /// tasks within seconds of a SIGKILL.
-    async fn start(name: &str, database_url: &str) -> Self {
-        // Renewals still keep up on a busy machine.
-        let short = [
-            ("RMCP_TASK_SERVER_LEASE_MS", "1500"),
-            ("RMCP_TASK_SERVER_RECOVERY_EVERY_MS", "200"),
-        ];
-        Self::start_with(name, database_url, &short).await
-    }
-
     /// A server with the runtime's own settings (a 30 s owner lease,
-    /// recovery every 5 s), as an rmcp author ships it.
-    pub(crate) async fn start_as_shipped(name: &str, database_url: &str) -> Self {
-        Self::start_with(name, database_url, &[]).await
-    }
-
-    async fn start_with(name: &str, database_url: &str, env: &[(&str, &str)]) -> Self {
+    /// recovery every 5 s), as an rmcp author ships it: a restart on the
+    /// same store adopts its previous incarnation's work at once.
+    pub(crate) async fn start(name: &str, database_url: &str) -> Self {
         let mut command = tokio::process::Command::new(example());
         command
             .args([database_url, "--http", "127.0.0.1:0"])
-            .envs(env.iter().copied())
             .env("RUST_LOG", "warn");
         let (process, url) = LoggedChild::spawn(name, command, READY, Duration::from_secs(60))
             .await

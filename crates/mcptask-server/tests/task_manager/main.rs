@@ -5,9 +5,12 @@
 //! PostgreSQL, survives SIGKILL and is served by two replicas ([`example`]);
 //! restarted at once, it adopts its previous incarnation's work at once, and
 //! two live processes never adopt each other's ([`incarnation`]); rmcp's
-//! exported names mean the same here ([`drop_in`]).
+//! exported names mean the same here ([`drop_in`]); and that example is the
+//! rmcp server `rmcp_task_server_before` with the migration guide's patch
+//! applied, the patch the guide shows ([`migration_patch`]).
 
 mod drop_in;
 mod example;
 mod incarnation;
+mod migration_patch;
 mod same_handler;
