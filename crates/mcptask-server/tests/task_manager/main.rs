@@ -7,7 +7,8 @@
 //! two live processes never adopt each other's ([`incarnation`]); rmcp's
 //! exported names mean the same here ([`drop_in`]); and that example is the
 //! rmcp server `rmcp_task_server_before` with the migration guide's patch
-//! applied, the patch the guide shows ([`migration_patch`]).
+//! applied, the patch the guide shows, and that rmcp server passes the same
+//! scenarios on rmcp's own manager ([`migration_patch`]).
 
 mod drop_in;
 mod example;

@@ -5,9 +5,16 @@
 //! from a sync helper, stdio and HTTP), gives `examples/rmcp_task_server.rs`
 //! byte for byte: the durable server the other modules of this binary build
 //! and run (conformance scenarios on both stores, `kill -9` and restart,
-//! replicas). And the guide shows exactly that patch.
+//! replicas). The rmcp server passes the same scenarios on rmcp's manager,
+//! so the patch starts from a working server. And the guide shows exactly
+//! that patch.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use mcptask_testkit::with_deadline;
+
+use crate::example::{Server, assert_passes_the_task_scenarios, tooling};
 
 /// How to write the patch again after either example changed.
 const REGENERATE: &str = "cd crates/mcptask-server/examples && diff -u \
@@ -92,4 +99,16 @@ fn the_guide_shows_the_patch_whole() {
         flowed.contains(&size),
         "{GUIDE} does not say the patch is {size}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rmcp_server_before_the_patch_passes_the_task_scenarios() {
+    let test = "the_rmcp_server_before_the_patch_passes_the_task_scenarios";
+    let Some(bin) = tooling(test) else { return };
+    with_deadline(Duration::from_secs(600), async {
+        let server =
+            Server::start_program("rmcp_task_server_before", "rmcp_task_server_before", &[]).await;
+        assert_passes_the_task_scenarios(&bin, &server, "rmcp's in-memory TaskManager").await;
+    })
+    .await;
 }
