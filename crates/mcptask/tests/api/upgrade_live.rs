@@ -292,11 +292,9 @@ async fn live_calls_settle(test: &str, name: &str, store: &str) {
                 other => panic!("{what}: no expectation for {other:?}"),
             }
             if call["face"] == "mcp" {
-                let got = mcp
-                    .get(id)
-                    .await
-                    .unwrap_or_else(|e| panic!("{what}: the front no longer knows {id}: {e}"));
-                let wire = mcptask_testkit::mcp::wire(&got);
+                // The front's record of the call follows the tracker's a
+                // moment later (today's two records of one front call).
+                let wire = wait_terminal(&mcp, id, WAIT).await;
                 assert_eq!(status(&wire), expect, "{what}\n{wire:#}");
                 if expect == "completed" {
                     assert_eq!(
