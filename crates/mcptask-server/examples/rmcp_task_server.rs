@@ -14,7 +14,11 @@
 //! `greet` (synchronous), `slow_compute` (a named tool: its task is rerun if
 //! the process dies), `slow_sum`, `failing_job`, `protocol_error_job`,
 //! `confirm_delete`, `multi_input` and `test_tool_with_task` (closures: after
-//! a crash their tasks fail honestly).
+//! a crash their tasks fail honestly), and `approved_sum` (a closure
+//! registered under its name when the manager is built: rerun after a
+//! crash, with the approval given before it answered again at once; rmcp
+//! has no such thing, so the items that make it say `durable:` in their
+//! doc comment and are wholly mcptask's).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,8 +63,9 @@ pub struct TaskServer {
 }
 
 /// The tools that run as tasks when the request declares the tasks extension.
-const TASK_TOOLS: [&str; 7] = [
+const TASK_TOOLS: [&str; 8] = [
     "slow_compute",
+    "approved_sum", // durable: a rerunnable closure
     "slow_sum",
     "failing_job",
     "protocol_error_job",
@@ -214,6 +219,16 @@ impl TaskServer {
         Ok(task)
     }
 
+    /// durable: all of it (rmcp has no rerunnable closure). A closure
+    /// registered as `approved_sum` ([`approved_sum`]): its task stores the
+    /// name and arguments, so it is rerun if the process dies.
+    async fn spawn_registered(&self, request: &CallToolRequestParams) -> Result<Task, McpError> {
+        let arguments = request.arguments.clone().unwrap_or_default();
+        self.tasks
+            .spawn_rerunnable(TaskOptions::default(), "approved_sum", arguments)
+            .await
+    }
+
     fn closure_tools() -> Vec<Tool> {
         let object = |properties: Value| -> Arc<JsonObject> {
             Arc::new(
@@ -225,6 +240,14 @@ impl TaskServer {
             Tool::new(
                 "slow_sum",
                 "Sum two numbers after a delay (`seconds`, default 2).",
+                object(
+                    json!({"a": {"type": "integer"}, "b": {"type": "integer"}, "seconds": {"type": "number"}}),
+                ),
+            ),
+            // durable: this tool (rmcp has no rerunnable closure).
+            Tool::new(
+                "approved_sum",
+                "Ask for approval, then sum two numbers after a delay (`seconds`, default 2); rerun if its server dies.",
                 object(
                     json!({"a": {"type": "integer"}, "b": {"type": "integer"}, "seconds": {"type": "number"}}),
                 ),
@@ -288,6 +311,9 @@ impl ServerHandler for TaskServer {
                 self.tasks
                     .spawn_tool(TaskOptions::default(), request)
                     .await? // durable: a named tool
+            } else if name == "approved_sum" {
+                // durable: a rerunnable closure
+                self.spawn_registered(&request).await?
             } else {
                 self.spawn_closure(&request).await?
             };
@@ -351,6 +377,35 @@ impl ServerHandler for TaskServer {
     }
 }
 
+/// durable: all of it (rmcp has no rerunnable closure). `approved_sum`'s
+/// work, registered under that name when the manager is built: asks for
+/// approval, then adds slowly. Made again from the stored arguments on
+/// every run; on a rerun the approval given before the crash is answered
+/// at once, so the status says which attempt is adding.
+fn approved_sum(
+    ctx: TaskContext,
+    arguments: JsonObject,
+) -> mcptask_server::task_manager::TaskFuture {
+    Box::pin(async move {
+        let SumArgs { a, b, seconds } = serde_json::from_value(Value::Object(arguments))
+            .map_err(|e| TaskExit::Error(McpError::invalid_params(e.to_string(), None)))?;
+        let schema = json!({"type": "object", "properties": {"approve": {"type": "boolean"}}, "required": ["approve"]});
+        let answer = ctx
+            .request_input("approve", form(&format!("Add {a} and {b}?"), schema)?)
+            .await?;
+        if accepted_field(&answer, "approve").and_then(Value::as_bool) != Some(true) {
+            return Ok(text("not approved"));
+        }
+        ctx.set_status_message(format!("approved; adding (attempt {})", ctx.attempt()))
+            .await?;
+        let delay = Duration::from_secs_f64(seconds.unwrap_or(2.0).clamp(0.0, 86_400.0));
+        tokio::select! {
+            _ = ctx.cancelled() => Err(TaskExit::Cancelled),
+            _ = tokio::time::sleep(delay) => Ok(text((a + b).to_string())),
+        }
+    })
+}
+
 /// Lease and recovery settings from the environment (the restart tests
 /// shorten them), else the runtime's defaults.
 fn config() -> RuntimeConfig {
@@ -379,7 +434,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .and_then(|i| args.get(i + 1))
         .cloned();
     let store = mcptask_sql::open(&url).await?;
-    let tasks = TaskManager::open_with(store.server_tasks(), config()).await?; // durable: TaskManager::new()
+    let tasks = TaskManager::builder(store.server_tasks()) // durable: TaskManager::new()
+        .config(config()) // durable: TaskManager::new()
+        .rerunnable("approved_sum", approved_sum) // durable: a rerunnable closure
+        .open() // durable: TaskManager::new()
+        .await?; // durable: TaskManager::new()
     let server = TaskServer::new(tasks.clone());
     match http {
         Some(addr) => {

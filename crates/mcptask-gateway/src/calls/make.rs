@@ -122,6 +122,8 @@ impl Calls {
             caller,
         } = request;
         let face = options.face.unwrap_or(Face::Rust);
+        // Whom the call is for, in the audit trail of its end.
+        let principal = options.principal.clone();
         let intent = Intent {
             caller: &caller,
             face,
@@ -154,7 +156,8 @@ impl Calls {
                 } else {
                     tracker.call_tool(&server, &tool, arguments, options).await
                 };
-                let labels = CallLabels::new(&self.upstreams, &server, &tool, face, PASS_THROUGH);
+                let labels = CallLabels::new(&self.upstreams, &server, &tool, face, PASS_THROUGH)
+                    .by(principal.as_deref());
                 count_answer(&labels, &outcome, began);
                 return Ok(kept(outcome?.into(), live));
             }
@@ -204,7 +207,8 @@ impl Calls {
                 };
                 let driver = Driver::from(driver).as_str();
                 let labels =
-                    CallLabels::new(&self.upstreams, &route.server, &route.tool, face, driver);
+                    CallLabels::new(&self.upstreams, &route.server, &route.tool, face, driver)
+                        .by(principal.as_deref());
                 count_answer(&labels, &outcome, began);
                 outcome?.into()
             }
@@ -220,7 +224,8 @@ impl Calls {
                     &route.tool,
                     face,
                     PASS_THROUGH,
-                );
+                )
+                .by(principal.as_deref());
                 count_answer(&labels, &outcome, began);
                 outcome?.into()
             }
@@ -364,10 +369,16 @@ pub(crate) fn count_answer(
     outcome: &Result<CallOutcome, TrackerError>,
     started: Instant,
 ) {
-    let ended = match outcome {
-        Ok(CallOutcome::Completed(result)) => Outcome::answered(result.is_error == Some(true)),
+    let (ended, labels) = match outcome {
+        Ok(CallOutcome::Completed(result)) => (
+            Outcome::answered(result.is_error == Some(true)),
+            labels.clone(),
+        ),
         Ok(CallOutcome::Task(_)) | Err(TrackerError::InputNeeded { .. }) => return,
-        Err(_) => Outcome::Failed,
+        Err(e) => (
+            Outcome::Failed,
+            labels.clone().failed_with(crate::failure::class_of(e)),
+        ),
     };
-    crate::metrics::call_ended(labels, ended, started.elapsed());
+    crate::metrics::call_ended(&labels, ended, started.elapsed());
 }

@@ -176,7 +176,8 @@ impl FrontServer {
             &route.tool,
             Face::Mcp,
             driver,
-        );
+        )
+        .by(caller.principal.as_deref());
         crate::calls::count_answer(&labels, &outcome, began);
         match outcome {
             Ok(CallOutcome::Completed(result)) => Ok(CallToolResponse::Complete(result)),
@@ -219,7 +220,7 @@ impl FrontServer {
     async fn pass_through(
         &self,
         route: &Route,
-        timeout: std::time::Duration,
+        (timeout, principal): (std::time::Duration, Option<&str>),
         arguments: JsonObject,
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
@@ -234,17 +235,21 @@ impl FrontServer {
             &route.tool,
             Face::Mcp,
             PASS_THROUGH,
-        );
-        let outcome = match &answer {
+        )
+        .by(principal);
+        let (outcome, labels) = match &answer {
             Ok(CallToolResponse::Complete(result)) => {
-                Outcome::answered(result.is_error == Some(true))
+                (Outcome::answered(result.is_error == Some(true)), labels)
             }
             // A question round goes back to the caller: the call goes on.
             Ok(_) => return answer,
             Err(_) if context.ct.is_cancelled() || self.caller_gone.is_cancelled() => {
-                Outcome::Cancelled
+                (Outcome::Cancelled, labels)
             }
-            Err(_) => Outcome::Failed,
+            Err(e) => (
+                Outcome::Failed,
+                labels.failed_with(crate::failure::class_of_rpc(e)),
+            ),
         };
         crate::metrics::call_ended(&labels, outcome, started.elapsed());
         answer
@@ -527,6 +532,7 @@ impl ServerHandler for FrontServer {
             live,
             timeout,
             declares,
+            principal: _,
         } = *routed;
         // The admission holds until the call is answered.
         let _admitted = admitted;
@@ -535,7 +541,8 @@ impl ServerHandler for FrontServer {
             match plan {
                 Plan::PassThrough => {
                     let _live = live;
-                    self.pass_through(route, timeout, arguments, &request, &context)
+                    let principal = caller.principal.as_deref();
+                    self.pass_through(route, (timeout, principal), arguments, &request, &context)
                         .await
                 }
                 Plan::Track(driver) => {

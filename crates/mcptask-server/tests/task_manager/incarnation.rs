@@ -2,7 +2,8 @@
 //! owner lease), as real processes: killed and restarted at once on the same
 //! store, it adopts its previous incarnation's work at once (a named tool's
 //! task runs again, a closure's is answered `failed`) instead of waiting out
-//! the lease; two processes at once on one store each hold their own slot
+//! the lease; a closure registered under a name reruns at once with the
+//! answers it had; two processes at once on one store each hold their own slot
 //! and never adopt each other's live work.
 
 use std::time::{Duration, Instant};
@@ -95,6 +96,52 @@ mcptask_testkit::on_both_backends! {
             let (owner, attempt) = owner_and_attempt(&db, &named).await;
             assert!(owner.starts_with("slot0."), "the restart took the dead process's slot: {owner}");
             assert_eq!(attempt, 2);
+        })
+        .await;
+    }
+
+    /// rmcp's style of task, a closure, made rerunnable by registering it
+    /// under a name when the manager is built (`approved_sum`): after a
+    /// `kill -9` and an immediate restart its task runs again at once, the
+    /// approval given before the crash answered again without asking, and
+    /// it finishes with the sum.
+    async fn a_registered_closure_reruns_at_once_with_its_answers(db: TestDatabase) {
+        with_deadline(Duration::from_secs(180), async {
+            let mut first = Server::start_as_shipped("rmcp_task_server (first)", &db.url).await;
+            let client = first.client().await;
+            let task = client
+                .start_task("approved_sum", json!({"a": 2, "b": 3, "seconds": 600}))
+                .await;
+            client.wait_status(&task, TaskStatus::InputRequired, WAIT).await;
+            client
+                .update(&task, json!({"approve": {"action": "accept", "content": {"approve": true}}}))
+                .await
+                .expect("tasks/update");
+            client
+                .wait_for(&task, WAIT, |t| status_message(t) == "approved; adding (attempt 1)")
+                .await;
+            client.close().await;
+            first.process.kill().await;
+
+            let restart = Instant::now();
+            let second = Server::start_as_shipped("rmcp_task_server (restarted)", &db.url).await;
+            let client = second.client().await;
+            let rerun = client
+                .wait_for(&task, GIVE_UP, |t| {
+                    t.task.status() != TaskStatus::Working
+                        || status_message(t) == "approved; adding (attempt 2)"
+                })
+                .await;
+            let after = restart.elapsed();
+            eprintln!("[{}] registered closure running again {after:?} after the restart", db.backend);
+            // Working on attempt 2 means the approval was answered from the
+            // store: the rerun never went back to input_required.
+            assert_eq!(rerun.task.status(), TaskStatus::Working, "{rerun:?}");
+            assert!(after < AT_ONCE, "rerun only {after:?} after the restart; log:\n{}", second.process.log());
+            assert_eq!(owner_and_attempt(&db, &task).await.1, 2);
+            client.cancel(&task).await.expect("tasks/cancel");
+            let cancelled = client.wait_terminal(&task, WAIT).await;
+            assert_eq!(cancelled.task.status(), TaskStatus::Cancelled, "{cancelled:?}");
         })
         .await;
     }
