@@ -24,6 +24,7 @@ mod readme {}
 
 pub mod access;
 pub mod attempt;
+pub mod audit;
 pub mod call;
 pub mod client;
 pub mod clock;

@@ -301,6 +301,63 @@ impl From<TrackerError> for Failure {
     }
 }
 
+/// The class of a tracker error in the audit trail: the [`Failure::code`]
+/// its [`Failure`] has, read without making one (making one logs the
+/// error's text under an incident, which its face does once already).
+/// `every_tracker_error_class_is_its_failure_code` keeps the two together.
+pub fn class_of(e: &TrackerError) -> &'static str {
+    match e {
+        TrackerError::NotFound(_) => "not_found",
+        TrackerError::InvalidInput(_) => "bad_request",
+        TrackerError::AnswerRejected { .. } => "invalid_answer",
+        TrackerError::UnknownServer(_) => "unknown_server",
+        TrackerError::Remote(_) => "remote_error",
+        TrackerError::Unavailable(_) => "unavailable",
+        TrackerError::NoAnswer { .. } | TrackerError::Timeout(_) => "timeout",
+        TrackerError::Protocol(_) | TrackerError::AlreadyTracked(_) => "protocol_error",
+        TrackerError::InputNeeded { .. } => "input_needed",
+        TrackerError::ShuttingDown => "shutting_down",
+        TrackerError::Busy(_) => "busy",
+        TrackerError::Store(_) => "store_unavailable",
+        _ => "internal",
+    }
+}
+
+/// The class of a JSON-RPC error a call ended with (a kept call that
+/// failed, an answer relayed), in the words of [`Failure::code`]: the
+/// reason the gateway's own errors carry, else the upstream's error.
+pub fn class_of_rpc(e: &ErrorData) -> &'static str {
+    let reason = e
+        .data
+        .as_ref()
+        .and_then(|d| d.get("reason"))
+        .and_then(|r| r.as_str());
+    match reason {
+        Some("rate_limited") => "rate_limited",
+        Some("server_busy") => "busy",
+        Some("not_ready") => "not_ready",
+        Some("upstream_refused") => "upstream_refused",
+        _ if e.data.as_ref().and_then(|d| d.get("incident")).is_some() => "unavailable",
+        _ => "remote_error",
+    }
+}
+
+/// The class a call's end gets when nothing more precise is known: what
+/// its caller was told ([`Failure::code`]) for a refusal, the outcome's
+/// own name for a failure, none for a call that completed or was
+/// cancelled.
+pub fn class_of_outcome(outcome: mcptask_core::outcome::Outcome) -> Option<&'static str> {
+    use mcptask_core::outcome::Outcome;
+    match outcome {
+        Outcome::Completed | Outcome::Cancelled => None,
+        Outcome::ToolError => Some("tool_error"),
+        Outcome::Failed => Some("failed"),
+        // A tool the policy hides reads as one that does not exist.
+        Outcome::RefusedPolicy => Some("unknown_tool"),
+        Outcome::RefusedLimit => Some("rate_limited"),
+    }
+}
+
 impl From<TaskError> for Failure {
     fn from(e: TaskError) -> Self {
         match e {
@@ -418,6 +475,53 @@ impl From<Failure> for ErrorData {
 mod tests {
     use super::*;
     use mcptask_core::StoreError;
+
+    #[test]
+    fn every_tracker_error_class_is_its_failure_code() {
+        use std::time::Duration;
+        let errors = || {
+            vec![
+                TrackerError::NotFound("x".into()),
+                TrackerError::InvalidInput("x".into()),
+                TrackerError::UnknownServer("x".into()),
+                TrackerError::Remote(ErrorData::invalid_params("x", None)),
+                TrackerError::Unavailable("x".into()),
+                TrackerError::NoAnswer {
+                    operation: "tools/call".into(),
+                    after: Duration::from_secs(1),
+                },
+                TrackerError::Protocol("x".into()),
+                TrackerError::AlreadyTracked("x".into()),
+                TrackerError::ShuttingDown,
+                TrackerError::Busy("x".into()),
+                TrackerError::Store(StoreError::Database("x".into())),
+            ]
+        };
+        for (e, again) in errors().into_iter().zip(errors()) {
+            let class = class_of(&e);
+            assert_eq!(class, Failure::from(again).code(), "{e:?}");
+        }
+        use mcptask_core::outcome::Outcome;
+        assert_eq!(
+            class_of_outcome(Outcome::RefusedPolicy),
+            Some(
+                Failure::UnknownTool {
+                    server: None,
+                    tool: "t".into()
+                }
+                .code()
+            )
+        );
+        let busy = Busy::at(crate::calls::Limit::PerPrincipalRate, 1, "x".into(), 1);
+        assert_eq!(
+            class_of_outcome(Outcome::RefusedLimit),
+            Some(Failure::RateLimited(busy.clone()).code())
+        );
+        let rpc = ErrorData::from(Failure::RateLimited(busy));
+        assert_eq!(class_of_rpc(&rpc), "rate_limited");
+        let unreachable = ErrorData::from(Failure::unreachable(&"127.0.0.1:9 refused"));
+        assert_eq!(class_of_rpc(&unreachable), "unavailable");
+    }
 
     #[test]
     fn store_text_never_reaches_the_caller_at_any_face() {

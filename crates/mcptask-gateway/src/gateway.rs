@@ -61,6 +61,8 @@ pub struct Gateway {
     /// One reload at a time; holds the OAuth runtime a reload made (the
     /// configuration at start had no OAuth server).
     reloading: Arc<tokio::sync::Mutex<Option<mcptask_client::oauth::OAuthRuntime>>>,
+    /// The audit trail's writer (`[audit] enabled`), finished at shutdown.
+    audit: Arc<std::sync::Mutex<Option<crate::audit::Audit>>>,
 }
 
 /// The webhooks of `config` as notifiers.
@@ -181,6 +183,16 @@ impl Gateway {
         .await?;
         let http =
             mcptask_client::tls::build_http_client(reqwest::Client::builder).unwrap_or_default();
+        let audit = config.audit.enabled.then(|| {
+            crate::audit::Audit::start(
+                store.audit(),
+                Arc::new(mcptask_core::SystemClock),
+                crate::audit::AuditSettings {
+                    retention_ms: config.audit.retention_ms(),
+                    sweep_every: config.tracker.purge_interval,
+                },
+            )
+        });
         let gateway = Gateway {
             tracker,
             live: LiveConfig::new(config.clone()),
@@ -193,6 +205,7 @@ impl Gateway {
             stop,
             drain: Drain::new(),
             reloading: Arc::default(),
+            audit: Arc::new(std::sync::Mutex::new(audit)),
         };
         gateway.spawn_retired_sweep();
         Ok(gateway)
@@ -379,6 +392,12 @@ impl Gateway {
         self.stop.cancel();
         self.calls.shutdown(DRAIN).await;
         self.tracker.shutdown(DRAIN).await;
+        // The ends of the calls drained above are in the trail before the
+        // store closes.
+        let audit = self.audit.lock().expect("audit lock").take();
+        if let Some(audit) = audit {
+            audit.finish().await;
+        }
         self.store.close().await;
     }
 }

@@ -44,6 +44,7 @@
 mod readme {}
 
 pub mod api;
+pub mod audit;
 pub mod auth;
 pub mod calls;
 pub mod config;

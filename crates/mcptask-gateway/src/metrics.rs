@@ -9,6 +9,10 @@ use std::time::Duration;
 
 use mcptask_client::TaskStatus;
 use mcptask_client::Tracker;
+use mcptask_core::Clock;
+use mcptask_core::audit::AuditEvent;
+use mcptask_core::call::Face;
+use mcptask_core::outcome::Outcome;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio_util::sync::CancellationToken;
 
@@ -103,6 +107,7 @@ fn describe() {
     metrics::gauge!("mcptask_notification_backlog").set(0.0);
     describe_upstreams();
     describe_calls();
+    crate::audit::describe();
 }
 
 /// Refresh the store-derived gauges until `stop`.
@@ -212,12 +217,19 @@ pub const OTHER: &str = "(other)";
 /// `mcptask_call_seconds`: bounded by the configuration (a server that is
 /// not configured, or a tool its last listing does not have, is
 /// [`OTHER`]), never a caller's text.
+///
+/// They carry what the audit trail records of the call beside them (who
+/// called, the kept call's id, why it failed): never metric labels, which
+/// stay bounded.
 #[derive(Debug, Clone)]
 pub struct CallLabels {
     server: String,
     tool: String,
-    face: &'static str,
+    face: Face,
     driver: &'static str,
+    principal: Option<String>,
+    call_id: Option<String>,
+    error_class: Option<&'static str>,
 }
 
 impl CallLabels {
@@ -227,7 +239,7 @@ impl CallLabels {
         upstreams: &crate::upstreams::Upstreams,
         server: &str,
         tool: &str,
-        face: mcptask_core::call::Face,
+        face: Face,
         driver: &'static str,
     ) -> Self {
         let configured = upstreams.is_configured(server);
@@ -235,21 +247,48 @@ impl CallLabels {
         CallLabels {
             server: if configured { server } else { OTHER }.to_string(),
             tool: if listed { tool } else { OTHER }.to_string(),
-            face: face.as_str(),
+            face,
             driver,
+            principal: None,
+            call_id: None,
+            error_class: None,
         }
+    }
+
+    /// Made by `principal` (`None`: anonymous), for the audit trail.
+    pub fn by(mut self, principal: Option<&str>) -> Self {
+        self.principal = principal.map(str::to_string);
+        self
+    }
+
+    /// The kept call `id`, for the audit trail.
+    pub fn call(mut self, id: &str) -> Self {
+        self.call_id = (!id.is_empty()).then(|| id.to_string());
+        self
+    }
+
+    /// It failed or was refused for `class` (a [`Failure::code`]-style
+    /// word, [`crate::failure::class_of`]), for the audit trail.
+    ///
+    /// [`Failure::code`]: crate::failure::Failure::code
+    pub fn failed_with(mut self, class: &'static str) -> Self {
+        self.error_class = Some(class);
+        self
     }
 }
 
 impl CallLabels {
     /// The labels of a call refused from its headers, before its body
     /// named a server or tool.
-    pub fn unnamed(face: mcptask_core::call::Face) -> Self {
+    pub fn unnamed(face: Face) -> Self {
         CallLabels {
             server: OTHER.to_string(),
             tool: OTHER.to_string(),
-            face: face.as_str(),
+            face,
             driver: NO_DRIVER,
+            principal: None,
+            call_id: None,
+            error_class: None,
         }
     }
 }
@@ -261,8 +300,11 @@ impl CallLabels {
         CallLabels {
             server: "s".into(),
             tool: "t".into(),
-            face: "mcp",
+            face: Face::Mcp,
             driver: PASS_THROUGH,
+            principal: None,
+            call_id: None,
+            error_class: None,
         }
     }
 }
@@ -273,20 +315,39 @@ pub const PASS_THROUGH: &str = "pass_through";
 /// The driver label of a call refused before it was made.
 pub const NO_DRIVER: &str = "none";
 
-/// A call ended with `outcome` after `took`.
-pub fn call_ended(labels: &CallLabels, outcome: mcptask_core::outcome::Outcome, took: Duration) {
+/// A call ended with `outcome` after `took`: counted, and recorded in the
+/// audit trail (the one observer of a call's end or refusal, on every
+/// face).
+pub fn call_ended(labels: &CallLabels, outcome: Outcome, took: Duration) {
     let CallLabels {
         server,
         tool,
         face,
         driver,
+        principal,
+        call_id,
+        error_class,
     } = labels.clone();
     metrics::counter!("mcptask_calls_total",
-        "server" => server.clone(), "tool" => tool.clone(), "face" => face,
+        "server" => server.clone(), "tool" => tool.clone(), "face" => face.as_str(),
         "outcome" => outcome.as_str(), "driver" => driver)
     .increment(1);
-    metrics::histogram!("mcptask_call_seconds", "server" => server, "tool" => tool)
+    metrics::histogram!("mcptask_call_seconds", "server" => server.clone(), "tool" => tool.clone())
         .record(took.as_secs_f64());
+    crate::audit::record(AuditEvent {
+        at_ms: mcptask_core::SystemClock.now_ms(),
+        call_id,
+        principal,
+        face,
+        server,
+        tool,
+        driver: driver.to_string(),
+        outcome,
+        error_class: error_class
+            .or_else(|| crate::failure::class_of_outcome(outcome))
+            .map(str::to_string),
+        duration_ms: i64::try_from(took.as_millis()).unwrap_or(i64::MAX),
+    });
 }
 
 /// The buckets of `mcptask_call_seconds`: from a fast relay to a long task.

@@ -1,26 +1,39 @@
-//! An rmcp task server written as rmcp's own examples are (a
-//! `#[tool_router]` struct, its own `ServerHandler`, a `tasks` field), made
-//! durable by `mcptask_server::task_manager`: the lines marked `// durable:`
-//! are all that differ from the same server on `rmcp::task_manager`
-//! (docs/MIGRATING-FROM-RMCP-TASKS.md counts them).
+//! An rmcp task server in the shape of rmcp's own task demo (a
+//! `#[tool_router]` struct with a `tasks` field, `Default` and a sync
+//! `new()`, closures handed to `spawn` from a sync helper, stdio and HTTP),
+//! in two files:
+//!
+//! - `rmcp_task_server_before.rs`, on rmcp's in-memory
+//!   `rmcp::task_manager::TaskManager`;
+//! - `rmcp_task_server.rs`, the same server made durable by
+//!   `mcptask_server::task_manager` (a SQLite file or a PostgreSQL database).
+//!
+//! The second is the first with `docs/migrating/rmcp_task_server.patch`
+//! applied, and that patch is all that differs between them: a test applies
+//! it and compares the result byte for byte, and
+//! docs/MIGRATING-FROM-RMCP-TASKS.md walks through it.
 //!
 //! ```sh
+//! cargo run -p mcptask-server --example rmcp_task_server_before -- --http 127.0.0.1:8080
 //! cargo run -p mcptask-server --example rmcp_task_server -- sqlite:tasks.db --http 127.0.0.1:8080
-//! cargo run -p mcptask-server --example rmcp_task_server -- postgres://… --http 127.0.0.1:8081  # a replica
-//! cargo run -p mcptask-server --example rmcp_task_server                 # stdio, ./rmcp_task_server.db
+//! cargo run -p mcptask-server --example rmcp_task_server -- postgres://… --http 127.0.0.1:8081
+//! cargo run -p mcptask-server --example rmcp_task_server   # stdio, ./rmcp_task_server.db
 //! ```
 //!
 //! Its tools are the ones the MCP conformance suite's task scenarios call:
-//! `greet` (synchronous), `slow_compute` (a named tool: its task is rerun if
-//! the process dies), `slow_sum`, `failing_job`, `protocol_error_job`,
-//! `confirm_delete`, `multi_input` and `test_tool_with_task` (closures: after
-//! a crash their tasks fail honestly).
+//! `greet` (synchronous); `slow_compute`, a tool of the router that runs as
+//! a task's work; `slow_sum`, `failing_job`, `protocol_error_job`,
+//! `confirm_delete`, `multi_input`, `test_tool_with_task` and `approved_sum`,
+//! closures. Durable, the tasks of `slow_compute` and `approved_sum` are run
+//! again if their process dies (with the answers given before), and the
+//! others' are answered `failed`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcptask_server::RuntimeConfig;
-use mcptask_server::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions, exit_error}; // durable: the import
+use mcptask_server::task_manager::{
+    TaskContext, TaskExit, TaskFuture, TaskManager, TaskOptions, cancelled, exit_error,
+};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::*;
@@ -59,8 +72,9 @@ pub struct TaskServer {
 }
 
 /// The tools that run as tasks when the request declares the tasks extension.
-const TASK_TOOLS: [&str; 7] = [
+const TASK_TOOLS: [&str; 8] = [
     "slow_compute",
+    "approved_sum",
     "slow_sum",
     "failing_job",
     "protocol_error_job",
@@ -73,13 +87,25 @@ fn text(s: impl Into<String>) -> CallToolResult {
     CallToolResult::success(vec![ContentBlock::text(s.into())])
 }
 
+/// An elicitation form asking `message`, its answer shaped by `schema`.
 fn form(message: &str, schema: Value) -> Result<InputRequest, McpError> {
-    mcptask_server::input::elicit_form(message, schema)
-        .map_err(|e| McpError::internal_error(e.to_string(), None))
+    serde_json::from_value(json!({
+        "method": "elicitation/create",
+        "params": {"mode": "form", "message": message, "requestedSchema": schema}
+    }))
+    .map_err(|e| McpError::internal_error(e.to_string(), None))
+}
+
+/// The content of an accepted elicitation answer (`None` if declined).
+fn accepted(answer: &Value) -> Option<&JsonObject> {
+    if answer.get("action").and_then(Value::as_str) != Some("accept") {
+        return None;
+    }
+    answer.get("content")?.as_object()
 }
 
 fn accepted_field<'a>(answer: &'a Value, field: &str) -> Option<&'a Value> {
-    mcptask_server::input::accepted(answer)?.get(field)
+    accepted(answer)?.get(field)
 }
 
 fn parse<T: serde::de::DeserializeOwned>(request: &CallToolRequestParams) -> Result<T, McpError> {
@@ -96,7 +122,7 @@ impl TaskServer {
         };
         server
             .tasks
-            .serve_tools(server.clone(), Self::tool_router()); // durable: named tools rerun
+            .serve_tools(server.clone(), Self::tool_router());
         server
     }
 
@@ -111,9 +137,9 @@ impl TaskServer {
         )))
     }
 
-    /// A named tool: as a task, its name and arguments are stored, so it is
-    /// rerun if its process dies. It finds its task in the request's extensions.
-    #[tool(description = "Sleep for `seconds`, then report; rerun if its server dies.")]
+    /// A tool of the router; as a task's work, it finds its task in the
+    /// request's extensions.
+    #[tool(description = "Sleep for `seconds`, then report.")]
     async fn slow_compute(
         &self,
         Parameters(args): Parameters<ComputeArgs>,
@@ -126,17 +152,13 @@ impl TaskServer {
         while !left.is_zero() {
             let step = left.min(Duration::from_secs(1));
             if let Some(ctx) = task {
-                let status = format!(
-                    "{label}: {:.0}s left (attempt {})",
-                    left.as_secs_f64().ceil(),
-                    ctx.attempt()
-                );
+                let status = format!("{label}: {:.0}s left", left.as_secs_f64().ceil());
                 ctx.set_status_message(status).await.map_err(exit_error)?;
                 tokio::select! {
                     _ = ctx.cancelled() => {
                         // Where the work stops: an operator sees it in the log.
                         eprintln!("{label}: cancelled, the work stopped");
-                        return Err(mcptask_server::task_manager::cancelled());
+                        return Err(cancelled());
                     }
                     _ = tokio::time::sleep(step) => {}
                 }
@@ -158,12 +180,16 @@ impl TaskServer {
                 let SumArgs { a, b, seconds } = parse(request)?;
                 let delay = Duration::from_secs_f64(seconds.unwrap_or(2.0).clamp(0.0, 86_400.0));
                 self.tasks.spawn(options, move |ctx| Box::pin(async move {
-                    ctx.set_status_message("adding slowly").await?; // durable: .await?
+                    ctx.set_status_message("adding slowly").await?;
                     tokio::select! {
                         _ = ctx.cancelled() => Err(TaskExit::Cancelled),
                         _ = tokio::time::sleep(delay) => Ok(text((a + b).to_string())),
                     }
-                })).await? // durable: .await?
+                })).await?
+            }
+            "approved_sum" => {
+                let arguments = request.arguments.clone().unwrap_or_default();
+                self.tasks.spawn_rerunnable(options, "approved_sum", arguments).await?
             }
             "failing_job" => self.tasks.spawn(options, |ctx| Box::pin(async move {
                 tokio::select! {
@@ -189,7 +215,7 @@ impl TaskServer {
             "multi_input" => self.tasks.spawn(options, |ctx| Box::pin(async move {
                 let name_form = form("What is your name?", json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}))?;
                 let confirm_form = form("Proceed?", json!({"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}))?;
-                // Both outstanding at once: rmcp's way is two concurrent requests.
+                // Both outstanding at once: two concurrent requests.
                 let (name, confirm) = tokio::try_join!(ctx.request_input("name", name_form), ctx.request_input("confirm", confirm_form))?;
                 let name = accepted_field(&name, "name").and_then(Value::as_str).unwrap_or("stranger").to_string();
                 let confirm = accepted_field(&confirm, "confirm").and_then(Value::as_bool).unwrap_or(false);
@@ -200,8 +226,8 @@ impl TaskServer {
                     .input_responses
                     .as_ref()
                     .and_then(|r| r.get("user_name"))
-                    .and_then(mcptask_server::input::accepted)
-                    .and_then(|c| c.values().find_map(Value::as_str))
+                    .and_then(accepted)
+                    .and_then(|content| content.values().find_map(Value::as_str))
                     .unwrap_or("stranger")
                     .to_string();
                 self.tasks.spawn(options, move |_ctx| Box::pin(async move {
@@ -221,13 +247,17 @@ impl TaskServer {
                     .expect("object"),
             )
         };
+        let sum = json!({"a": {"type": "integer"}, "b": {"type": "integer"}, "seconds": {"type": "number"}});
         vec![
             Tool::new(
                 "slow_sum",
                 "Sum two numbers after a delay (`seconds`, default 2).",
-                object(
-                    json!({"a": {"type": "integer"}, "b": {"type": "integer"}, "seconds": {"type": "number"}}),
-                ),
+                object(sum.clone()),
+            ),
+            Tool::new(
+                "approved_sum",
+                "Ask for approval, then sum two numbers after a delay (`seconds`, default 2).",
+                object(sum),
             ),
             Tool::new(
                 "failing_job",
@@ -287,7 +317,7 @@ impl ServerHandler for TaskServer {
             let task = if name == "slow_compute" {
                 self.tasks
                     .spawn_tool(TaskOptions::default(), request)
-                    .await? // durable: a named tool
+                    .await?
             } else {
                 self.spawn_closure(&request).await?
             };
@@ -319,7 +349,7 @@ impl ServerHandler for TaskServer {
     ) -> Result<GetTaskResult, McpError> {
         Ok(GetTaskResult::new(
             self.tasks.get_task(&request.task_id).await?,
-        )) // durable: .await
+        ))
     }
 
     async fn update_task(
@@ -329,7 +359,7 @@ impl ServerHandler for TaskServer {
     ) -> Result<(), McpError> {
         self.tasks
             .update_task(&request.task_id, request.input_responses)
-            .await // durable: .await
+            .await
     }
 
     async fn cancel_task(
@@ -337,7 +367,7 @@ impl ServerHandler for TaskServer {
         request: CancelTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.tasks.cancel_task(&request.task_id).await // durable: .await
+        self.tasks.cancel_task(&request.task_id).await
     }
 
     fn get_info(&self) -> ServerConfig {
@@ -347,45 +377,58 @@ impl ServerHandler for TaskServer {
                 .enable_tasks()
                 .build(),
         )
-        .with_instructions("An rmcp task server on a durable store.".to_string())
+        .with_instructions("An rmcp task server.".to_string())
     }
 }
 
-/// Lease and recovery settings from the environment (the restart tests
-/// shorten them), else the runtime's defaults.
-fn config() -> RuntimeConfig {
-    let ms = |name: &str| std::env::var(name).ok().and_then(|v| v.parse().ok());
-    let mut config = RuntimeConfig::default();
-    if let Some(lease) = ms("RMCP_TASK_SERVER_LEASE_MS") {
-        config.lease_ms = lease;
-    }
-    if let Some(every) = ms("RMCP_TASK_SERVER_RECOVERY_EVERY_MS") {
-        config.recovery_every_ms = every;
-    }
-    config
+/// `approved_sum`'s work, a function of its task and its arguments: asks
+/// for approval, then adds slowly.
+fn approved_sum(ctx: TaskContext, arguments: JsonObject) -> TaskFuture {
+    Box::pin(async move {
+        let SumArgs { a, b, seconds } = serde_json::from_value(Value::Object(arguments))
+            .map_err(|e| TaskExit::Error(McpError::invalid_params(e.to_string(), None)))?;
+        let schema = json!({"type": "object", "properties": {"approve": {"type": "boolean"}}, "required": ["approve"]});
+        let answer = ctx
+            .request_input("approve", form(&format!("Add {a} and {b}?"), schema)?)
+            .await?;
+        if accepted_field(&answer, "approve").and_then(Value::as_bool) != Some(true) {
+            return Ok(text("not approved"));
+        }
+        ctx.set_status_message("approved; adding").await?;
+        let delay = Duration::from_secs_f64(seconds.unwrap_or(2.0).clamp(0.0, 86_400.0));
+        tokio::select! {
+            _ = ctx.cancelled() => Err(TaskExit::Cancelled),
+            _ = tokio::time::sleep(delay) => Ok(text((a + b).to_string())),
+        }
+    })
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let url = args
-        .first()
-        .filter(|a| !a.starts_with("--"))
-        .cloned()
-        .unwrap_or_else(|| "sqlite:rmcp_task_server.db".into());
     let http = args
         .iter()
         .position(|a| a == "--http")
         .and_then(|i| args.get(i + 1))
         .cloned();
+    let url = args
+        .first()
+        .filter(|a| !a.starts_with("--"))
+        .cloned()
+        .unwrap_or_else(|| "sqlite:rmcp_task_server.db".into());
     let store = mcptask_sql::open(&url).await?;
-    let tasks = TaskManager::open_with(store.server_tasks(), config()).await?; // durable: TaskManager::new()
+    let tasks = TaskManager::builder(store.server_tasks())
+        .rerunnable("approved_sum", approved_sum)
+        .open()
+        .await?;
     let server = TaskServer::new(tasks.clone());
     match http {
         Some(addr) => {
             use rmcp::transport::streamable_http_server::{
                 StreamableHttpService, session::local::LocalSessionManager,
             };
+            // One server for every session: a task outlives the session
+            // that created it.
             let service = StreamableHttpService::new(
                 move || Ok(server.clone()),
                 Arc::new(LocalSessionManager::default()),
@@ -404,7 +447,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .await?;
         }
         None => {
-            eprintln!("rmcp_task_server: serving over stdio; tasks in {url}");
+            eprintln!("rmcp_task_server: serving over stdio");
             // A client that closes stdin before initializing (the test
             // command's smoke run, stdin at end of file) ends the session.
             match server.serve(rmcp::transport::stdio()).await {

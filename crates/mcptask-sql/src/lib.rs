@@ -96,6 +96,14 @@ impl Store {
         }
     }
 
+    /// The audit trail.
+    pub fn audit(&self) -> Arc<dyn mcptask_core::audit::AuditStore> {
+        match self {
+            Store::Sqlite(s) => Arc::new(s.clone()),
+            Store::Postgres(s) => Arc::new(s.clone()),
+        }
+    }
+
     /// Take the lowest free process slot of this store ([`slot`]): the
     /// proof that every lease and claim named after it belongs to a process
     /// that is gone. `None` when every slot is held.

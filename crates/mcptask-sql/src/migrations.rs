@@ -40,6 +40,7 @@ files!(
     "0009_oauth_tokens.sql",
     "0010_trace_context.sql",
     "0011_attempt.sql",
+    "0012_audit.sql",
 );
 
 /// The SQLite migrations.

@@ -24,7 +24,10 @@ impl SlowProxy {
         use axum::response::IntoResponse;
         // reqwest panics without a TLS provider installed first.
         mcptask_client::tls::install_crypto_provider();
-        let client = reqwest::Client::new();
+        let client = reqwest::Client::builder()
+            .pool_idle_timeout(mcptask_client::remote::UPSTREAM_IDLE)
+            .build()
+            .expect("reqwest client");
         let target = target.trim_end_matches('/').to_string();
         let rng = Arc::new(Mutex::new(Rng(seed)));
         let app = axum::Router::new().fallback(move |request: axum::extract::Request| {

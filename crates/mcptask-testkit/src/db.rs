@@ -111,6 +111,12 @@ impl Fixture for std::sync::Arc<dyn mcptask_core::store::OAuthTokenStore> {
     }
 }
 
+impl Fixture for std::sync::Arc<dyn mcptask_core::audit::AuditStore> {
+    async fn open(db: &TestDatabase) -> Self {
+        db.open().await.audit()
+    }
+}
+
 /// Run tests on SQLite and on PostgreSQL. Each
 /// `async fn name(fixture: F) { … }` (F a [`Fixture`]: a [`TestDatabase`] or
 /// one of its stores) becomes module `name` with two tests, `name::sqlite`

@@ -86,6 +86,8 @@ struct Shared {
     seen: Mutex<Vec<FrontSeen>>,
     /// Bumped when connections must die (switching to `Refuse`).
     epoch: Arc<AtomicU64>,
+    /// [`FaultFront::close_idle_after`] in ms (0: connections stay open).
+    idle_close_ms: Arc<AtomicU64>,
 }
 
 /// A running front; stopped on drop.
@@ -107,6 +109,7 @@ impl FaultFront {
             rule,
             seen: Mutex::new(Vec::new()),
             epoch: Arc::new(AtomicU64::new(0)),
+            idle_close_ms: Arc::new(AtomicU64::new(0)),
         });
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
@@ -118,10 +121,16 @@ impl FaultFront {
             rule: shared.rule.subscribe(),
             held: Vec::new(),
             epoch: shared.epoch.clone(),
+            idle_close_ms: shared.idle_close_ms.clone(),
         };
         // reqwest panics without a TLS provider installed first.
         mcptask_client::tls::install_crypto_provider();
-        let client = reqwest::Client::new();
+        // Kept no longer than the server behind closes idle connections (a
+        // request sent as it closes one is lost).
+        let client = reqwest::Client::builder()
+            .pool_idle_timeout(mcptask_client::remote::UPSTREAM_IDLE)
+            .build()
+            .expect("reqwest client");
         let target = target.trim_end_matches('/').to_string();
         let state = shared.clone();
         let app = axum::Router::new().fallback(move |request: axum::extract::Request| {
@@ -156,6 +165,18 @@ impl FaultFront {
             fault,
             methods: Some(methods.iter().map(|m| m.to_string()).collect()),
         });
+    }
+
+    /// Behave like a server whose keep-alive timer closes a connection idle
+    /// for `idle` (Node's and uvicorn's default is 5 s), at its worst: the
+    /// close meets a request the client just sent on that connection, which
+    /// is read and dropped unanswered (the connection is reset). A client
+    /// that keeps idle connections longer than its servers do loses such a
+    /// request.
+    pub fn close_idle_after(&self, idle: Duration) {
+        self.shared
+            .idle_close_ms
+            .store(idle.as_millis() as u64, Ordering::SeqCst);
     }
 
     /// Every request seen so far.
@@ -299,6 +320,7 @@ struct FrontListener {
     rule: watch::Receiver<Rule>,
     held: Vec<TcpStream>,
     epoch: Arc<AtomicU64>,
+    idle_close_ms: Arc<AtomicU64>,
 }
 
 impl FrontListener {
@@ -345,7 +367,14 @@ impl axum::serve::Listener for FrontListener {
                         continue;
                     }
                     let epoch = self.epoch.load(Ordering::SeqCst);
-                    return (KillableStream { inner: stream, epoch, current: self.epoch.clone() }, addr);
+                    let stream = KillableStream {
+                        inner: stream,
+                        epoch,
+                        current: self.epoch.clone(),
+                        idle_close_ms: self.idle_close_ms.clone(),
+                        last: Instant::now(),
+                    };
+                    return (stream, addr);
                 }
                 changed = self.rule.changed() => {
                     if changed.is_err() {
@@ -362,11 +391,16 @@ impl axum::serve::Listener for FrontListener {
 }
 
 /// A connection that fails its next read or write once the front refuses
-/// (so a pooled keep-alive connection does not outlive a "down" server).
+/// (so a pooled keep-alive connection does not outlive a "down" server), or
+/// once bytes arrive on it after an idle spell longer than
+/// [`FaultFront::close_idle_after`].
 pub struct KillableStream {
     inner: TcpStream,
     epoch: u64,
     current: Arc<AtomicU64>,
+    idle_close_ms: Arc<AtomicU64>,
+    /// When a byte last went either way.
+    last: Instant,
 }
 
 impl KillableStream {
@@ -388,7 +422,25 @@ impl AsyncRead for KillableStream {
         if self.dead() {
             return Poll::Ready(Err(reset()));
         }
-        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let read = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = read
+            && buf.filled().len() > before
+        {
+            // Only bytes that arrive count: a handler working for long
+            // without traffic is not an idle connection.
+            let idle_ms = this.idle_close_ms.load(Ordering::SeqCst);
+            if idle_ms > 0 && this.last.elapsed() > Duration::from_millis(idle_ms) {
+                buf.set_filled(before);
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::ConnectionReset,
+                    "the front closed the idle connection",
+                )));
+            }
+            this.last = Instant::now();
+        }
+        read
     }
 }
 
@@ -401,7 +453,14 @@ impl AsyncWrite for KillableStream {
         if self.dead() {
             return Poll::Ready(Err(reset()));
         }
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+        let this = self.get_mut();
+        let written = Pin::new(&mut this.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = written
+            && n > 0
+        {
+            this.last = Instant::now();
+        }
+        written
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

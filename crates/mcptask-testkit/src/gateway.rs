@@ -233,6 +233,19 @@ impl GatewayProcess {
     /// (an empty value in `env` unsets that variable).
     pub async fn start_toml(name: &str, toml: &str, env: &[(&str, &str)]) -> GatewayProcess {
         let dir = tempfile::tempdir().expect("temp dir");
+        Self::start_toml_in(name, toml, env, dir).await
+    }
+
+    /// [`GatewayProcess::start_toml`] in `dir`, which the test filled first
+    /// (e.g. the state files of stdio upstreams named by relative paths):
+    /// `mcptask.toml` is written there and `serve` runs there; the
+    /// directory lives as long as the process does.
+    pub async fn start_toml_in(
+        name: &str,
+        toml: &str,
+        env: &[(&str, &str)],
+        dir: tempfile::TempDir,
+    ) -> GatewayProcess {
         let config = dir.path().join("mcptask.toml");
         std::fs::write(&config, toml).expect("write mcptask.toml");
         let mut command = serve_command(&config);

@@ -150,7 +150,12 @@ impl ScriptedServer {
         mcptask_client::tls::install_crypto_provider();
         let proxy = Proxy {
             upstream: upstream.to_string(),
-            http: reqwest::Client::builder().build().expect("reqwest client"),
+            // Kept no longer than the server behind closes idle
+            // connections (a request sent as it closes one is lost).
+            http: reqwest::Client::builder()
+                .pool_idle_timeout(mcptask_client::remote::UPSTREAM_IDLE)
+                .build()
+                .expect("reqwest client"),
             script: script.clone(),
         };
         let app = axum::Router::new().fallback(handle).with_state(proxy);

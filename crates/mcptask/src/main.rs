@@ -101,6 +101,40 @@ enum Command {
         #[command(flatten)]
         gateway: cli::client::GatewayArgs,
     },
+    /// The audit trail, newest first: every call's end and every refusal,
+    /// with who called, the face, how it ended, why it failed and how long
+    /// it took (a principal token sees only its own calls).
+    Audit {
+        /// Only this principal's calls (an operator token may name any).
+        #[arg(long)]
+        principal: Option<String>,
+        /// Only calls of this server (its name in mcptask.toml).
+        #[arg(long)]
+        server: Option<String>,
+        /// Only calls of this tool.
+        #[arg(long)]
+        tool: Option<String>,
+        /// Only calls that ended this way.
+        #[arg(long, value_parser = ["completed", "tool_error", "failed", "cancelled", "refused_policy", "refused_limit"])]
+        outcome: Option<String>,
+        /// Only entries since this time: RFC 3339, or a while ago (90s, 15m, 2h, 7d).
+        #[arg(long)]
+        since: Option<String>,
+        /// Only entries before this time (as --since).
+        #[arg(long)]
+        until: Option<String>,
+        /// Entries per page (the gateway allows 1-500).
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=500))]
+        limit: u32,
+        /// Continue after the page that printed this cursor.
+        #[arg(long)]
+        cursor: Option<String>,
+        /// Print the gateway's JSON page instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        gateway: cli::client::GatewayArgs,
+    },
     /// Events a webhook gave up on: list them, or redrive them once it is fixed.
     DeadLetters {
         #[command(subcommand)]
@@ -577,6 +611,32 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             );
             cli::output::write(format_args!("{}", String::from_utf8_lossy(&script)));
             Ok(())
+        }
+        Command::Audit {
+            principal,
+            server,
+            tool,
+            outcome,
+            since,
+            until,
+            limit,
+            cursor,
+            json,
+            gateway,
+        } => {
+            let gw = cli::client::GatewayClient::new(&gateway)?;
+            let args = cli::audit::AuditArgs {
+                principal: principal.as_deref(),
+                server: server.as_deref(),
+                tool: tool.as_deref(),
+                outcome: outcome.as_deref(),
+                since: since.as_deref(),
+                until: until.as_deref(),
+                limit,
+                cursor: cursor.as_deref(),
+                json,
+            };
+            exit_with(cli::audit::list(&gw, args).await?)
         }
         Command::DeadLetters { action, gateway } => {
             let gw = cli::client::GatewayClient::new(&gateway)?;

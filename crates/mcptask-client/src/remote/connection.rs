@@ -368,7 +368,7 @@ pub fn upstream_http_client() -> Result<reqwest::Client, reqwest::Error> {
     }
     let client = crate::tls::build_http_client(|| {
         reqwest::Client::builder()
-            .pool_idle_timeout(std::time::Duration::from_secs(30))
+            .pool_idle_timeout(UPSTREAM_IDLE)
             .redirect(same_origin_redirect_policy())
     })?;
     if let Some(runtime) = runtime {
@@ -376,6 +376,14 @@ pub fn upstream_http_client() -> Result<reqwest::Client, reqwest::Error> {
     }
     Ok(client)
 }
+
+/// How long an idle connection to an upstream is kept for reuse: shorter
+/// than the servers' own keep-alive (Node's and uvicorn's default is 5 s),
+/// since a request sent on a connection the server is closing is lost (a
+/// `tools/call` cannot be retried: the server may have run it). A new
+/// connection after a quiet spell costs a handshake; a lost call costs the
+/// call.
+pub const UPSTREAM_IDLE: std::time::Duration = std::time::Duration::from_secs(4);
 
 /// A session to an upstream that relays input ([`UpstreamHandler`]), with the
 /// raw-answer tap for stdio servers (HTTP sessions have none).

@@ -27,7 +27,7 @@ pub(crate) use answers::saw;
 pub use answers::{AnswerStyle, answer_changes, answers_of};
 pub(crate) use cancel::cancel_remote;
 pub use classify::RemoteError;
-pub use connection::{Connection, Timeouts, upstream_http_client};
+pub use connection::{Connection, Timeouts, UPSTREAM_IDLE, upstream_http_client};
 pub(crate) use connection::{bounded, client_config, open_http_with};
 pub use exchange::CROSSED_ANSWER;
 pub use handshake::ProbeGuard;

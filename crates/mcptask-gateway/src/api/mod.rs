@@ -1,6 +1,7 @@
 //! The gateway's HTTP API (`/api/v1`), live event stream, health, metrics,
 //! OpenAPI document and dashboard.
 
+mod audit;
 mod dashboard;
 pub mod error;
 mod handlers;
@@ -146,7 +147,8 @@ async fn refuse_over_limits(
         Ok(()) => next.run(request).await,
         Err(busy) => {
             // Refused before the body named a tool: counted unnamed.
-            let face = crate::metrics::CallLabels::unnamed(mcptask_core::call::Face::Api);
+            let face = crate::metrics::CallLabels::unnamed(mcptask_core::call::Face::Api)
+                .by(principal.as_deref());
             crate::metrics::call_ended(
                 &face,
                 mcptask_core::outcome::Outcome::RefusedLimit,
@@ -199,6 +201,7 @@ pub fn router_with_mcp(
                 refuse_over_limits,
             )),
         )
+        .route("/api/v1/audit", get(audit::list))
         .route("/api/v1/servers", get(handlers::list_servers))
         .route("/api/v1/config", get(handlers::config_in_force))
         .route("/api/v1/servers/{name}/tools", get(tools::list_tools))

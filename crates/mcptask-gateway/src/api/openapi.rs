@@ -74,6 +74,11 @@ pub fn spec() -> Value {
                     "kind": {"type": "string", "enum": ["created", "status", "input_required", "answered", "cancel_requested", "degraded", "rerun"]},
                     "status": {"$ref": "#/components/schemas/Status"}, "occurredAt": {"type": "string", "format": "date-time"}
                 }},
+                "AuditPage": {"type": "object", "properties": {"events": {"type": "array", "items": {"type": "object", "properties": {
+                    "at": {"type": "string", "format": "date-time"}, "callId": {"type": ["string", "null"]}, "principal": {"type": ["string", "null"]},
+                    "face": {"type": "string", "enum": ["rust", "api", "cli", "mcp"]}, "server": {"type": "string"}, "tool": {"type": "string"},
+                    "driver": {"type": "string"}, "outcome": {"type": "string"}, "errorClass": {"type": ["string", "null"]}, "durationMs": {"type": "integer"}}}},
+                    "nextCursor": {"type": ["string", "null"]}}},
                 "TaskList": {"type": "object", "properties": {"tasks": {"type": "array", "items": {"$ref": "#/components/schemas/TaskSummary"}}, "nextCursor": {"type": ["string", "null"]}}},
                 "Answers": {"type": "object", "required": ["answers"], "additionalProperties": false, "properties": {"answers": {"type": "object", "additionalProperties": {"type": "object"}, "description": "input key -> response (e.g. {\"action\": \"accept\", \"content\": {...}})"}}},
                 "AnswerResult": {"type": "object", "properties": {"stored": {"type": "array", "items": {"type": "string"}}, "ignored": {"type": "array", "items": {"type": "string"}}}},
@@ -119,6 +124,20 @@ pub fn spec() -> Value {
                     {"name": "cursor", "in": "query", "schema": {"type": "string"}, "description": "nextCursor of the previous page"}
                 ],
                 "responses": with(json!({"200": ok("A page of tasks", "TaskList"), "403": error_response("A principal token named another principal")}))
+            }},
+            "/api/v1/audit": {"get": {
+                "summary": "The audit trail: every call's end and every refusal, newest first (no arguments or results)",
+                "parameters": [
+                    {"name": "principal", "in": "query", "schema": {"type": "string"}, "description": "Operators may filter by any principal; a principal token sees only its own entries and may only name itself (403 otherwise)"},
+                    {"name": "server", "in": "query", "schema": {"type": "string"}},
+                    {"name": "tool", "in": "query", "schema": {"type": "string"}},
+                    {"name": "outcome", "in": "query", "schema": {"type": "string", "enum": ["completed", "tool_error", "failed", "cancelled", "refused_policy", "refused_limit"]}},
+                    {"name": "since", "in": "query", "schema": {"type": "string", "format": "date-time"}, "description": "entries at or after this time"},
+                    {"name": "until", "in": "query", "schema": {"type": "string", "format": "date-time"}, "description": "entries before this time"},
+                    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}},
+                    {"name": "cursor", "in": "query", "schema": {"type": "string"}, "description": "nextCursor of the previous page"}
+                ],
+                "responses": with(json!({"200": ok("A page of the audit trail", "AuditPage"), "403": error_response("A principal token named another principal")}))
             }},
             "/api/v1/tasks/{id}": {"get": {
                 "summary": "One task: snapshot, result, error, input requests, timeline",

@@ -107,6 +107,8 @@ impl Calls {
         options.id = Some(live.id().to_string());
         options.timeout = Some(timeout);
         let face = options.face.unwrap_or(Face::Rust);
+        // Whom the call is for, in the audit trail of its end.
+        let principal = options.principal.clone();
         let tracker = &self.upstreams.tracker;
         let executed = match plan {
             Plan::Run(driver) => {
@@ -138,7 +140,8 @@ impl Calls {
                 };
                 let driver = Driver::from(driver).as_str();
                 let labels =
-                    CallLabels::new(&self.upstreams, &route.server, &route.tool, face, driver);
+                    CallLabels::new(&self.upstreams, &route.server, &route.tool, face, driver)
+                        .by(principal.as_deref());
                 count_answer(&labels, &outcome, began);
                 match outcome? {
                     CallOutcome::Completed(result) => Executed::Answered(result),
@@ -164,7 +167,8 @@ impl Calls {
                         &route.tool,
                         face,
                         PASS_THROUGH,
-                    );
+                    )
+                    .by(principal.as_deref());
                     count_answer(&labels, &outcome, began);
                     match outcome? {
                         CallOutcome::Completed(result) => Executed::Answered(result),

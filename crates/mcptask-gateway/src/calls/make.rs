@@ -123,6 +123,8 @@ impl Calls {
             caller,
         } = request;
         let face = options.face.unwrap_or(Face::Rust);
+        // Whom the call is for, in the audit trail of its end.
+        let principal = options.principal.clone();
         let intent = Intent {
             caller: &caller,
             face,
@@ -155,7 +157,8 @@ impl Calls {
                 } else {
                     tracker.call_tool(&server, &tool, arguments, options).await
                 };
-                let labels = CallLabels::new(&self.upstreams, &server, &tool, face, PASS_THROUGH);
+                let labels = CallLabels::new(&self.upstreams, &server, &tool, face, PASS_THROUGH)
+                    .by(principal.as_deref());
                 count_answer(&labels, &outcome, began);
                 return Ok(kept(outcome?.into(), live));
             }
@@ -326,10 +329,16 @@ pub(crate) fn count_answer(
     outcome: &Result<CallOutcome, TrackerError>,
     started: Instant,
 ) {
-    let ended = match outcome {
-        Ok(CallOutcome::Completed(result)) => Outcome::answered(result.is_error == Some(true)),
+    let (ended, labels) = match outcome {
+        Ok(CallOutcome::Completed(result)) => (
+            Outcome::answered(result.is_error == Some(true)),
+            labels.clone(),
+        ),
         Ok(CallOutcome::Task(_)) | Err(TrackerError::InputNeeded { .. }) => return,
-        Err(_) => Outcome::Failed,
+        Err(e) => (
+            Outcome::Failed,
+            labels.clone().failed_with(crate::failure::class_of(e)),
+        ),
     };
-    crate::metrics::call_ended(labels, ended, started.elapsed());
+    crate::metrics::call_ended(&labels, ended, started.elapsed());
 }

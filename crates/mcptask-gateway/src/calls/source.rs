@@ -36,11 +36,14 @@ impl Source {
 
 impl ToolSource for Source {
     fn lookup(&self, name: &str) -> Lookup {
-        match self.0.catalog().get(name) {
+        let catalog = self.0.catalog();
+        match catalog.get(name) {
             Some(route) => Lookup::Found(self.task_tool(route)),
             // Before every server was listed, a name may be one of a
-            // server's that has not answered yet.
-            None if !self.0.is_listed() || self.0.unlisted_owner(name).is_some() => Lookup::NotYet,
+            // server's that has not answered yet (judged on this catalog:
+            // recovery at a start must not fail a call whose server's
+            // listing is being published right now).
+            None if !self.0.is_listed() || self.0.may_list_later(&catalog, name) => Lookup::NotYet,
             None => Lookup::Unknown,
         }
     }

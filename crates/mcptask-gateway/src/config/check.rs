@@ -15,6 +15,7 @@ impl Config {
         self.limits.check(src, spans)?;
         PolicySection::check_all(&self.policy, src, spans)?;
         self.telemetry.check(src)?;
+        self.audit.check(src)?;
         self.check_tracker(src)
     }
 

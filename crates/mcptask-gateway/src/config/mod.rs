@@ -35,6 +35,7 @@
 //! ```
 
 mod api;
+mod audit;
 mod check;
 mod database;
 mod env;
@@ -62,6 +63,7 @@ use mcptask_client::{ServerDef, TrackerConfig};
 use serde::Deserialize;
 
 pub use api::{ApiSection, AuthMode, TokenSection};
+pub use audit::{AuditSection, DEFAULT_AUDIT_RETENTION_DAYS};
 pub use database::DatabaseSection;
 pub use env::Overrides;
 pub use error::ConfigError;
@@ -114,6 +116,9 @@ pub struct Config {
     /// `[oauth]`: how stored OAuth tokens of upstream servers are sealed.
     #[serde(default)]
     pub oauth: OAuthGlobalSection,
+    /// `[audit]`: the audit trail of calls and refusals, and its retention.
+    #[serde(default)]
+    pub audit: AuditSection,
     /// `[telemetry]` (or `[otel]`): trace export, off by default.
     #[serde(default, alias = "otel")]
     pub telemetry: TelemetrySection,

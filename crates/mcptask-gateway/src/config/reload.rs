@@ -68,6 +68,7 @@ impl Config {
                 short_hash(&self.spans.tracker_keys()),
             ),
             ("[oauth]", OAuthGlobalSection::RELOAD, self.oauth.print()),
+            ("[audit]", super::AuditSection::RELOAD, self.audit.print()),
         ];
         settings
             .into_iter()

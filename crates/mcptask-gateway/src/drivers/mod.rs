@@ -91,22 +91,28 @@ async fn count_end(
     driver: &'static str,
     result: &Result<CallToolResult, TaskExit>,
 ) {
-    let outcome = match result {
-        Ok(result) => Outcome::answered(result.is_error == Some(true)),
-        Err(TaskExit::Cancelled) => Outcome::Cancelled,
-        Err(TaskExit::Error(_)) => Outcome::Failed,
+    let (outcome, class) = match result {
+        Ok(result) => (Outcome::answered(result.is_error == Some(true)), None),
+        Err(TaskExit::Cancelled) => (Outcome::Cancelled, None),
+        Err(TaskExit::Error(e)) => (Outcome::Failed, Some(crate::failure::class_of_rpc(e))),
         // A run this process no longer holds is counted where it ends.
         Err(_) => return,
     };
     let record = upstreams.tracker.get(id).await.ok();
     let face = record.as_ref().and_then(|r| r.face).unwrap_or(Face::Rust);
+    let principal = record.as_ref().and_then(|r| r.principal.clone());
     let took = record.map_or(0, |r| {
         use mcptask_core::Clock;
         mcptask_core::SystemClock
             .now_ms()
             .saturating_sub(r.created_at)
     });
-    let labels = CallLabels::new(upstreams, &route.server, &route.tool, face, driver);
+    let mut labels = CallLabels::new(upstreams, &route.server, &route.tool, face, driver)
+        .by(principal.as_deref())
+        .call(id);
+    if let Some(class) = class {
+        labels = labels.failed_with(class);
+    }
     crate::metrics::call_ended(
         &labels,
         outcome,

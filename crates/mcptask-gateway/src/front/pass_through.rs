@@ -419,7 +419,7 @@ async fn refuse_early(
     limit: usize,
 ) -> Response<Body> {
     crate::metrics::call_ended(
-        &CallLabels::unnamed(Face::Mcp),
+        &CallLabels::unnamed(Face::Mcp).by(principal.as_deref()),
         Outcome::RefusedLimit,
         Duration::ZERO,
     );
@@ -497,9 +497,11 @@ async fn relay(
         &upstream.tool,
         Face::Mcp,
         PASS_THROUGH,
-    );
-    let failed = |labels: &CallLabels| {
-        crate::metrics::call_ended(labels, Outcome::Failed, started.elapsed());
+    )
+    .by(routed.principal.as_deref());
+    let failed = |labels: &CallLabels, failure: &Failure| {
+        let labels = labels.clone().failed_with(failure.code());
+        crate::metrics::call_ended(&labels, Outcome::Failed, started.elapsed());
     };
     let answer = match tokio::time::timeout_at(deadline, sent).await {
         Ok(Ok(answer)) => answer,
@@ -507,13 +509,14 @@ async fn relay(
         // reqwest's text names the upstream's URL: logged, not relayed.
         Ok(Err(e)) => {
             saw(Seen::Failed(format!("tools/call: {e}")));
-            failed(&labels);
-            return Ok(rpc_answer(&call.id, Failure::unreachable(&e).into()));
+            let failure = Failure::unreachable(&e);
+            failed(&labels, &failure);
+            return Ok(rpc_answer(&call.id, failure.into()));
         }
         Err(_) => {
             let timeout = Failure::no_answer("tools/call", upstream.timeout);
             saw(Seen::Failed(timeout.message()));
-            failed(&labels);
+            failed(&labels, &timeout);
             return Ok(rpc_answer(&call.id, timeout.into()));
         }
     };
@@ -539,8 +542,8 @@ async fn relay(
     let (Some(style), Some(content_type)) = (style, answer.headers().get(header::CONTENT_TYPE))
     else {
         saw(Seen::of_http("tools/call", status.as_u16()));
-        failed(&labels);
         let failure = Failure::upstream_http("tools/call", status.as_u16());
+        failed(&labels, &failure);
         return Ok(rpc_answer(&call.id, failure.into()));
     };
     saw(Seen::Answered);

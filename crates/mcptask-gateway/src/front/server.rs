@@ -151,7 +151,7 @@ impl FrontServer {
     async fn pass_through(
         &self,
         route: &Route,
-        timeout: std::time::Duration,
+        (timeout, principal): (std::time::Duration, Option<&str>),
         arguments: JsonObject,
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
@@ -166,17 +166,21 @@ impl FrontServer {
             &route.tool,
             Face::Mcp,
             PASS_THROUGH,
-        );
-        let outcome = match &answer {
+        )
+        .by(principal);
+        let (outcome, labels) = match &answer {
             Ok(CallToolResponse::Complete(result)) => {
-                Outcome::answered(result.is_error == Some(true))
+                (Outcome::answered(result.is_error == Some(true)), labels)
             }
             // A question round goes back to the caller: the call goes on.
             Ok(_) => return answer,
             Err(_) if context.ct.is_cancelled() || self.caller_gone.is_cancelled() => {
-                Outcome::Cancelled
+                (Outcome::Cancelled, labels)
             }
-            Err(_) => Outcome::Failed,
+            Err(e) => (
+                Outcome::Failed,
+                labels.failed_with(crate::failure::class_of_rpc(e)),
+            ),
         };
         crate::metrics::call_ended(&labels, outcome, started.elapsed());
         answer
@@ -282,6 +286,8 @@ impl FrontServer {
 /// call is withdrawn when the caller cancels or goes away.
 struct FrontRelay<'a> {
     front: &'a FrontServer,
+    /// Whom the call is for (the audit trail of its end).
+    principal: Option<&'a str>,
     request: &'a CallToolRequestParams,
     context: &'a RequestContext<RoleServer>,
 }
@@ -295,7 +301,13 @@ impl Relay for FrontRelay<'_> {
         arguments: JsonObject,
     ) -> Result<CallToolResponse, ErrorData> {
         self.front
-            .pass_through(route, timeout, arguments, self.request, self.context)
+            .pass_through(
+                route,
+                (timeout, self.principal),
+                arguments,
+                self.request,
+                self.context,
+            )
             .await
     }
 }
@@ -478,6 +490,7 @@ impl ServerHandler for FrontServer {
         let (route, declares) = (routed.route.clone(), routed.declares);
         let relay = FrontRelay {
             front: self,
+            principal: caller.principal.as_deref(),
             request: &request,
             context: &context,
         };

@@ -100,6 +100,8 @@ pub struct Routed {
     /// The caller declares tasks: a kept call is answered as a task (else
     /// with the agent tools' "started" answer, or REST's).
     pub declares: bool,
+    /// Who calls (`None`: anonymous), for the audit trail of its end.
+    pub principal: Option<String>,
 }
 
 /// What becomes of a call.
@@ -168,8 +170,17 @@ pub async fn decide(calls: &Calls, intent: Intent<'_>) -> Result<Decided, Failur
     // A refusal, or a call of nothing the gateway knows, is a call's end
     // too: counted with its outcome (nothing was sent, so no driver).
     let refused = |outcome: Outcome, server: &str, tool: &str| {
-        let labels = CallLabels::new(upstreams, server, tool, face, NO_DRIVER);
+        let labels = CallLabels::new(upstreams, server, tool, face, NO_DRIVER)
+            .by(caller.principal.as_deref());
         crate::metrics::call_ended(&labels, outcome, Duration::ZERO);
+    };
+    // A call of a name the gateway cannot serve, counted as failed with the
+    // class of what its caller is told.
+    let unserved = |server: &str, tool: &str, failure: &Failure| {
+        let labels = CallLabels::new(upstreams, server, tool, face, NO_DRIVER)
+            .by(caller.principal.as_deref())
+            .failed_with(failure.code());
+        crate::metrics::call_ended(&labels, Outcome::Failed, Duration::ZERO);
     };
     let admit = |server: &str, tool: &str| {
         let (server, tool) = (server.to_string(), tool.to_string());
@@ -204,16 +215,17 @@ pub async fn decide(calls: &Calls, intent: Intent<'_>) -> Result<Decided, Failur
                 catalog = upstreams.catalog();
             }
             let Some(route) = catalog.get(name) else {
-                // Counted, under no name of the caller's making.
-                refused(Outcome::Failed, "", name);
                 // Perhaps a tool of a server that has not answered yet
                 // (said only to a caller the policy lets call it).
-                return Err(match upstreams.unlisted_owner(name) {
+                let failure = match upstreams.unlisted_owner(name) {
                     Some((server, tool)) if visible(calls, caller, &server, &tool) => {
                         Failure::NotReady(server)
                     }
                     _ => unknown(),
-                });
+                };
+                // Counted, under no name of the caller's making.
+                unserved("", name, &failure);
+                return Err(failure);
             };
             if !visible(calls, caller, &route.server, &route.tool) {
                 refused(Outcome::RefusedPolicy, &route.server, &route.tool);
@@ -237,8 +249,9 @@ pub async fn decide(calls: &Calls, intent: Intent<'_>) -> Result<Decided, Failur
             // A server removed by a reload (its live tasks still followed)
             // takes no new calls.
             if !upstreams.is_configured(server) {
-                refused(Outcome::Failed, server, tool);
-                return Err(Failure::UnknownServer(server.to_string()));
+                let failure = Failure::UnknownServer(server.to_string());
+                unserved(server, tool, &failure);
+                return Err(failure);
             }
             (server.to_string(), tool.to_string(), None)
         }
@@ -267,11 +280,12 @@ pub async fn decide(calls: &Calls, intent: Intent<'_>) -> Result<Decided, Failur
                 // A listed server that lacks the tool: unknown. One never
                 // listed (down) answers for itself.
                 if !toolset && upstreams.has_listing(&server) {
-                    refused(Outcome::Failed, &server, &tool);
-                    return Err(Failure::UnknownTool {
-                        server: Some(server),
-                        tool,
-                    });
+                    let failure = Failure::UnknownTool {
+                        server: Some(server.clone()),
+                        tool: tool.clone(),
+                    };
+                    unserved(&server, &tool, &failure);
+                    return Err(failure);
                 }
                 return Ok(Decided::Unlisted {
                     server,
@@ -291,6 +305,7 @@ pub async fn decide(calls: &Calls, intent: Intent<'_>) -> Result<Decided, Failur
         admitted,
         live,
         declares: ask == Ask::Tasks,
+        principal: caller.principal.clone(),
     })))
 }
 

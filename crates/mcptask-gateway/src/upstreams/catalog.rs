@@ -88,6 +88,9 @@ pub struct Catalog {
     order: Vec<String>,
     /// (server, upstream tool) → front name.
     by_upstream: BTreeMap<(String, String), String>,
+    /// The servers whose listings it was built from (a server whose tools
+    /// were all left out is still listed).
+    listed: std::collections::BTreeSet<String>,
 }
 
 impl Catalog {
@@ -98,6 +101,7 @@ impl Catalog {
         let mut catalog = Catalog::default();
         let mut clashes = Vec::new();
         for listing in listings {
+            catalog.listed.insert(listing.server.clone());
             for (tool, facts) in listing.tools {
                 let front = front_name(&listing.prefix, &tool.name);
                 if !usable(&front) || front.starts_with("mcptask_") {
@@ -141,6 +145,11 @@ impl Catalog {
     /// The route of a front name.
     pub fn get(&self, name: &str) -> Option<&Route> {
         self.routes.get(name)
+    }
+
+    /// Whether it was built from a listing of `server`.
+    pub fn lists(&self, server: &str) -> bool {
+        self.listed.contains(server)
     }
 
     /// The route of `tool` on `server`.
@@ -226,6 +235,21 @@ mod tests {
         assert_eq!(route.definition.name, "a__echo");
         assert_eq!(catalog.of_upstream("b", "echo").unwrap().front, "echo");
         assert!(catalog.of_upstream("a", "sum").is_none());
+    }
+
+    #[test]
+    fn a_catalog_lists_the_servers_it_was_built_from_even_with_no_tool_kept() {
+        let (catalog, _) = Catalog::build(vec![
+            listing("a", "a", &["echo"]),
+            listing("b", "b", &["not usable"]),
+        ]);
+        assert!(
+            catalog.routes().all(|r| r.server == "a"),
+            "b's tool left out"
+        );
+        assert!(catalog.lists("a") && catalog.lists("b"));
+        assert!(!catalog.lists("c"), "a server not built from is not listed");
+        assert!(!Catalog::default().lists("a"));
     }
 
     #[test]

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::Upstreams;
+use super::catalog::Catalog;
 
 /// The first wait before listing a server again.
 const FIRST_RETRY: Duration = Duration::from_millis(250);
@@ -47,6 +48,18 @@ impl Upstreams {
             .into_iter()
             .filter(|s| !self.has_listing(s))
             .collect()
+    }
+
+    /// Whether a configured server that `catalog` was not built from may
+    /// serve the front name `name`: the name is not known *yet* to that
+    /// catalog. Asked of the snapshot the name was missing from, not of
+    /// the listings: a server's listing is stored a moment before the
+    /// catalog built from it is published, and a name looked up in between
+    /// is neither in the catalog nor of an unlisted server.
+    pub fn may_list_later(&self, catalog: &Catalog, name: &str) -> bool {
+        self.servers()
+            .iter()
+            .any(|s| !catalog.lists(&s.name) && may_serve(s, name).is_some())
     }
 
     /// The server not listed yet that may serve the front name `name`, and

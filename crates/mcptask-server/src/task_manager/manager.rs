@@ -1,5 +1,6 @@
 //! [`TaskManager`]: rmcp's `TaskManager` methods over the durable runtime.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -7,12 +8,12 @@ use mcptask_core::ids;
 use mcptask_core::store::ServerTaskStore;
 use rmcp::ErrorData;
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::model::{CallToolRequestParams, DetailedTask, InputResponses, Task};
+use rmcp::model::{CallToolRequestParams, DetailedTask, InputResponses, JsonObject, Task};
 use rmcp::task_manager::{TaskFuture, TaskOptions};
 use serde_json::Value;
 
 use super::context::TaskContext;
-use super::tools::{CLOSURE_TOOL, Tools};
+use super::tools::{CLOSURE_TOOL, RERUNNABLE_PREFIX, Rerunnable, Tools};
 use crate::mcp::validate;
 use crate::{CreateRequest, RuntimeConfig, TaskError, TaskRuntime, ToolSource};
 
@@ -31,6 +32,10 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// - a task made by [`TaskManager::spawn`] from a closure cannot outlive its
 ///   process (the closure is code, not data): if the process dies, the task
 ///   settles `failed` ("interrupted");
+/// - a task made by [`TaskManager::spawn_rerunnable`] from a closure
+///   registered under a name when the manager was built
+///   ([`TaskManagerBuilder::rerunnable`]) is stored as that name and its
+///   arguments: rerun like a named tool;
 /// - a task made by [`TaskManager::spawn_tool`] from a tool of the server's
 ///   `#[tool_router]` is stored as the tool's name and arguments: a process
 ///   with the same router reruns it, and input answered before the crash is
@@ -87,13 +92,18 @@ impl TaskManager {
         store: Arc<dyn ServerTaskStore>,
         config: RuntimeConfig,
     ) -> Result<Self, TaskError> {
-        let tools = Arc::new(Tools::new());
-        let source: Arc<dyn ToolSource> = tools.clone();
-        let runtime = TaskRuntime::builder_with_source(store, source)
-            .config(config)
-            .start()
-            .await?;
-        Ok(Self { runtime, tools })
+        Self::builder(store).config(config).open().await
+    }
+
+    /// A manager over `store` to configure before it starts: its settings
+    /// and the closures its tasks can be rerun from
+    /// ([`TaskManagerBuilder::rerunnable`]).
+    pub fn builder(store: Arc<dyn ServerTaskStore>) -> TaskManagerBuilder {
+        TaskManagerBuilder {
+            store,
+            config: RuntimeConfig::default(),
+            rerunnable: HashMap::new(),
+        }
     }
 
     /// Serve the tools of `router` (the server's `#[tool_router]`) on
@@ -149,6 +159,42 @@ impl TaskManager {
             self.tools.pending.lock().expect("pending").remove(&id);
         }
         created
+    }
+
+    /// Create a task running the closure registered as `name`
+    /// ([`TaskManagerBuilder::rerunnable`]) on `arguments`, and return its
+    /// seed state for `CreateTaskResult`. The name and arguments are stored
+    /// with the task, so a process built with the same registration reruns
+    /// it if this one dies, answering again at once the input answered
+    /// before. Refused (invalid params) for a name not registered.
+    ///
+    /// ```no_run
+    /// # async fn demo(tasks: mcptask_server::task_manager::TaskManager) -> Result<(), rmcp::ErrorData> {
+    /// let arguments = serde_json::json!({"n": 3}).as_object().cloned().unwrap_or_default();
+    /// let task = tasks
+    ///     .spawn_rerunnable(Default::default(), "count", arguments)
+    ///     .await?;
+    /// # let _ = task; Ok(()) }
+    /// ```
+    pub async fn spawn_rerunnable(
+        &self,
+        options: TaskOptions,
+        name: &str,
+        arguments: JsonObject,
+    ) -> Result<Task, ErrorData> {
+        if !self.tools.has_rerunnable(name) {
+            return Err(ErrorData::invalid_params(
+                format!("no closure is registered as {name:?} (TaskManagerBuilder::rerunnable)"),
+                None,
+            ));
+        }
+        self.create(
+            options,
+            format!("{RERUNNABLE_PREFIX}{name}"),
+            arguments,
+            None,
+        )
+        .await
     }
 
     /// Create a task calling the router tool `request.name` with
@@ -228,5 +274,70 @@ impl TaskManager {
     /// forgets it).
     pub async fn shutdown(&self) {
         self.runtime.shutdown(SHUTDOWN_GRACE).await;
+    }
+}
+
+/// [`TaskManager::builder`]: a manager's settings and rerunnable closures,
+/// fixed before its runtime starts (recovery runs at start and must find
+/// every closure a dead process's tasks name).
+///
+/// ```no_run
+/// use mcptask_server::task_manager::{TaskExit, TaskManager};
+/// use rmcp::model::{CallToolResult, ContentBlock};
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = mcptask_sql::open("sqlite:tasks.db").await?;
+/// let tasks = TaskManager::builder(store.server_tasks())
+///     .rerunnable("count", |ctx, arguments| {
+///         Box::pin(async move {
+///             let n = arguments.get("n").and_then(|n| n.as_u64()).unwrap_or(1);
+///             ctx.set_status_message(format!("counting to {n} (attempt {})", ctx.attempt()))
+///                 .await?;
+///             Ok::<_, TaskExit>(CallToolResult::success(vec![ContentBlock::text(n.to_string())]))
+///         })
+///     })
+///     .open()
+///     .await?;
+/// # let _ = tasks; Ok(()) }
+/// ```
+pub struct TaskManagerBuilder {
+    store: Arc<dyn ServerTaskStore>,
+    config: RuntimeConfig,
+    rerunnable: HashMap<String, Rerunnable>,
+}
+
+impl TaskManagerBuilder {
+    /// The runtime's settings (lease, recovery and TTL sweeps, caps); its
+    /// default TTL is never used: each task's is its [`TaskOptions::ttl_ms`].
+    pub fn config(mut self, config: RuntimeConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Register `work` as `name`: tasks made with
+    /// [`TaskManager::spawn_rerunnable`] run it on their stored arguments,
+    /// and run it again if their process dies, with the input answered
+    /// before answered again at once. Unlike [`TaskManager::spawn`]'s
+    /// `FnOnce`, the closure is kept and may be called once per run; the
+    /// same name registered twice keeps the last.
+    pub fn rerunnable<F>(mut self, name: impl Into<String>, work: F) -> Self
+    where
+        F: Fn(TaskContext, JsonObject) -> TaskFuture + Send + Sync + 'static,
+    {
+        self.rerunnable.insert(name.into(), Arc::new(work));
+        self
+    }
+
+    /// Start the manager: it takes a process slot of the store and, at
+    /// once, the tasks the slot's previous holder left (see
+    /// [`TaskManager::open`]).
+    pub async fn open(self) -> Result<TaskManager, TaskError> {
+        let tools = Arc::new(Tools::new(self.rerunnable));
+        let source: Arc<dyn ToolSource> = tools.clone();
+        let runtime = TaskRuntime::builder_with_source(self.store, source)
+            .config(self.config)
+            .start()
+            .await?;
+        Ok(TaskManager { runtime, tools })
     }
 }

@@ -25,7 +25,7 @@ mod tools;
 
 pub use context::{StatusWrite, TaskContext};
 pub use exit::{cancelled, exit_error};
-pub use manager::{SHUTDOWN_GRACE, TaskManager};
+pub use manager::{SHUTDOWN_GRACE, TaskManager, TaskManagerBuilder};
 /// rmcp's own: `TaskOptions::default()` takes its TTL and poll interval
 /// from these constants, here as in rmcp, and `current_timestamp` gives an
 /// RFC 3339 time as the wire's `createdAt` is written.
@@ -33,4 +33,4 @@ pub use rmcp::task_manager::{
     DEFAULT_POLL_INTERVAL_MS, DEFAULT_TASK_TTL_MS, TaskExit, TaskFuture, TaskOptions,
     current_timestamp,
 };
-pub use tools::CLOSURE_TOOL;
+pub use tools::{CLOSURE_TOOL, RERUNNABLE_PREFIX};

@@ -10,6 +10,11 @@
 //!   task settles as an honest `failed`, never as a rerun of nothing.
 //! - a router tool is stored under its own name with its arguments, so any
 //!   process with the same router can call it again: policy `Rerun`.
+//! - a closure registered under a name when the manager is built
+//!   ([`TaskManagerBuilder::rerunnable`](super::TaskManagerBuilder::rerunnable))
+//!   is stored as [`RERUNNABLE_PREFIX`] and that name, with its arguments:
+//!   every process built the same way holds it, so it is `Rerun` too. A name
+//!   no longer registered is unknown, and its task fails honestly.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -31,6 +36,14 @@ use crate::tool::{Lookup, ToolCall, ToolSource};
 /// The tool name every closure-created task is stored under.
 pub const CLOSURE_TOOL: &str = "rmcp-task-manager.closure";
 
+/// What a registered closure's task is stored under: this, then its name.
+pub const RERUNNABLE_PREFIX: &str = "rmcp-task-manager.closure/";
+
+/// The work of a rerunnable closure: made again from the task's arguments
+/// on every run, the first and each rerun.
+pub(crate) type Rerunnable =
+    Arc<dyn Fn(super::TaskContext, rmcp::model::JsonObject) -> TaskFuture + Send + Sync>;
+
 /// Looks a router tool up by name, as a runtime tool.
 type RouterLookup = Arc<dyn Fn(&str) -> Option<TaskTool> + Send + Sync>;
 
@@ -39,12 +52,14 @@ pub(crate) struct Tools {
     /// Futures made by `spawn`, waiting for their task's work to start.
     pub(crate) pending: Arc<Mutex<HashMap<String, (TaskContext, TaskFuture)>>>,
     closure: TaskTool,
+    /// Registered closures, by the name they were registered under.
+    rerunnable: HashMap<String, TaskTool>,
     router: OnceLock<(RouterLookup, Vec<Tool>)>,
     version: watch::Sender<u64>,
 }
 
 impl Tools {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(rerunnable: HashMap<String, Rerunnable>) -> Self {
         let pending: Arc<Mutex<HashMap<String, (TaskContext, TaskFuture)>>> = Arc::default();
         let table = pending.clone();
         let closure = TaskTool::new(
@@ -70,12 +85,25 @@ impl Tools {
         .interrupt(InterruptPolicy::Fail)
         // The TTL is each task's own (`TaskOptions::ttl_ms`, a cap on "unlimited").
         .ttl_ms(None);
+        let rerunnable = rerunnable
+            .into_iter()
+            .map(|(name, work)| {
+                let tool = rerunnable_tool(&name, work);
+                (name, tool)
+            })
+            .collect();
         Self {
             pending,
             closure,
+            rerunnable,
             router: OnceLock::new(),
             version: watch::channel(0).0,
         }
+    }
+
+    /// Whether a closure is registered as `name`.
+    pub(crate) fn has_rerunnable(&self, name: &str) -> bool {
+        self.rerunnable.contains_key(name)
     }
 
     /// Serve `router`'s tools on `service`; false if a router was set already.
@@ -109,6 +137,13 @@ impl ToolSource for Tools {
         if name == CLOSURE_TOOL {
             return Lookup::Found(self.closure.clone());
         }
+        if let Some(registered) = name.strip_prefix(RERUNNABLE_PREFIX) {
+            // Registered before the runtime started: known now or never.
+            return self
+                .rerunnable
+                .get(registered)
+                .map_or(Lookup::Unknown, |tool| Lookup::Found(tool.clone()));
+        }
         match self.router.get() {
             // The server has not handed its router over yet (it is being
             // built, holding this manager): a recovered named task waits.
@@ -127,6 +162,24 @@ impl ToolSource for Tools {
     fn changed(&self) -> watch::Receiver<u64> {
         self.version.subscribe()
     }
+}
+
+/// A registered closure as a runtime tool: each run makes its future anew
+/// from the task's stored arguments, with the task's context bound.
+fn rerunnable_tool(name: &str, work: Rerunnable) -> TaskTool {
+    let definition = Tool::new(
+        format!("{RERUNNABLE_PREFIX}{name}"),
+        "a rerunnable closure",
+        Arc::default(),
+    );
+    TaskTool::new(definition, move |call: ToolCall| {
+        let future = work(TaskContext::bound(call.ctx.clone()), call.arguments);
+        async move { future.await.map_err(durable_exit) }
+    })
+    .support(TaskSupport::Required)
+    .interrupt(InterruptPolicy::Rerun)
+    // The TTL is each task's own (`TaskOptions::ttl_ms`, a cap on "unlimited").
+    .ttl_ms(None)
 }
 
 /// A router tool as a runtime tool: its work calls the tool through the

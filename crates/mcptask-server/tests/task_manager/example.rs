@@ -31,17 +31,17 @@ const TASK_SCENARIOS: [&str; 10] = [
     "tasks-mrtr-composition",
 ];
 
-/// `target/<profile>/examples/rmcp_task_server`, the program: the test
-/// command builds it with `cargo build --examples` (`cargo test --no-run`
-/// leaves only `rmcp_task_server-<hash>`, under a name of its own).
-fn example() -> PathBuf {
+/// `target/<profile>/examples/<name>`, the program: the test command
+/// builds it with `cargo build --examples` (`cargo test --no-run` leaves
+/// only `<name>-<hash>`, under a name of its own).
+fn example(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable");
     let plain = exe
         .parent()
         .and_then(Path::parent)
         .expect("tests live in target/<profile>/deps")
         .join("examples")
-        .join("rmcp_task_server");
+        .join(name);
     assert!(
         plain.exists(),
         "{} is missing: build it first (cargo build --examples; scripts/test does)",
@@ -57,28 +57,19 @@ pub(crate) struct Server {
 }
 
 impl Server {
-    /// A server whose lease is short, so another process recovers its
-    /// tasks within seconds of a SIGKILL.
-    async fn start(name: &str, database_url: &str) -> Self {
-        // Renewals still keep up on a busy machine.
-        let short = [
-            ("RMCP_TASK_SERVER_LEASE_MS", "1500"),
-            ("RMCP_TASK_SERVER_RECOVERY_EVERY_MS", "200"),
-        ];
-        Self::start_with(name, database_url, &short).await
-    }
-
     /// A server with the runtime's own settings (a 30 s owner lease,
-    /// recovery every 5 s), as an rmcp author ships it.
-    pub(crate) async fn start_as_shipped(name: &str, database_url: &str) -> Self {
-        Self::start_with(name, database_url, &[]).await
+    /// recovery every 5 s), as an rmcp author ships it: a restart on the
+    /// same store adopts its previous incarnation's work at once.
+    pub(crate) async fn start(name: &str, database_url: &str) -> Self {
+        Self::start_program(name, "rmcp_task_server", &[database_url]).await
     }
 
-    async fn start_with(name: &str, database_url: &str, env: &[(&str, &str)]) -> Self {
-        let mut command = tokio::process::Command::new(example());
+    /// The example `program` with `args`, serving HTTP on an ephemeral port.
+    pub(crate) async fn start_program(name: &str, program: &str, args: &[&str]) -> Self {
+        let mut command = tokio::process::Command::new(example(program));
         command
-            .args([database_url, "--http", "127.0.0.1:0"])
-            .envs(env.iter().copied())
+            .args(args)
+            .args(["--http", "127.0.0.1:0"])
             .env("RUST_LOG", "warn");
         let (process, url) = LoggedChild::spawn(name, command, READY, Duration::from_secs(60))
             .await
@@ -103,7 +94,7 @@ pub(crate) fn result_text(got: &rmcp::model::GetTaskResult) -> String {
 
 /// The conformance tooling (Node 22 and the suite), or `None` after a loud
 /// SKIPPED line outside CI.
-fn tooling(test: &str) -> Option<PathBuf> {
+pub(crate) fn tooling(test: &str) -> Option<PathBuf> {
     let bin = mcptask_testkit::repo_root().join(".tools/node_modules/.bin");
     if bin.join("conformance").exists() && bin.join("node").exists() {
         return Some(bin);
@@ -172,14 +163,18 @@ async fn scenario_problems(bin: &Path, url: &str, scenario: &str) -> Vec<String>
 async fn conformance_on(test: &str, db: &TestDatabase) {
     let Some(bin) = tooling(test) else { return };
     let server = Server::start(&format!("rmcp_task_server on {}", db.backend), &db.url).await;
+    assert_passes_the_task_scenarios(&bin, &server, db.backend).await;
+}
+
+/// Every check of every task scenario passes against `server`.
+pub(crate) async fn assert_passes_the_task_scenarios(bin: &Path, server: &Server, on: &str) {
     let mut problems = Vec::new();
     for scenario in TASK_SCENARIOS {
-        problems.extend(scenario_problems(&bin, &server.url, scenario).await);
+        problems.extend(scenario_problems(bin, &server.url, scenario).await);
     }
     assert!(
         problems.is_empty(),
-        "[{}] {} problem(s):\n{}\n--- server log ---\n{}",
-        db.backend,
+        "[{on}] {} problem(s):\n{}\n--- server log ---\n{}",
         problems.len(),
         problems.join("\n"),
         server.process.log()

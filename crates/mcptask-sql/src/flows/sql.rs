@@ -221,6 +221,14 @@ pub struct Statements {
     pub release_token_lease: &'static str,
     /// Record a refresh failure and release our lease.
     pub fail_token_refresh: &'static str,
+
+    // --- the audit trail ---------------------------------------------------
+    /// Append one entry.
+    pub append_audit: &'static str,
+    /// The base of a filtered listing (filters are appended with `AND`).
+    pub list_audit: &'static str,
+    /// Delete entries recorded before a time, oldest first.
+    pub purge_audit: &'static str,
 }
 
 /// Parameters of one row of [`insert_tasks`], in bind order: id, principal,
@@ -932,6 +940,16 @@ macro_rules! statements {
                     lease_owner = CASE WHEN lease_owner = $2 THEN NULL ELSE lease_owner END,
                     lease_until = CASE WHEN lease_owner = $2 THEN NULL ELSE lease_until END
                  WHERE server = $1",
+            append_audit: "INSERT INTO audit_events (at, call_id, principal, face, server, tool,
+                    driver, outcome, error_class, duration_ms)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            list_audit: "SELECT * FROM audit_events WHERE TRUE",
+            // The `at` index, walked oldest first.
+            purge_audit: concat!(
+                "DELETE FROM audit_events WHERE seq IN (
+                     SELECT seq FROM audit_events WHERE at < $1
+                     ORDER BY at, seq LIMIT $2", $skip_locked, ")"
+            ),
         }
     };
 }

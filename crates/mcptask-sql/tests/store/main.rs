@@ -3,6 +3,7 @@
 //! background WAL checkpoint and its file mode. Run one part with e.g.
 //! `cargo test -p mcptask-sql --test store remote::`.
 
+mod audit;
 mod failover;
 mod oauth_tokens;
 mod remote;

@@ -1,6 +1,7 @@
 //! The user-facing commands that talk to a running gateway.
 
 pub mod answers;
+pub mod audit;
 pub mod client;
 pub mod commands;
 pub mod conformance_client;

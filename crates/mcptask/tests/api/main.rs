@@ -1,8 +1,10 @@
 //! The gateway's faces over real HTTP, one binary: the REST API
 //! ([`gateway_api`]), answers and pre-task input ([`answers`],
 //! [`pre_task_input`]), tool discovery ([`tools`]), the demo server's
-//! Streamable HTTP edges ([`http_edges`]), https:// end to end ([`tls`]) and
-//! a database of the previous release upgraded in place ([`upgrade`]).
+//! Streamable HTTP edges ([`http_edges`]), https:// end to end ([`tls`]),
+//! a database of the previous release upgraded in place ([`upgrade`]) and
+//! databases holding live calls of every driver upgraded in place, each
+//! call then settling ([`upgrade_live`]).
 //! Real `mcptask serve` and `mcptask demo-server` processes (see
 //! `mcptask_testkit`); run one part with e.g.
 //! `cargo test -p mcptask --test api gateway_api::`.
@@ -14,3 +16,4 @@ mod pre_task_input;
 mod tls;
 mod tools;
 mod upgrade;
+mod upgrade_live;

@@ -20,7 +20,21 @@ use serde_json::{Value, json};
 /// front forgets them, as it should). Only integer `*_at` columns move
 /// (milliseconds since the epoch); the rows are otherwise as written.
 async fn as_if_written_just_now(db_url: &str) {
-    use sqlx::Row;
+    let by = now_ms() - sqlite_written_at(db_url).await;
+    shift_sqlite_timestamps(db_url, by).await;
+}
+
+/// Milliseconds since the epoch, as the stores write them.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as i64
+}
+
+/// When a gateway last wrote the SQLite database at `db_url`: its newest
+/// task update.
+pub(crate) async fn sqlite_written_at(db_url: &str) -> i64 {
     let pool = sqlx::SqlitePool::connect(db_url)
         .await
         .expect("open the copy");
@@ -31,10 +45,17 @@ async fn as_if_written_just_now(db_url: &str) {
     .fetch_one(&pool)
     .await
     .expect("when the fixture was written");
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_millis() as i64;
+    pool.close().await;
+    written
+}
+
+/// Adds `by` milliseconds to every integer `*_at` column of the SQLite
+/// database at `db_url`.
+pub(crate) async fn shift_sqlite_timestamps(db_url: &str, by: i64) {
+    use sqlx::Row;
+    let pool = sqlx::SqlitePool::connect(db_url)
+        .await
+        .expect("open the copy");
     let tables = sqlx::query(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_%' ESCAPE '\\'",
     )
@@ -55,7 +76,7 @@ async fn as_if_written_just_now(db_url: &str) {
                 sqlx::query(sqlx::AssertSqlSafe(format!(
                     "UPDATE \"{table}\" SET \"{column}\" = \"{column}\" + ? WHERE typeof(\"{column}\") = 'integer'"
                 )))
-                .bind(now - written)
+                .bind(by)
                 .execute(&pool)
                 .await
                 .expect("move a timestamp");

@@ -547,3 +547,46 @@ async fn wedged_stdio_child_is_recycled_tasks_continue() {
     })
     .await;
 }
+
+/// A server that closes connections idle for 5 s (Node's and uvicorn's
+/// keep-alive default), at its worst: the close meets the next request sent
+/// on that connection. The upstream client keeps idle connections shorter
+/// than that, so a call made after a quiet spell opens a new connection and
+/// is answered; kept for 30 s, the call was sent on the dying connection and
+/// failed (a `tools/call` is not retried: the server may have run it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_after_a_quiet_spell_is_not_sent_on_a_connection_the_server_closed() {
+    with_deadline(Duration::from_secs(120), async {
+        let up = Upstream::start("keepalive").await;
+        up.front.close_idle_after(Duration::from_secs(5));
+        let db = TestDatabase::sqlite();
+        let tracker = tracker(&db, config(), &[up.def()]).await;
+        let greet = |name: &'static str| {
+            let tracker = tracker.clone();
+            async move {
+                match tracker
+                    .call_tool(
+                        "keepalive",
+                        "greet",
+                        json!({ "name": name }),
+                        CallOptions::default(),
+                    )
+                    .await
+                {
+                    Ok(CallOutcome::Completed(result)) => result,
+                    other => panic!("greet {name}: {other:?}"),
+                }
+            }
+        };
+        greet("before").await;
+        // Past the server's keep-alive: whatever the client kept is closed
+        // the moment it is used. (Longer is fine; only "more than 5 s" counts.)
+        tokio::time::sleep(Duration::from_millis(5_500)).await;
+        let after = greet("after").await;
+        assert_eq!(
+            serde_json::to_value(&after).unwrap()["content"][0]["text"],
+            "Hello, after!"
+        );
+    })
+    .await;
+}

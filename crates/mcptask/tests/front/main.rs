@@ -15,6 +15,7 @@
 //! ([`upstream_eras`]); the guards in front of every transport: `Host`,
 //! slow request heads ([`guards`]).
 
+mod audit;
 mod call_timeout;
 mod fastmcp;
 mod guards;

@@ -66,14 +66,24 @@ impl Tally {
 
 impl Drop for Tally {
     fn drop(&mut self) {
-        let outcome = if !self.finished {
-            Outcome::Cancelled
-        } else if self.cut || self.rpc_error {
-            Outcome::Failed
+        let (outcome, labels) = if !self.finished {
+            (Outcome::Cancelled, self.labels.clone())
+        } else if self.rpc_error {
+            // The upstream's JSON-RPC error, relayed as it is.
+            (
+                Outcome::Failed,
+                self.labels.clone().failed_with("remote_error"),
+            )
+        } else if self.cut {
+            // The answer broke off: told as an upstream that could not serve.
+            (
+                Outcome::Failed,
+                self.labels.clone().failed_with("unavailable"),
+            )
         } else {
-            Outcome::answered(self.tool_error)
+            (Outcome::answered(self.tool_error), self.labels.clone())
         };
-        crate::metrics::call_ended(&self.labels, outcome, self.started.elapsed());
+        crate::metrics::call_ended(&labels, outcome, self.started.elapsed());
     }
 }
 
