@@ -22,12 +22,7 @@ impl SlowProxy {
         use axum::body::Body;
         use axum::http::{StatusCode, header};
         use axum::response::IntoResponse;
-        // reqwest panics without a TLS provider installed first.
-        mcptask_client::tls::install_crypto_provider();
-        let client = reqwest::Client::builder()
-            .pool_idle_timeout(mcptask_client::remote::UPSTREAM_IDLE)
-            .build()
-            .expect("reqwest client");
+        let client = crate::forwarding_client();
         let target = target.trim_end_matches('/').to_string();
         let rng = Arc::new(Mutex::new(Rng(seed)));
         let app = axum::Router::new().fallback(move |request: axum::extract::Request| {

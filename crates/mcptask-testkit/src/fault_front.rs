@@ -123,14 +123,7 @@ impl FaultFront {
             epoch: shared.epoch.clone(),
             idle_close_ms: shared.idle_close_ms.clone(),
         };
-        // reqwest panics without a TLS provider installed first.
-        mcptask_client::tls::install_crypto_provider();
-        // Kept no longer than the server behind closes idle connections (a
-        // request sent as it closes one is lost).
-        let client = reqwest::Client::builder()
-            .pool_idle_timeout(mcptask_client::remote::UPSTREAM_IDLE)
-            .build()
-            .expect("reqwest client");
+        let client = crate::forwarding_client();
         let target = target.trim_end_matches('/').to_string();
         let state = shared.clone();
         let app = axum::Router::new().fallback(move |request: axum::extract::Request| {

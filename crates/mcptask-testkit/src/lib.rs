@@ -134,3 +134,16 @@ pub fn repo_root() -> PathBuf {
         .expect("crates/mcptask-testkit is two levels below the repository root")
         .to_path_buf()
 }
+
+/// The HTTP client of a test proxy forwarding to a server behind it: idle
+/// connections are kept no longer than the gateway keeps its own
+/// (`remote::UPSTREAM_IDLE`), below the servers' keep-alive, since a
+/// request sent on a connection the server is closing is lost.
+pub(crate) fn forwarding_client() -> reqwest::Client {
+    // reqwest panics without a TLS provider installed first.
+    mcptask_client::tls::install_crypto_provider();
+    reqwest::Client::builder()
+        .pool_idle_timeout(mcptask_client::remote::UPSTREAM_IDLE)
+        .build()
+        .expect("reqwest client")
+}

@@ -146,16 +146,9 @@ impl ScriptedServer {
             .expect("bind the scripted server");
         let addr = listener.local_addr().expect("local addr");
         let script = Arc::new(Mutex::new(Script::default()));
-        // reqwest panics without a TLS provider installed first.
-        mcptask_client::tls::install_crypto_provider();
         let proxy = Proxy {
             upstream: upstream.to_string(),
-            // Kept no longer than the server behind closes idle
-            // connections (a request sent as it closes one is lost).
-            http: reqwest::Client::builder()
-                .pool_idle_timeout(mcptask_client::remote::UPSTREAM_IDLE)
-                .build()
-                .expect("reqwest client"),
+            http: crate::forwarding_client(),
             script: script.clone(),
         };
         let app = axum::Router::new().fallback(handle).with_state(proxy);
