@@ -36,8 +36,67 @@ const RESCAN_EVERY: Duration = Duration::from_secs(10);
 /// Let a burst of newly tracked tasks gather into one new stream.
 const GATHER: Duration = Duration::from_millis(20);
 
-/// Local id per remote id, of the tasks a stream watches.
-type Watched = HashMap<String, String>;
+/// Ids of tasks already found not to call for a new stream (another
+/// server's, settled, or older than every task a full stream watches) are
+/// remembered up to this many, then forgotten all at once.
+const MAX_SEEN: usize = 65_536;
+
+/// The tasks a stream watches: local id per remote id, and what a new task
+/// must be to displace one of them.
+#[derive(Default)]
+struct Watched {
+    by_remote: HashMap<String, String>,
+    locals: HashSet<String>,
+    /// The oldest watched task's creation time, when the stream is full.
+    full_from: Option<i64>,
+}
+
+impl Watched {
+    /// `rows` (remote id, local id, creation time) of a listing that was cut
+    /// at its limit when `full`.
+    fn new(rows: Vec<(String, String, i64)>, full: bool) -> Self {
+        let full_from = full
+            .then(|| rows.iter().map(|(_, _, at)| *at).min())
+            .flatten();
+        let locals = rows.iter().map(|(_, l, _)| l.clone()).collect();
+        let by_remote = rows.into_iter().map(|(r, l, _)| (r, l)).collect();
+        Watched {
+            by_remote,
+            locals,
+            full_from,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.by_remote.is_empty()
+    }
+
+    fn local_of(&self, remote: &str) -> Option<&String> {
+        self.by_remote.get(remote)
+    }
+
+    fn covers(&self, local: &str) -> bool {
+        self.locals.contains(local)
+    }
+
+    /// Whether a live task created at `created_at` belongs in a new stream:
+    /// always while this one has room; once it is full (the newest
+    /// [`MAX_WATCHED`]), only if it is newer than all it watches. An older
+    /// one is polled on its schedule, and must not cost a rescan of the
+    /// server's live tasks at each of its polls (that was a read of 1,024
+    /// rows per poll once more tasks were live than a stream watches).
+    fn would_take(&self, created_at: i64) -> bool {
+        self.full_from.is_none_or(|oldest| created_at > oldest)
+    }
+}
+
+/// Remember a task that needs no new stream, forgetting all once too many.
+fn remember(seen: &mut HashSet<String>, local: &str) {
+    if seen.len() >= MAX_SEEN {
+        seen.clear();
+    }
+    seen.insert(local.to_string());
+}
 
 /// A stream and what it watches.
 struct Live {
@@ -69,6 +128,8 @@ enum Next {
 pub(super) async fn run(inner: Arc<Inner>, name: String) {
     let mut changes = inner.changes.subscribe();
     let mut live: Option<Live> = None;
+    // Outlives each stream: a task already looked at costs no read again.
+    let mut seen: HashSet<String> = HashSet::new();
     let mut backoff = BASE_BACKOFF;
     // Streams in a row that ended without reporting anything.
     let mut unheard = 0u32;
@@ -76,7 +137,7 @@ pub(super) async fn run(inner: Arc<Inner>, name: String) {
         // Shutdown must not wait for a connect or an acknowledgement.
         let next = tokio::select! {
             _ = inner.shutdown.cancelled() => Next::Stop,
-            next = step(&inner, &name, &mut live, &mut changes, &mut backoff) => next,
+            next = step(&inner, &name, &mut live, &mut changes, &mut backoff, &mut seen) => next,
         };
         // A stream that reported something, or a new task to cover, ends
         // the streak.
@@ -129,6 +190,7 @@ async fn step(
     live: &mut Option<Live>,
     changes: &mut tokio::sync::broadcast::Receiver<String>,
     backoff: &mut Duration,
+    seen: &mut HashSet<String>,
 ) -> Next {
     let Some(def) = http_server(inner, name) else {
         return Next::Stop;
@@ -144,13 +206,14 @@ async fn step(
         if let Some(old) = live.take() {
             old.subscription.close().await;
         }
-        return idle(inner, name, &HashMap::new(), changes).await;
+        return idle(inner, name, &Watched::default(), changes, seen).await;
     }
     let covered: HashSet<&String> = live
         .as_ref()
-        .map(|l| l.watched.keys().collect())
+        .map(|l| l.watched.by_remote.keys().collect())
         .unwrap_or_default();
     let fresh: Vec<String> = watched
+        .by_remote
         .iter()
         .filter(|(remote, _)| !covered.contains(remote))
         .map(|(_, local)| local.clone())
@@ -193,12 +256,12 @@ async fn step(
         }
     }
     let current = live.as_mut().expect("a live stream");
-    follow(inner, name, current, changes).await
+    follow(inner, name, current, changes, seen).await
 }
 
 /// Open a stream for `watched` and wait for its acknowledgement.
 async fn open(def: &ServerDef, watched: &Watched) -> Result<Subscription, End> {
-    let ids: Vec<String> = watched.keys().cloned().collect();
+    let ids: Vec<String> = watched.by_remote.keys().cloned().collect();
     let mut subscription = Subscription::open(def, ids)
         .await
         .map_err(|e| End::Lost(e.to_string()))?;
@@ -233,7 +296,7 @@ async fn open(def: &ServerDef, watched: &Watched) -> Result<Subscription, End> {
 async fn follow_buffered(inner: &Inner, mut old: Live) {
     while let Ok(heard) = old.subscription.heard.try_recv() {
         if let Heard::Changed(remote) = heard
-            && let Some(local) = old.watched.get(&remote)
+            && let Some(local) = old.watched.local_of(&remote)
         {
             poll_now(inner, local).await;
         }
@@ -248,10 +311,10 @@ async fn follow(
     name: &str,
     live: &mut Live,
     changes: &mut tokio::sync::broadcast::Receiver<String>,
+    seen: &mut HashSet<String>,
 ) -> Next {
     let rescan = tokio::time::sleep(RESCAN_EVERY);
     tokio::pin!(rescan);
-    let mut elsewhere: HashSet<String> = HashSet::new();
     loop {
         tokio::select! {
             _ = inner.shutdown.cancelled() => return Next::Stop,
@@ -259,7 +322,7 @@ async fn follow(
             heard = live.subscription.heard.recv() => match heard {
                 Some(Heard::Changed(remote)) => {
                     live.heard_any = true;
-                    if let Some(local) = live.watched.get(&remote) {
+                    if let Some(local) = live.watched.local_of(&remote) {
                         poll_now(inner, local).await;
                     }
                 }
@@ -271,7 +334,7 @@ async fn follow(
                 while let Ok(heard) = live.subscription.heard.try_recv() {
                     if let Heard::Changed(remote) = heard {
                         live.heard_any = true;
-                        if let Some(local) = live.watched.get(&remote) {
+                        if let Some(local) = live.watched.local_of(&remote) {
                             poll_now(inner, local).await;
                         }
                     }
@@ -299,7 +362,7 @@ async fn follow(
             }
             change = changes.recv() => match change {
                 Ok(local) => {
-                    if is_new_task_of(inner, name, &local, &live.watched, &mut elsewhere).await {
+                    if is_new_task_of(inner, name, &local, &live.watched, seen).await {
                         tokio::time::sleep(GATHER).await;
                         return Next::Rescan;
                     }
@@ -317,17 +380,17 @@ async fn idle(
     name: &str,
     watched: &Watched,
     changes: &mut tokio::sync::broadcast::Receiver<String>,
+    seen: &mut HashSet<String>,
 ) -> Next {
     let rescan = tokio::time::sleep(RESCAN_EVERY);
     tokio::pin!(rescan);
-    let mut elsewhere = HashSet::new();
     loop {
         tokio::select! {
             _ = inner.shutdown.cancelled() => return Next::Stop,
             _ = &mut rescan => return Next::Rescan,
             change = changes.recv() => match change {
                 Ok(local) => {
-                    if is_new_task_of(inner, name, &local, watched, &mut elsewhere).await {
+                    if is_new_task_of(inner, name, &local, watched, seen).await {
                         tokio::time::sleep(GATHER).await;
                         return Next::Rescan;
                     }
@@ -340,24 +403,30 @@ async fn idle(
 }
 
 /// Whether local task `local` is a live SEP-2663 task of server `name` that
-/// `watched` does not cover. Ids of other servers are remembered in
-/// `elsewhere` so their frequent changes cost one read each.
+/// a new stream would cover and `watched` does not. Every other task is
+/// remembered in `seen`, so its frequent changes (one per poll) cost one
+/// read in all, not one each.
 async fn is_new_task_of(
     inner: &Inner,
     name: &str,
     local: &str,
     watched: &Watched,
-    elsewhere: &mut HashSet<String>,
+    seen: &mut HashSet<String>,
 ) -> bool {
-    if elsewhere.contains(local) || watched.values().any(|l| l == local) {
+    if seen.contains(local) || watched.covers(local) {
         return false;
     }
     match inner.store.get_remote(local).await {
-        Ok(Some(r)) if r.server == name && !r.status.is_terminal() => {
-            r.driver == RemoteDriver::Sep2663
+        Ok(Some(r))
+            if r.server == name
+                && !r.status.is_terminal()
+                && r.driver == RemoteDriver::Sep2663
+                && watched.would_take(r.created_at) =>
+        {
+            true
         }
         Ok(_) => {
-            elsewhere.insert(local.to_string());
+            remember(seen, local);
             false
         }
         Err(_) => false,
@@ -378,11 +447,14 @@ async fn live_tasks(inner: &Inner, name: &str) -> Result<Watched, mcptask_core::
         ..Default::default()
     };
     let rows = inner.store.list_remote(&filter, None, MAX_WATCHED).await?;
-    Ok(rows
-        .into_iter()
-        .filter(|r| r.driver == RemoteDriver::Sep2663)
-        .map(|r| (r.remote_task_id, r.id))
-        .collect())
+    let full = rows.len() as i64 >= MAX_WATCHED;
+    Ok(Watched::new(
+        rows.into_iter()
+            .filter(|r| r.driver == RemoteDriver::Sep2663)
+            .map(|r| (r.remote_task_id, r.id, r.created_at))
+            .collect(),
+        full,
+    ))
 }
 
 /// "Poll this task now": make its poll due and wake the poll loop. The poll
