@@ -7,15 +7,14 @@
 //! loopback port, the operator token comes from the environment, SIGTERM
 //! stops it cleanly, and the database stays in the volume.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use mcptask_testkit::{free_port, in_ci, repo_root};
+use mcptask_testkit::{free_port, repo_root};
 
-use crate::podman::{Made, both, podman, run, run_flags, version};
+use crate::podman::{Made, both, podman, podman_or_skip, run, run_flags};
+use crate::probe::{get, wait_for};
 
 /// Staging the context and `podman build` (a debug binary is ~100 MB).
 const BUILD_LIMIT: Duration = Duration::from_secs(300);
@@ -28,30 +27,14 @@ const STOP_GRACE_SECS: u64 = 30;
 /// Other podman commands (inspect, volume create, rm).
 const PODMAN_LIMIT: Duration = Duration::from_secs(120);
 
-/// Podman's version, or `None` after a loud SKIPPED line (outside CI).
-fn podman_or_skip() -> Option<String> {
-    match version() {
-        Ok(v) => Some(v),
-        Err(reason) if in_ci() => panic!(
-            "the container image test is required under CI: {reason}; apt-get install podman buildah runc"
-        ),
-        Err(reason) => {
-            eprintln!(
-                "SKIPPED (deploy image: no podman): {reason} — apt-get install podman buildah runc"
-            );
-            None
-        }
-    }
-}
-
 #[test]
 fn the_image_runs_the_demo_and_serves_probes_from_its_volume() {
-    let Some(podman_version) = podman_or_skip() else {
+    let Some(podman_version) = podman_or_skip("deploy image") else {
         return;
     };
     let binary = Path::new(env!("CARGO_BIN_EXE_mcptask"));
     let mut made = Made::new();
-    let image = made.image();
+    let image = made.image("deploy");
 
     // Build: the script stages rootfs/ (binary, libraries, CA store, user)
     // and runs `podman build` on deploy/Containerfile.
@@ -210,47 +193,4 @@ fn the_image_runs_the_demo_and_serves_probes_from_its_volume() {
         text.contains(r#""applied":0"#),
         "the volume should hold serve's migrated database:\n{text}"
     );
-}
-
-/// Poll `path` on the published port until it answers 200.
-fn wait_for(port: u16, path: &str, limit: Duration) {
-    let started = Instant::now();
-    let mut last = Err("not tried".to_string());
-    while started.elapsed() < limit {
-        last = get(port, path, None);
-        if matches!(last, Ok((200, _))) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    panic!("{path} on 127.0.0.1:{port} did not answer 200 within {limit:?}: last {last:?}");
-}
-
-/// A GET over HTTP/1.1 with `Connection: close`: the status and the body.
-fn get(port: u16, path: &str, token: Option<&str>) -> Result<(u16, String), String> {
-    let timeout = Duration::from_secs(5);
-    let address = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let mut stream = TcpStream::connect_timeout(&address, timeout).map_err(|e| e.to_string())?;
-    stream.set_read_timeout(Some(timeout)).ok();
-    stream.set_write_timeout(Some(timeout)).ok();
-    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{auth}Connection: close\r\n\r\n"
-    )
-    .map_err(|e| e.to_string())?;
-    let mut response = String::new();
-    stream
-        .read_to_string(&mut response)
-        .map_err(|e| e.to_string())?;
-    let status = response
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("not an HTTP response: {response:?}"))?;
-    let body = response
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
-        .to_string();
-    Ok((status, body))
 }

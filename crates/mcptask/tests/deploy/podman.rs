@@ -5,6 +5,8 @@
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use mcptask_testkit::in_ci;
+
 /// `podman --version`, or why podman cannot be used.
 pub fn version() -> Result<String, String> {
     let out = Command::new("podman")
@@ -18,6 +20,23 @@ pub fn version() -> Result<String, String> {
         ));
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Podman's version, or `None` after a loud SKIPPED line naming `test`
+/// (outside CI; under `CI=true` a missing podman fails the test).
+pub fn podman_or_skip(test: &str) -> Option<String> {
+    match version() {
+        Ok(v) => Some(v),
+        Err(reason) if in_ci() => panic!(
+            "the container image test is required under CI: {reason}; apt-get install podman buildah runc"
+        ),
+        Err(reason) => {
+            eprintln!(
+                "SKIPPED ({test}: no podman): {reason} — apt-get install podman buildah runc"
+            );
+            None
+        }
+    }
 }
 
 /// Flags of `podman run` on this host: runc when installed (the runtime
@@ -136,8 +155,8 @@ impl Made {
     }
 
     /// An image tag this guard removes.
-    pub fn image(&mut self) -> String {
-        let tag = format!("localhost/mcptask-test-{}:deploy", self.id);
+    pub fn image(&mut self, role: &str) -> String {
+        let tag = format!("localhost/mcptask-test-{}:{role}", self.id);
         self.images.push(tag.clone());
         tag
     }
@@ -179,7 +198,8 @@ impl Drop for Made {
         for name in &self.volumes {
             quiet(&["volume", "rm", "--force", name]);
         }
-        for tag in &self.images {
+        // Newest first: an image built on another goes before its base.
+        for tag in self.images.iter().rev() {
             quiet(&["rmi", "--force", tag]);
         }
     }
