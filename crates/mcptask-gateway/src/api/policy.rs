@@ -31,7 +31,9 @@ pub async fn in_force(
     // it is not named to them.
     let tools: Vec<(String, String)> = catalog
         .routes()
-        .filter(|r| caller.operator || policy.permits(&caller.access(), Item::tool(&r.server, &r.tool)))
+        .filter(|r| {
+            caller.operator || policy.permits(&caller.access(), Item::tool(&r.server, &r.tool))
+        })
         .map(|r| (r.server.clone(), r.tool.clone()))
         .collect();
     let judge = |who: Selector<'_>| -> Value {
@@ -65,13 +67,7 @@ pub async fn in_force(
             }));
         }
         if let Some(config) = &config {
-            rules = json!(
-                config
-                    .policy
-                    .iter()
-                    .map(|p| p.print())
-                    .collect::<Vec<_>>()
-            );
+            rules = json!(config.policy.iter().map(|p| p.print()).collect::<Vec<_>>());
         }
     } else {
         callers.push(json!({

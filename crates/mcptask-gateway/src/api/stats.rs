@@ -252,8 +252,10 @@ pub async fn servers(
             }
         }
         let health = registry.health(&name);
-        let Condition { state: cond, reason } =
-            condition(health.as_ref(), &numbers, caller.operator);
+        let Condition {
+            state: cond,
+            reason,
+        } = condition(health.as_ref(), &numbers, caller.operator);
         let tools: Vec<Value> = tools
             .iter_mut()
             .filter(|(tool, _)| tool.as_str() != crate::metrics::OTHER)
@@ -328,12 +330,14 @@ mod tests {
 
     #[test]
     fn quantiles_are_nearest_rank_over_calls_that_reached_the_server() {
-        let mut events: Vec<AuditEvent> = (1..=100)
-            .map(|ms| ended(Outcome::Completed, ms))
-            .collect();
+        let mut events: Vec<AuditEvent> =
+            (1..=100).map(|ms| ended(Outcome::Completed, ms)).collect();
         events.push(ended(Outcome::RefusedLimit, 0));
         let mut n = numbers(&events);
-        assert_eq!((n.quantile_ms(0.5), n.quantile_ms(0.99)), (Some(50), Some(99)));
+        assert_eq!(
+            (n.quantile_ms(0.5), n.quantile_ms(0.99)),
+            (Some(50), Some(99))
+        );
         assert_eq!((n.calls, n.refused, n.reached()), (101, 1, 100));
         assert_eq!(n.series, [0, 101]);
         assert_eq!(Numbers::new(1).quantile_ms(0.5), None);
