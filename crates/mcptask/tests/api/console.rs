@@ -90,11 +90,11 @@ async fn console(db: TestDatabase) {
         // second call's creation.
         assert_eq!(
             listed(&op, "tool=protocol_error_job").await,
-            [broken_id.clone()]
+            [broken_id.as_str()]
         );
         assert_eq!(
             listed(&op, "tool=slow_compute&server=demo").await,
-            [first_id.clone()]
+            [first_id.as_str()]
         );
         assert!(
             listed(&op, "tool=slow_compute&server=flaky")
@@ -103,11 +103,11 @@ async fn console(db: TestDatabase) {
         );
         assert_eq!(
             listed(&op, &format!("since={}", encode(&split))).await,
-            [broken_id.clone()]
+            [broken_id.as_str()]
         );
         assert_eq!(
             listed(&op, &format!("until={}", encode(&split))).await,
-            [first_id.clone()]
+            [first_id.as_str()]
         );
         assert_eq!(
             listed(
@@ -118,7 +118,7 @@ async fn console(db: TestDatabase) {
                 )
             )
             .await,
-            [first_id.clone()]
+            [first_id.as_str()]
         );
         // A principal's filters never reach past its own calls.
         assert!(listed(&alice, "tool=protocol_error_job").await.is_empty());
