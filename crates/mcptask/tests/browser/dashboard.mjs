@@ -346,6 +346,8 @@ try {
   await cell("bob").waitFor();
   if ((await cell("bob").getAttribute("data-allowed")) !== "false") throw new Error("bob may call demo/confirm_delete?");
   if ((await cell("alice").getAttribute("data-allowed")) !== "true") throw new Error("alice may not call demo/confirm_delete?");
+  const ruleText = await page.locator('[data-testid="policy-rules"] li').first().textContent();
+  if (ruleText !== "principal bob: deny demo/confirm_delete") throw new Error(`the rule in words: ${ruleText}`);
   await page.screenshot({ path: `${opts.docs}/policy.png` });
   log("the policy per principal is shown");
   await page.locator('[data-testid="tab-calls"]').click();
