@@ -41,6 +41,7 @@ files!(
     "0010_trace_context.sql",
     "0011_attempt.sql",
     "0012_audit.sql",
+    "0013_calls_by_tool.sql",
 );
 
 /// The SQLite migrations.

@@ -540,6 +540,12 @@ pub struct ListFilter {
     /// Only calls that ended this way (a tool error apart from a completed
     /// call, though both are `completed`).
     pub outcome: Option<crate::outcome::Outcome>,
+    /// Only calls of this tool (its name on its server).
+    pub tool: Option<String>,
+    /// Only calls made at or after this time (epoch ms).
+    pub created_since: Option<i64>,
+    /// Only calls made before this time (epoch ms).
+    pub created_before: Option<i64>,
 }
 
 /// A page position: tasks strictly after this `(created_at, id)` in

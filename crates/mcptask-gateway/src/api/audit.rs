@@ -7,12 +7,12 @@ use axum::Json;
 use axum::extract::{Query, State};
 use mcptask_core::audit::{AuditCursor, AuditFilter, AuditRecord};
 use mcptask_core::outcome::Outcome;
-use mcptask_core::time::{parse_rfc3339, to_rfc3339};
+use mcptask_core::time::to_rfc3339;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::error::ApiError;
-use super::handlers::plain_text;
+use super::handlers::{plain_text, time_param};
 use super::{AppState, Caller};
 
 /// The query of `GET /api/v1/audit`.
@@ -57,24 +57,13 @@ pub async fn list(
             })
         })
         .transpose()?;
-    let time = |name: &str, value: Option<&str>| {
-        value
-            .map(|t| {
-                parse_rfc3339(t).ok_or_else(|| {
-                    ApiError::bad_request(format!(
-                        "{name} must be an RFC 3339 time, e.g. 2026-01-31T09:00:00Z"
-                    ))
-                })
-            })
-            .transpose()
-    };
     let filter = AuditFilter {
         principal: caller.acting_for(q.principal)?,
         server: q.server,
         tool: q.tool,
         outcome,
-        since_ms: time("since", q.since.as_deref())?,
-        until_ms: time("until", q.until.as_deref())?,
+        since_ms: time_param("since", q.since.as_deref())?,
+        until_ms: time_param("until", q.until.as_deref())?,
     };
     let cursor = q
         .cursor

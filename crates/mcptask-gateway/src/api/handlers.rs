@@ -36,6 +36,12 @@ pub struct ListQuery {
     server: Option<String>,
     principal: Option<String>,
     conversation: Option<String>,
+    /// Only calls of this tool (its name on its server).
+    tool: Option<String>,
+    /// RFC 3339: calls made at or after it.
+    since: Option<String>,
+    /// RFC 3339: calls made before it.
+    until: Option<String>,
     active: Option<bool>,
     limit: Option<i64>,
     cursor: Option<String>,
@@ -53,6 +59,7 @@ pub async fn list_tasks(
         ("server", &q.server),
         ("principal", &q.principal),
         ("conversation", &q.conversation),
+        ("tool", &q.tool),
         ("cursor", &q.cursor),
     ] {
         plain_text(name, value.as_deref())?;
@@ -84,6 +91,9 @@ pub async fn list_tasks(
         principal,
         conversation: q.conversation,
         active_only: q.active.unwrap_or(false),
+        tool: q.tool,
+        created_since: time_param("since", q.since.as_deref())?,
+        created_before: time_param("until", q.until.as_deref())?,
     };
     let cursor = q
         .cursor
@@ -439,6 +449,19 @@ pub(super) fn plain_text(what: &str, value: Option<&str>) -> Result<(), ApiError
         )));
     }
     Ok(())
+}
+
+/// A time filter of a listing (`since`, `until`): RFC 3339, as epoch ms.
+pub(super) fn time_param(name: &str, value: Option<&str>) -> Result<Option<i64>, ApiError> {
+    value
+        .map(|t| {
+            mcptask_core::time::parse_rfc3339(t).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "{name} must be an RFC 3339 time, e.g. 2026-01-31T09:00:00Z"
+                ))
+            })
+        })
+        .transpose()
 }
 
 /// JSON the store keeps: no NUL in any string or key (PostgreSQL's `jsonb`

@@ -8,7 +8,9 @@ mod handlers;
 
 pub use handlers::CLI_USER_AGENT;
 pub mod openapi;
+mod policy;
 mod sse;
+pub mod stats;
 mod tools;
 pub mod views;
 
@@ -195,6 +197,8 @@ pub fn router_with_mcp(
         )
         .route("/api/v1/audit", get(audit::list))
         .route("/api/v1/servers", get(handlers::list_servers))
+        .route("/api/v1/servers/stats", get(stats::servers))
+        .route("/api/v1/policy", get(policy::in_force))
         .route("/api/v1/config", get(handlers::config_in_force))
         .route("/api/v1/servers/{name}/tools", get(tools::list_tools))
         .route("/api/v1/dead-letters", get(handlers::list_dead_letters))

@@ -59,6 +59,7 @@ pub fn spec() -> Value {
                     "principal": {"type": ["string", "null"]}, "conversation": {"type": ["string", "null"]}, "callId": {"type": ["string", "null"]},
                     "correlation": {}, "createdAt": {"type": "string", "format": "date-time"}, "updatedAt": {"type": "string", "format": "date-time"},
                     "completedAt": {"type": ["string", "null"], "format": "date-time"}, "cancelRequested": {"type": "boolean"}, "toolError": {"type": "boolean", "description": "completed, with the tool's own error (isError)"}, "outcome": {"type": ["string", "null"], "enum": ["completed", "tool_error", "failed", "cancelled", null], "description": "how the call ended (null while live): tool_error apart from completed, though both have the wire status completed"},
+                    "attempt": {"type": "integer", "description": "which run of the call's work: 1, then one more per rerun after an interruption"},
                     "pollCount": {"type": "integer"}, "consecutiveErrors": {"type": "integer"}, "lastError": {"type": ["string", "null"]},
                     "inputRequests": {"type": "object", "additionalProperties": true},
                     "remoteTaskId": {"type": "string", "description": "The upstream's task id of a sep2663 or toolset call (operators only)"}
@@ -119,6 +120,9 @@ pub fn spec() -> Value {
                     {"name": "server", "in": "query", "schema": {"type": "string"}},
                     {"name": "principal", "in": "query", "schema": {"type": "string"}, "description": "Operators may filter by any principal; a principal token may only name its own (403 otherwise)"},
                     {"name": "conversation", "in": "query", "schema": {"type": "string"}},
+                    {"name": "tool", "in": "query", "schema": {"type": "string"}, "description": "the tool's name on its server"},
+                    {"name": "since", "in": "query", "schema": {"type": "string", "format": "date-time"}, "description": "calls made at or after this time"},
+                    {"name": "until", "in": "query", "schema": {"type": "string", "format": "date-time"}, "description": "calls made before this time"},
                     {"name": "active", "in": "query", "schema": {"type": "boolean"}},
                     {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}},
                     {"name": "cursor", "in": "query", "schema": {"type": "string"}, "description": "nextCursor of the previous page"}
@@ -214,12 +218,76 @@ pub fn spec() -> Value {
             "/": {"get": {"summary": "The dashboard (HTML)", "security": [], "responses": {"200": {"description": "text/html"}}}}
         }
     });
+    console(&mut doc, &with);
     let summary = &mut doc["components"]["schemas"]["TaskSummary"]["properties"];
     summary["driver"] = json!({"type": "string", "enum": drivers.iter().map(|d| d.as_str()).collect::<Vec<_>>(),
         "description": drivers.iter().map(|d| format!("{}: {}", d.as_str(), d.describe())).collect::<Vec<_>>().join("; ")});
     summary["face"] = json!({"type": ["string", "null"], "enum": faces.iter().map(|f| Some(f.as_str())).chain([None]).collect::<Vec<_>>(),
         "description": "The face that made the call (rust, api, cli, mcp); null for calls made before faces were recorded"});
     doc
+}
+
+/// The console's routes (`servers/stats`, `policy`) and their schemas
+/// (apart: one `json!` of the whole document would pass the macro's
+/// recursion limit).
+fn console(doc: &mut Value, with: &dyn Fn(Value) -> Value) {
+    let schemas = json!({
+                "Numbers": {"type": "object", "properties": {
+                    "calls": {"type": "integer", "description": "audit entries in the window: calls that ended and refusals"},
+                    "callsPerSecond": {"type": "number"},
+                    "errors": {"type": "integer", "description": "calls that failed or returned a tool error"},
+                    "refused": {"type": "integer", "description": "calls refused by policy or limits (nothing reached the server)"},
+                    "errorRate": {"type": ["number", "null"], "description": "errors / calls that reached the server (null: none did)"},
+                    "p50Ms": {"type": ["integer", "null"]}, "p99Ms": {"type": ["integer", "null"]},
+                    "outcomes": {"type": "object", "additionalProperties": {"type": "integer"}},
+                    "series": {"type": "object", "description": "per bucket (bucketSeconds), oldest first", "properties": {
+                        "calls": {"type": "array", "items": {"type": "integer"}}, "errors": {"type": "array", "items": {"type": "integer"}}}}
+                }},
+                "ServerStats": {"type": "object", "properties": {
+                    "since": {"type": "string", "format": "date-time"}, "windowSeconds": {"type": "integer"}, "bucketSeconds": {"type": "integer"},
+                    "coveredSeconds": {"type": "number", "description": "the time the numbers cover: the window, or less when sampled"},
+                    "sampled": {"type": "boolean", "description": "the window held more entries than sampleLimit: the numbers cover the newest sampleLimit"},
+                    "sampleLimit": {"type": "integer"},
+                    "servers": {"type": "array", "items": {"allOf": [{"$ref": "#/components/schemas/Numbers"}, {"type": "object", "properties": {
+                        "name": {"type": "string"},
+                        "state": {"type": "string", "enum": ["ok", "degraded", "down", "unknown"], "description": "down: its last exchange failed; degraded: at least 10% of its calls in the window failed or returned a tool error; unknown: not contacted yet"},
+                        "reason": {"type": ["string", "null"], "description": "why it is not ok (an upstream's error text for operators only)"},
+                        "lastOkAt": {"type": ["string", "null"], "format": "date-time"}, "lastErrorAt": {"type": ["string", "null"], "format": "date-time"},
+                        "tools": {"type": "array", "items": {"allOf": [{"$ref": "#/components/schemas/Numbers"}, {"type": "object", "properties": {"name": {"type": "string"}}}]}}
+                    }}]}}
+                }},
+                "PolicyInForce": {"type": "object", "properties": {
+                    "tools": {"type": "array", "items": {"type": "object", "properties": {"server": {"type": "string"}, "tool": {"type": "string"}}}},
+                    "callers": {"type": "array", "items": {"type": "object", "properties": {
+                        "principal": {"type": ["string", "null"], "description": "null: operator tokens"}, "label": {"type": "string"},
+                        "allowed": {"type": "array", "items": {"type": "boolean"}, "description": "one per entry of tools, in order"}}}},
+                    "rules": {"description": "the [[policy]] rules in order (operators only; null otherwise)"},
+                    "unrestricted": {"type": "boolean", "description": "no rules: every caller may call every tool"}
+                }}
+    });
+    let paths = json!({
+            "/api/v1/servers/stats": {"get": {
+                "summary": "Each configured server's condition (ok, degraded, down with the reason) and recent numbers: calls/s, p50/p99 latency, error rate, a per-minute series, per tool",
+                "description": "Computed from the audit trail (every replica's calls): one indexed read of at most sampleLimit of the window's newest entries, whatever the number of calls stored. Operators see every caller's calls; a principal token its own.",
+                "parameters": [{"name": "minutes", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 60, "default": 15}, "description": "the window"}],
+                "responses": with(json!({"200": ok("Servers and their numbers", "ServerStats")}))
+            }},
+            "/api/v1/policy": {"get": {
+                "summary": "Which caller may call which tool under the policy in force ([[policy]]), over the tools listed now",
+                "description": "Operators see the operator tokens and every principal of [[api.tokens]], and the rules; a principal token sees only itself (judged with its own scopes and claims) and only the tools it may call.",
+                "responses": with(json!({"200": ok("The tools and who may call each", "PolicyInForce")}))
+            }}
+    });
+    for (section, parts) in [("components", schemas), ("paths", paths)] {
+        let target = if section == "components" {
+            &mut doc["components"]["schemas"]
+        } else {
+            &mut doc["paths"]
+        };
+        for (k, v) in parts.as_object().expect("an object") {
+            target[k] = v.clone();
+        }
+    }
 }
 
 /// `GET /openapi.json`: [`spec`] as the response.

@@ -34,6 +34,9 @@ pub fn summary(r: &RemoteTaskRecord, operator: bool) -> Value {
         // How it ended (null while live): `tool_error` apart from
         // `completed`, though the wire status of both is `completed`.
         "outcome": outcome.map(Outcome::as_str),
+        // Which run of its work (1, then one more per rerun after an
+        // interruption).
+        "attempt": r.attempt,
         "pollCount": r.poll_count,
         "consecutiveErrors": r.consecutive_errors,
         "lastError": r.last_error,

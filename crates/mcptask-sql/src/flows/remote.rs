@@ -642,7 +642,10 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
             && filter.outcome.is_none()
             && filter.server.is_none()
             && filter.principal.is_none()
-            && filter.conversation.is_none();
+            && filter.conversation.is_none()
+            && filter.tool.is_none()
+            && filter.created_since.is_none()
+            && filter.created_before.is_none();
         let mut q = DynamicSql::new(if only_live {
             B::SQL.list_live_remote
         } else {
@@ -684,6 +687,17 @@ impl<B: Backend> RemoteTaskStore for SqlStore<B> {
         }
         if let Some(conversation) = &filter.conversation {
             q.push(" AND conversation = ").push_arg(conversation);
+        }
+        if let Some(tool) = &filter.tool {
+            q.push(" AND tool = ").push_arg(tool);
+        }
+        // A time window bounds the walk of whichever (…, created_at, id)
+        // index the other filters chose.
+        if let Some(since) = filter.created_since {
+            q.push(" AND created_at >= ").push_arg(since);
+        }
+        if let Some(before) = filter.created_before {
+            q.push(" AND created_at < ").push_arg(before);
         }
         if let Some(cursor) = after {
             q.push(" AND (created_at, id) < (")

@@ -1,5 +1,6 @@
 //! The gateway's faces over real HTTP, one binary: the REST API
-//! ([`gateway_api`]), answers and pre-task input ([`answers`],
+//! ([`gateway_api`]), what the dashboard's console reads ([`console`]),
+//! answers and pre-task input ([`answers`],
 //! [`pre_task_input`]), tool discovery ([`tools`]), the demo server's
 //! Streamable HTTP edges ([`http_edges`]), https:// end to end ([`tls`]),
 //! a database of the previous release upgraded in place ([`upgrade`]) and
@@ -10,6 +11,7 @@
 //! `cargo test -p mcptask --test api gateway_api::`.
 
 mod answers;
+mod console;
 mod gateway_api;
 mod http_edges;
 mod pre_task_input;

@@ -19,7 +19,11 @@
 // then the form generated from its input schema) and see it complete; take
 // a screenshot; find the call an MCP client made at the front as one row
 // with its face, driver and upstream task, and cancel it; answer a REST call
-// of the everything server's 2025-11-25 task tool through its form.
+// of the everything server's 2025-11-25 task tool through its form. Then the
+// console: calls filtered by outcome (a failed call's error in words, a
+// policy refusal from the audit trail), a call's timeline, a question
+// answered from the inbox, the servers page (a killed server down, with its
+// reason) and the policy per principal, each saved as a screenshot in --docs.
 // Prints one JSON line `RESULT {...}` at the end; exits
 // non-zero on any failure.
 
@@ -36,7 +40,7 @@ function args() {
     if (!argv[i].startsWith("--") || argv[i + 1] === undefined) throw new Error(`bad argument ${argv[i]}`);
     out[argv[i].slice(2)] = argv[i + 1];
   }
-  for (const k of ["base", "token", "slow-task", "front-task", "screenshot"]) if (!out[k]) throw new Error(`--${k} is required`);
+  for (const k of ["base", "token", "slow-task", "front-task", "broken-task", "report-task", "docs", "screenshot"]) if (!out[k]) throw new Error(`--${k} is required`);
   return out;
 }
 
@@ -248,9 +252,110 @@ try {
   await page.locator(`tr.task[data-task-id="${researchId}"][data-status="completed"]`).waitFor();
   log("the 2025-11-25 task was answered from the dashboard and completed", researchId);
 
+  // 9. The console's calls, filtered by the gateway: failed ones only. The
+  // failed call's error reads as words, its JSON folded away.
+  const brokenId = opts["broken-task"], reportId2 = opts["report-task"];
+  const outcomeFilter = page.locator('[data-testid="filter-outcome"]');
+  await outcomeFilter.selectOption("failed");
+  await page.waitForFunction(([b, r]) => {
+    const rows = [...document.querySelectorAll("tr.task")];
+    return rows.some((x) => x.dataset.taskId === b) && !rows.some((x) => x.dataset.taskId === r) &&
+      rows.every((x) => x.dataset.outcome === "failed");
+  }, [brokenId, reportId2]);
+  log("filtered by outcome: only failed calls are listed");
+  await row(brokenId).click();
+  const brokenCard = page.locator(`[data-testid="detail-card"][data-task-id="${brokenId}"]`);
+  await brokenCard.waitFor();
+  const errorText = await page.locator('[data-testid="error-message"]').textContent();
+  if (!errorText.includes("protocol_error_job: internal failure")) throw new Error(`the error is not in words: ${errorText}`);
+  if (errorText.includes("{")) throw new Error(`the error is shown as JSON: ${errorText}`);
+  if (await page.locator('[data-testid="error"] pre').isVisible()) throw new Error("the raw error is not folded away");
+  await page.screenshot({ path: `${opts.docs}/calls.png` });
+  log("the failed call's error reads as words");
+  // An interrupted call's error (as core::server::interrupted_error writes
+  // it) reads as words too: its message, reason and attempt.
+  const interrupted = await page.evaluate(() => {
+    const view = errorView({ code: -32603, message: "task interrupted: the server process running attempt 2 stopped before it finished",
+      data: { reason: "interrupted", attempt: 2 } });
+    return [view.querySelector('[data-testid="error-message"]').textContent, view.children[1].textContent];
+  });
+  if (!interrupted[0].startsWith("task interrupted") || interrupted[1] !== "reason: interrupted · attempt: 2 · code -32603 (internal error)") {
+    throw new Error(`an interrupted call's error: ${JSON.stringify(interrupted)}`);
+  }
+  // Refusals come from the audit trail: bob's call the policy refused.
+  await outcomeFilter.selectOption("refused_policy");
+  const refused = page.locator('tr[data-testid="audit-row"][data-outcome="refused_policy"]', { hasText: "confirm_delete" });
+  await refused.waitFor();
+  if (!(await refused.textContent()).includes("bob")) throw new Error(`the refusal does not name bob: ${await refused.textContent()}`);
+  log("the policy's refusal is listed from the audit trail");
+  await outcomeFilter.selectOption("");
+  await row(askId).waitFor();
+
+  // 10. An answered call's timeline: made, asked, answered, completed.
+  await row(askId).click();
+  const timeline = page.locator(`[data-testid="detail"]:has([data-testid="detail-card"][data-task-id="${askId}"]) [data-testid="timeline"]`);
+  await timeline.locator('li[data-kind="asked"]', { hasText: "Delete browser-test.txt?" }).waitFor();
+  await timeline.locator('li[data-kind="answered_input"]', { hasText: "confirm = true" }).waitFor();
+  const kinds = await timeline.locator("li").evaluateAll((items) => items.map((i) => i.dataset.kind));
+  const at = (k) => kinds.indexOf(k);
+  if (!(at("created") === 0 && at("asked") > 0 && at("answered_input") > at("asked"))) throw new Error(`the timeline is out of order: ${kinds}`);
+  if (!(await timeline.locator("li", { hasText: "completed" }).count())) throw new Error(`the timeline does not end completed: ${kinds}`);
+  await page.screenshot({ path: `${opts.docs}/timeline.png` });
+  log("the timeline shows the question and its answer", kinds.join(" "));
+
+  // 11. The inbox: a question asked after the page loaded is answered there.
+  const inboxCall = await api("/api/v1/calls", {
+    method: "POST",
+    body: JSON.stringify({ server: "demo", tool: "confirm_delete", arguments: { filename: "inbox.txt" } }),
+  });
+  const inboxId = inboxCall.task.id;
+  await page.locator('[data-testid="tab-inbox"]').click();
+  const item = page.locator(`[data-testid="inbox-item"][data-task-id="${inboxId}"]`);
+  await item.waitFor();
+  const asked = item.locator('[data-testid="answer-form-confirm_delete"]');
+  if (!(await asked.textContent()).includes("Delete inbox.txt?")) throw new Error(`unexpected inbox form: ${await asked.textContent()}`);
+  await page.locator('[data-testid="inbox-count"]').filter({ hasText: /\d/ }).waitFor();
+  await asked.locator('input[name="confirm"]').check();
+  await page.screenshot({ path: `${opts.docs}/inbox.png` });
+  await asked.locator('[data-testid="answer-submit"]').click();
+  await item.waitFor({ state: "detached" });
+  log("answered from the inbox", inboxId);
+
+  // 12. Servers: the killed one is down with its reason; the other shows
+  // its numbers and charts.
+  await page.locator('[data-testid="tab-servers"]').click();
+  const flakyCard = page.locator('[data-testid="server-card"][data-server="flaky"][data-state="down"]');
+  await flakyCard.waitFor();
+  const why = await flakyCard.locator('[data-testid="server-reason"]').textContent();
+  if (!why.includes("connection refused")) throw new Error(`the down server's reason: ${why}`);
+  const demoCard = page.locator('[data-testid="server-card"][data-server="demo"]');
+  const demoCalls = Number(await demoCard.locator('[data-testid="calls"]').textContent());
+  if (!(demoCalls >= 4)) throw new Error(`the demo server's calls: ${demoCalls}`);
+  if ((await demoCard.getAttribute("data-state")) !== "degraded") throw new Error(`demo should be degraded (1 tool error in ${demoCalls}): ${await demoCard.getAttribute("data-state")}`);
+  if (!(await demoCard.locator('[data-testid="error-rate"]').textContent()).endsWith("%")) throw new Error("no error rate");
+  const greetRow = demoCard.locator('[data-testid="server-tools"] tr[data-tool="greet"]');
+  const greetCalls = (await greetRow.locator("td").nth(1).textContent()).trim();
+  if (greetCalls !== "3") throw new Error(`greet's calls: ${greetCalls}`);
+  if (!(await demoCard.locator('svg[data-testid="sparkline"] polyline').count())) throw new Error("no chart");
+  await page.screenshot({ path: `${opts.docs}/servers.png` });
+  log("servers: flaky down,", why);
+
+  // 13. The policy per principal: bob may not call demo/confirm_delete.
+  await page.locator('[data-testid="tab-policy"]').click();
+  const cell = (p) => page.locator(`[data-testid="policy-table"] tr[data-tool="demo/confirm_delete"] td[data-principal="${p}"]`);
+  await cell("bob").waitFor();
+  if ((await cell("bob").getAttribute("data-allowed")) !== "false") throw new Error("bob may call demo/confirm_delete?");
+  if ((await cell("alice").getAttribute("data-allowed")) !== "true") throw new Error("alice may not call demo/confirm_delete?");
+  const ruleText = await page.locator('[data-testid="policy-rules"] li').first().textContent();
+  if (ruleText !== "principal bob: deny demo/confirm_delete") throw new Error(`the rule in words: ${ruleText}`);
+  await page.screenshot({ path: `${opts.docs}/policy.png` });
+  log("the policy per principal is shown");
+  await page.locator('[data-testid="tab-calls"]').click();
+  await row(askId).waitFor();
+
   const statuses = await page.locator("tr.task").evaluateAll((rows) => rows.map((r) => [r.dataset.taskId, r.dataset.status]));
   if (problems.length) throw new Error(`the page reported problems:\n${problems.join("\n")}`);
-  console.log("RESULT " + JSON.stringify({ askId, slowId, pickedId, reportId, researchId, upstreamTask, statuses: Object.fromEntries(statuses) }));
+  console.log("RESULT " + JSON.stringify({ askId, slowId, pickedId, reportId, researchId, inboxId, upstreamTask, statuses: Object.fromEntries(statuses) }));
 } catch (e) {
   console.error("FAILED:", e && e.stack ? e.stack : e);
   if (problems.length) console.error(problems.join("\n"));

@@ -12,6 +12,13 @@
 //! and checks the outcome through the API. It leaves a screenshot of the
 //! dashboard in `target/dashboard.png`.
 //!
+//! Then the console: the calls filtered by outcome (failed: the failed call
+//! with its error in words; refused by policy: bob's refusal from the audit
+//! trail), an answered call's timeline (its question and answer), a
+//! question answered from the inbox, the servers page with a killed server
+//! down and its reason, and the policy per principal. Those screenshots go
+//! to `docs/console/*.png`, which `docs/DEPLOY.md` shows.
+//!
 //! Needs Node 22 and playwright-core in `<repo>/.tools` (`scripts/install-test-tools`)
 //! and Chromium (`/usr/bin/chromium`, Debian's `chromium` package, or the
 //! binary named by `MCPTASK_CHROMIUM`). Without them the test skips loudly,
@@ -127,8 +134,16 @@ async fn the_dashboard_shows_tasks_live_answers_and_cancels_them() {
         let server_db = TestDatabase::sqlite();
         let gateway_db = TestDatabase::sqlite();
         let server = DemoServer::start(&server_db.url, &[]).await;
-        let toml = GatewaySpec::with_tokens(&gateway_db.url, &[("demo", &server.url)]).toml()
+        // A second server that answers once, then dies (the console shows it down).
+        let flaky_db = TestDatabase::sqlite();
+        let mut flaky = DemoServer::start(&flaky_db.url, &[]).await;
+        let toml = GatewaySpec::with_tokens(
+            &gateway_db.url,
+            &[("demo", &server.url), ("flaky", &flaky.url)],
+        )
+        .toml()
             + "\n[proxy]\nenabled = true\n"
+            + "\n[[policy]]\nprincipal = \"bob\"\ndeny = [\"demo/confirm_delete\"]\n"
             + &everything.server_toml("ev", "connect_timeout_ms = 20000\n");
         let gateway = GatewayProcess::start_toml("gateway", &toml, &[]).await;
         let api = gateway.client(Some(OPERATOR));
@@ -172,6 +187,45 @@ async fn the_dashboard_shows_tasks_live_answers_and_cancels_them() {
         api.wait_status(broken["id"].as_str().unwrap(), "failed")
             .await;
 
+        // Numbers for the servers page: calls answered at once (the audit
+        // trail records their ends), one the tool itself fails, one the
+        // policy refuses; then the flaky server answers once, dies, and the
+        // next call to it fails, so its health turns down.
+        for tool in ["greet", "greet", "greet", "test_error_handling"] {
+            let reply = api
+                .post(
+                    "/api/v1/calls",
+                    &json!({"server": "demo", "tool": tool, "background": false}),
+                )
+                .await;
+            assert_eq!(reply.status, 200, "{tool}: {reply:#?}");
+        }
+        let refused = gateway
+            .client(Some(BOB))
+            .post(
+                "/api/v1/calls",
+                &json!({"server": "demo", "tool": "confirm_delete", "arguments": {"filename": "x"}}),
+            )
+            .await;
+        assert!(refused.status >= 400, "{refused:#?}");
+        let answered = api
+            .post(
+                "/api/v1/calls",
+                &json!({"server": "flaky", "tool": "greet", "background": false}),
+            )
+            .await;
+        assert_eq!(answered.status, 200, "{answered:#?}");
+        flaky.kill().await;
+        let failed = api
+            .post(
+                "/api/v1/calls",
+                &json!({"server": "flaky", "tool": "greet", "background": false}),
+            )
+            .await;
+        assert!(failed.status >= 500, "{failed:#?}");
+        let docs = repo_root().join("docs/console");
+        std::fs::create_dir_all(&docs).expect("create docs/console");
+
         let screenshot = target_dir().join("dashboard.png");
         std::fs::create_dir_all(screenshot.parent().unwrap()).expect("create target/");
         let _ = std::fs::remove_file(&screenshot);
@@ -188,7 +242,13 @@ async fn the_dashboard_shows_tasks_live_answers_and_cancels_them() {
                 &slow_id,
                 "--front-task",
                 &front_id,
+                "--broken-task",
+                broken["id"].as_str().unwrap(),
+                "--report-task",
+                report["id"].as_str().unwrap(),
             ])
+            .arg("--docs")
+            .arg(&docs)
             .arg("--screenshot")
             .arg(&screenshot)
             .env("PLAYWRIGHT_CORE", &tools.playwright)
@@ -309,11 +369,25 @@ async fn the_dashboard_shows_tasks_live_answers_and_cancels_them() {
             "{research:#}"
         );
 
+        // The answer given in the inbox reached the demo server.
+        let inboxed = api
+            .task(result["inboxId"].as_str().expect("inboxId"))
+            .await;
+        assert_eq!(inboxed["status"], "completed", "{inboxed:#}");
+        assert_eq!(
+            inboxed["result"]["content"][0]["text"], "Deleted inbox.txt",
+            "{inboxed:#}"
+        );
+
         assert!(
             is_png(&screenshot),
             "no PNG screenshot at {}",
             screenshot.display()
         );
+        for page in ["calls", "timeline", "inbox", "servers", "policy"] {
+            let shot = docs.join(format!("{page}.png"));
+            assert!(is_png(&shot), "no PNG screenshot at {}", shot.display());
+        }
         eprintln!("dashboard screenshot: {}", screenshot.display());
     })
     .await;

@@ -221,6 +221,7 @@ mcptask_testkit::on_both_backends! {
             t.server = if i % 2 == 0 { "even" } else { "odd" }.into();
             t.principal = (i % 3 == 0).then(|| "alice".to_string());
             t.conversation = (i % 5 == 0).then(|| "c5".to_string());
+            t.tool = if i % 3 == 1 { "report" } else { "slow" }.into();
             if i % 4 == 0 {
                 t.snapshot = completed_snapshot();
             }
@@ -313,6 +314,45 @@ mcptask_testkit::on_both_backends! {
             (
                 ListFilter {
                     outcome: Some(Outcome::RefusedPolicy),
+                    ..Default::default()
+                },
+                Vec::new(),
+            ),
+            (
+                ListFilter {
+                    tool: Some("report".into()),
+                    ..Default::default()
+                },
+                expect(&|t| t.tool == "report"),
+            ),
+            (
+                ListFilter {
+                    tool: Some("report".into()),
+                    server: Some("odd".into()),
+                    ..Default::default()
+                },
+                expect(&|t| t.tool == "report" && t.server == "odd"),
+            ),
+            // A time window: [since, before) on when the call was made.
+            (
+                ListFilter {
+                    created_since: Some(T0 + 21),
+                    ..Default::default()
+                },
+                expect(&|t| t.created_at >= T0 + 21),
+            ),
+            (
+                ListFilter {
+                    created_since: Some(T0),
+                    created_before: Some(T0 + 22),
+                    tool: Some("slow".into()),
+                    ..Default::default()
+                },
+                expect(&|t| t.created_at < T0 + 22 && t.tool == "slow"),
+            ),
+            (
+                ListFilter {
+                    created_before: Some(T0),
                     ..Default::default()
                 },
                 Vec::new(),
