@@ -208,6 +208,7 @@ impl Gateway {
             audit: Arc::new(std::sync::Mutex::new(audit)),
         };
         gateway.spawn_retired_sweep();
+        crate::drivers::spawn_tracked_ends(gateway.calls.upstreams.clone(), gateway.stop.clone());
         Ok(gateway)
     }
 

@@ -323,7 +323,8 @@ impl HandleCommit for Mirror {
 
 /// Count a call the tracker answered at once (`outcome`): a result ends the
 /// call (completed, or the tool's error); a task kept ends later, counted
-/// then; a failure to make it ends it as failed.
+/// when it settles (`drivers::spawn_tracked_ends`, or its call task's end);
+/// a failure to make it ends it as failed.
 pub(crate) fn count_answer(
     labels: &CallLabels,
     outcome: &Result<CallOutcome, TrackerError>,

@@ -14,10 +14,15 @@ use rmcp::ErrorData;
 use rmcp::model::CallToolResult;
 use tracing::Instrument;
 
-use mcptask_core::call::{CallState, Face};
+use mcptask_client::RemoteTaskRecord;
+use mcptask_core::TaskStatus;
+use mcptask_core::call::{CallState, Driver, Face};
+use mcptask_core::client::{EventKind, RemoteDriver};
 use mcptask_core::outcome::Outcome;
 use mcptask_core::server::{InterruptPolicy, ServerTaskRecord};
+use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 use crate::failure::Failure;
 use crate::front::bridge::Bridged;
@@ -75,7 +80,7 @@ pub async fn run(
                 .await
         }
     };
-    count_end(upstreams, route, &id, driver, &result).await;
+    count_end(upstreams, &route.server, &route.tool, &id, driver, &result).await;
     // Whatever revision the upstream speaks, the call's result reads as the
     // newest one's.
     result.map(Bridged::bridged)
@@ -86,7 +91,8 @@ pub async fn run(
 /// no longer holds ([`TaskExit::Lost`]) ends elsewhere and is counted there.
 async fn count_end(
     upstreams: &Upstreams,
-    route: &Route,
+    server: &str,
+    tool: &str,
     id: &str,
     driver: &'static str,
     result: &Result<CallToolResult, TaskExit>,
@@ -107,7 +113,7 @@ async fn count_end(
             .now_ms()
             .saturating_sub(r.created_at)
     });
-    let mut labels = CallLabels::new(upstreams, &route.server, &route.tool, face, driver)
+    let mut labels = CallLabels::new(upstreams, server, tool, face, driver)
         .by(principal.as_deref())
         .call(id);
     if let Some(class) = class {
@@ -118,6 +124,71 @@ async fn count_end(
         outcome,
         Duration::from_millis(u64::try_from(took).unwrap_or(0)),
     );
+}
+
+/// Count the ends of the calls the tracker's workers carry to the end with
+/// no call task of the gateway's (tracked calls made through REST, the CLI
+/// or Rust: a front's tracked call ends with its call task, counted by
+/// [`run`]), until `stop`. Each settled task's terminal event comes once
+/// from the tracker's outbox, whichever replica applied it.
+pub fn spawn_tracked_ends(upstreams: Arc<Upstreams>, stop: CancellationToken) {
+    let mut events = upstreams.tracker.subscribe();
+    tokio::spawn(async move {
+        loop {
+            let event = tokio::select! {
+                _ = stop.cancelled() => return,
+                event = events.recv() => event,
+            };
+            match event {
+                // The event that settled the task (its status change, or its
+                // creation when the upstream handed it out settled).
+                Ok(event)
+                    if event.status.is_terminal()
+                        && matches!(event.kind, EventKind::Status | EventKind::Created) =>
+                {
+                    if let Ok(record) = upstreams.tracker.get(&event.task_id).await {
+                        count_tracked_end(&upstreams, &record).await;
+                    }
+                }
+                Ok(_) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::warn!(
+                        missed,
+                        "tracked calls ended uncounted: the event stream lagged"
+                    );
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    });
+}
+
+/// Count a settled tracked call unless a call task of the front counts it.
+async fn count_tracked_end(upstreams: &Upstreams, record: &RemoteTaskRecord) {
+    let driver = match record.driver {
+        RemoteDriver::Sep2663 => Driver::Sep2663,
+        RemoteDriver::Toolset { .. } => Driver::Toolset,
+        // Run as call tasks, counted by `run`.
+        _ => return,
+    };
+    if record.face == Some(Face::Mcp) {
+        return;
+    }
+    let result = match record.status {
+        TaskStatus::Completed => Ok(tracked::result_of(record)),
+        TaskStatus::Failed => Err(TaskExit::Error(tracked::error_of(record))),
+        TaskStatus::Cancelled => Err(TaskExit::Cancelled),
+        _ => return,
+    };
+    count_end(
+        upstreams,
+        &record.server,
+        &record.tool,
+        &record.id,
+        driver.as_str(),
+        &result,
+    )
+    .await;
 }
 
 /// The driver's span, in the trace kept with the call's row (read only when

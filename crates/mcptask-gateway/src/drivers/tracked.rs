@@ -150,7 +150,7 @@ async fn moved_on(
     }
 }
 
-fn result_of(record: &RemoteTaskRecord) -> CallToolResult {
+pub(super) fn result_of(record: &RemoteTaskRecord) -> CallToolResult {
     let stored = record.result.clone().unwrap_or(Value::Null);
     if !record.result_truncated
         && let Ok(result) = serde_json::from_value::<CallToolResult>(stored.clone())
@@ -163,7 +163,7 @@ fn result_of(record: &RemoteTaskRecord) -> CallToolResult {
     result
 }
 
-fn error_of(record: &RemoteTaskRecord) -> ErrorData {
+pub(super) fn error_of(record: &RemoteTaskRecord) -> ErrorData {
     record
         .error
         .clone()

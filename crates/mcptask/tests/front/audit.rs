@@ -174,6 +174,38 @@ async fn audited(db: TestDatabase) {
         assert_eq!((&e["face"], &e["driver"]), (&json!("mcp"), &json!("sep2663")), "{e:#}");
         assert_eq!(e["callId"], json!(task), "{e:#}");
         assert_eq!(e["errorClass"], "tool_error", "{e:#}");
+
+        // The same call kept for REST: the tracker's workers carry it to its
+        // end with no call task of the gateway's, and its end is in the
+        // trail too (it was not: only a front task's end was recorded).
+        let kept = operator
+            .post(
+                "/api/v1/calls",
+                &json!({"server": "demo", "tool": "failing_job", "background": true}),
+            )
+            .await;
+        let kept_id = kept.assert_status(202)["task"]["id"]
+            .as_str()
+            .expect("the kept call's id")
+            .to_string();
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let e = loop {
+            let found = trail(&operator, "&tool=failing_job&outcome=tool_error", 50).await;
+            if let Some(e) = found.into_iter().find(|e| e["callId"] == json!(kept_id)) {
+                break e;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the REST call's end is not in the audit trail\n{}",
+                gateway.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(
+            (&e["face"], &e["driver"], &e["errorClass"]),
+            (&json!("api"), &json!("sep2663"), &json!("tool_error")),
+            "{e:#}"
+        );
         let e = entry(&operator, "greet", "completed").await;
         assert_eq!((&e["principal"], &e["errorClass"]), (&json!("alice"), &Value::Null), "{e:#}");
         assert!(!e.to_string().contains("Hello"), "no result in the trail: {e:#}");
@@ -183,11 +215,13 @@ async fn audited(db: TestDatabase) {
         for (tool, outcome) in [
             ("greet", "failed"),
             ("failing_job", "refused_policy"),
-            ("failing_job", "tool_error"),
         ] {
             let labels = [&format!("tool=\"{tool}\"")[..], &format!("outcome=\"{outcome}\"")[..]];
             assert_eq!(counted(&scrape, &labels), 1.0, "{tool} {outcome}:\n{scrape}");
         }
+        // The front's and REST's.
+        let labels = ["tool=\"failing_job\"", "outcome=\"tool_error\""];
+        assert_eq!(counted(&scrape, &labels), 2.0, "{scrape}");
 
         // The sweep at start deleted the 31-day-old entry, not the 1-day-old one.
         let deadline = tokio::time::Instant::now() + WAIT;
@@ -200,7 +234,7 @@ async fn audited(db: TestDatabase) {
         // The operator sees every entry, page by page as at once; alice
         // only her own, and may not ask for another's.
         let all = trail(&operator, "", 500).await;
-        assert_eq!(all.len(), 5, "{all:#?}");
+        assert_eq!(all.len(), 6, "{all:#?}");
         assert_eq!(trail(&operator, "", 2).await, all, "pages of 2 walk the same entries");
         let times: Vec<&str> = all.iter().map(|e| e["at"].as_str().unwrap_or("")).collect();
         assert!(times.windows(2).all(|w| w[0] >= w[1]), "newest first: {times:?}");
