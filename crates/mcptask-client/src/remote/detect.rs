@@ -3,7 +3,7 @@
 
 pub use mcptask_core::call::{Protocol, TaskSupport};
 use mcptask_core::protocol::Era;
-use rmcp::model::{ProtocolVersion, TASKS_EXTENSION_ID};
+use rmcp::model::{ProtocolVersion, ServerCapabilities, TASKS_EXTENSION_ID};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -19,6 +19,10 @@ pub struct UpstreamInfo {
     /// Its tool definitions as sent, `execution` and `annotations` included
     /// (empty when only rmcp's decoded view was available: HTTP).
     pub tools: Vec<Value>,
+    /// The capabilities it declared when it was met (what the front offers
+    /// on its behalf: logging, resource subscriptions).
+    #[serde(default)]
+    pub capabilities: ServerCapabilities,
 }
 
 impl UpstreamInfo {
@@ -29,7 +33,12 @@ impl UpstreamInfo {
     /// ```
     /// use mcptask_client::upstream::{Protocol, UpstreamInfo};
     /// use mcptask_core::protocol::Era;
-    /// let info = UpstreamInfo { protocol: Protocol::Sync, protocol_version: "2026-07-28".into(), tools: vec![] };
+    /// let info = UpstreamInfo {
+    ///     protocol: Protocol::Sync,
+    ///     protocol_version: "2026-07-28".into(),
+    ///     tools: vec![],
+    ///     capabilities: Default::default(),
+    /// };
     /// assert_eq!(info.era(), Era::Stateless);
     /// ```
     pub fn era(&self) -> Era {
@@ -45,6 +54,7 @@ impl UpstreamInfo {
     ///     protocol: Protocol::Sep1686,
     ///     protocol_version: "2025-11-25".into(),
     ///     tools: vec![serde_json::json!({"name": "research", "execution": {"taskSupport": "required"}})],
+    ///     capabilities: Default::default(),
     /// };
     /// assert_eq!(info.task_support("research"), TaskSupport::Required);
     /// assert_eq!(info.task_support("echo"), TaskSupport::Forbidden);
@@ -64,16 +74,23 @@ impl UpstreamInfo {
 
 /// Decide from the raw `initialize` result (stdio tap, or the raw probe of
 /// a session-era HTTP server), else from rmcp's decoded view (the
-/// `negotiated` version, from the server's `server/discover` or
-/// `initialize` answer, and whether the server declared the tasks
-/// extension). SEP-2663 needs the stateless era and the extension;
+/// `negotiated` version and the `declared` capabilities, from the server's
+/// `server/discover` or `initialize` answer). SEP-2663 needs the stateless era and the extension;
 /// SEP-1686 lives on `initialize` sessions only.
 pub(crate) fn classify(
     raw_initialize: Option<&Value>,
     negotiated: Option<&ProtocolVersion>,
-    declares_tasks_extension: bool,
+    declared: Option<&ServerCapabilities>,
     tools: Vec<Value>,
 ) -> UpstreamInfo {
+    let capabilities = declared
+        .cloned()
+        .or_else(|| {
+            raw_initialize
+                .and_then(|r| r.get("capabilities"))
+                .and_then(|c| serde_json::from_value(c.clone()).ok())
+        })
+        .unwrap_or_default();
     let version = raw_initialize
         .and_then(|r| r.get("protocolVersion"))
         .and_then(Value::as_str)
@@ -81,7 +98,7 @@ pub(crate) fn classify(
         .or_else(|| negotiated.map(|v| v.to_string()))
         .unwrap_or_default();
     let era = Era::of(&version);
-    let extension = declares_tasks_extension
+    let extension = capabilities.supports_tasks()
         || raw_initialize
             .and_then(|r| r.pointer("/capabilities/extensions"))
             .and_then(Value::as_object)
@@ -100,6 +117,7 @@ pub(crate) fn classify(
         protocol,
         protocol_version: version,
         tools,
+        capabilities,
     }
 }
 
@@ -112,6 +130,7 @@ mod tests {
     fn everything_server_is_sep1686() {
         // docs/interop/everything-server.md, `initialize`.
         let init = json!({"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true},
+            "logging":{},"resources":{"subscribe":true,"listChanged":true},
             "tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}}});
         let tools = vec![
             json!({"name":"echo","execution":{"taskSupport":"forbidden"}}),
@@ -122,11 +141,20 @@ mod tests {
         let info = classify(
             Some(&init),
             Some(&ProtocolVersion::V_2025_11_25),
-            false,
+            None,
             tools,
         );
         assert_eq!(info.protocol, Protocol::Sep1686);
         assert_eq!(info.protocol_version, "2025-11-25");
+        // What the front offers on its behalf, read from the raw answer.
+        assert!(info.capabilities.logging.is_some());
+        assert_eq!(
+            info.capabilities
+                .resources
+                .as_ref()
+                .and_then(|r| r.subscribe),
+            Some(true)
+        );
         assert_eq!(
             info.task_support("simulate-research-query"),
             TaskSupport::Required
@@ -139,18 +167,22 @@ mod tests {
     #[test]
     fn modern_with_extension_is_sep2663_and_without_is_plain() {
         let v = ProtocolVersion::V_2026_07_28;
+        let tasks: ServerCapabilities =
+            serde_json::from_value(json!({"extensions": {TASKS_EXTENSION_ID: {}}}))
+                .expect("capabilities");
+        let tasks = Some(&tasks);
         assert_eq!(
-            classify(None, Some(&v), true, vec![]).protocol,
+            classify(None, Some(&v), tasks, vec![]).protocol,
             Protocol::Sep2663
         );
         assert_eq!(
-            classify(None, Some(&v), false, vec![]).protocol,
+            classify(None, Some(&v), None, vec![]).protocol,
             Protocol::Sync
         );
         // An `initialize` session (before 2026-07-28) that declares the extension is not SEP-2663.
         let old = ProtocolVersion::V_2025_11_25;
         assert_eq!(
-            classify(None, Some(&old), true, vec![]).protocol,
+            classify(None, Some(&old), tasks, vec![]).protocol,
             Protocol::Sync
         );
     }

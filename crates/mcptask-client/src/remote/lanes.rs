@@ -248,11 +248,9 @@ async fn describe(
 ) -> Result<UpstreamInfo, RemoteError> {
     let peer_info = service.peer_info();
     let negotiated = peer_info.as_ref().map(|i| &i.protocol_version);
-    let declares = peer_info
-        .as_ref()
-        .is_some_and(|i| i.capabilities.supports_tasks());
+    let declared = peer_info.as_ref().map(|i| &i.capabilities);
     let Some(tap) = tap else {
-        return Ok(classify(None, negotiated, declares, Vec::new()));
+        return Ok(classify(None, negotiated, declared, Vec::new()));
     };
     let init = tap.initialize();
     let lists_tools = init
@@ -276,7 +274,7 @@ async fn describe(
             }
         }
     }
-    Ok(classify(init.as_ref(), negotiated, declares, tap.tools()))
+    Ok(classify(init.as_ref(), negotiated, declared, tap.tools()))
 }
 
 /// One exclusive upstream session, leased from a [`LanePool`]; it goes back

@@ -231,7 +231,7 @@ impl ServerRegistry {
                 tokio::time::timeout(timeouts.call, super::probe::discover(&entry.def))
                     .await
                     .map_err(|_| RemoteError::Transient(format!("probing {name:?} timed out")))??;
-            info = super::detect::classify(Some(&init), None, false, tools);
+            info = super::detect::classify(Some(&init), None, None, tools);
         }
         *entry.upstream.lock().expect("upstream lock") = Some(info.clone());
         Ok(info)

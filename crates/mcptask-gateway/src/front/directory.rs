@@ -60,7 +60,11 @@ fn error_of(e: ServiceError) -> ErrorData {
 
 /// Run `op` on a lane of `server`, waiting for the lane and the answer at
 /// most the pool's call timeout.
-async fn on_lane<T, F, Fut>(upstreams: &Upstreams, server: &str, op: F) -> Result<T, ErrorData>
+pub(super) async fn on_lane<T, F, Fut>(
+    upstreams: &Upstreams,
+    server: &str,
+    op: F,
+) -> Result<T, ErrorData>
 where
     F: FnOnce(Peer<RoleClient>) -> Fut,
     Fut: Future<Output = Result<T, ServiceError>>,
@@ -120,7 +124,7 @@ fn literal_start(template: &str) -> &str {
 
 /// A request's way in: its caller's [`Access`] (admitted under its fair
 /// limits), or the refusal as the caller's error.
-async fn admit<'a>(calls: &Calls, caller: &'a Caller) -> Result<Access<'a>, ErrorData> {
+pub(super) async fn admit<'a>(calls: &Calls, caller: &'a Caller) -> Result<Access<'a>, ErrorData> {
     Access::admit(calls, caller)
         .await
         .map_err(|f| f.for_caller(caller).into())

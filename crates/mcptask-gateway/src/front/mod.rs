@@ -5,6 +5,7 @@
 pub mod agent_tools;
 pub(crate) mod bridge;
 mod directory;
+mod logging;
 mod pass_through;
 mod server;
 mod sessions;

@@ -15,10 +15,11 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
     CompleteRequestParams, CompleteResult, ContentBlock, CreateTaskResult, CustomRequest,
     CustomResult, GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult,
-    Implementation, InputRequiredResult, JsonObject, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
-    ServerConfig, SubscriptionFilter, Task, Tool, UpdateTaskParams,
+    Implementation, InitializeRequestParams, InitializeResult, InputRequiredResult, JsonObject,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscriptionFilter, Task, Tool,
+    UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -28,6 +29,7 @@ use tracing::Instrument;
 use super::agent_tools;
 use super::bridge::Bridged;
 use super::directory::Directory;
+use super::logging;
 use crate::auth::Caller;
 use crate::calls::{CallError, Calls, Executed, Execution, Relay};
 use crate::failure::Failure;
@@ -397,26 +399,54 @@ const SESSION_CHECK: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl ServerHandler for FrontServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .enable_prompts()
-                .enable_prompts_list_changed()
-                .enable_resources()
-                .enable_resources_list_changed()
-                .enable_completions()
-                .enable_tasks()
-                .build(),
-        )
-        .with_server_info(Implementation::new(
-            "mcptask-proxy",
-            env!("CARGO_PKG_VERSION"),
-        ))
-        .with_instructions(
-            "mcptask proxy: the tools of several MCP servers; declare the \
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_resources()
+            .enable_resources_list_changed()
+            .enable_completions()
+            .enable_tasks()
+            .build();
+        // What the front has only from its upstreams: offered when one of
+        // those met so far offers it.
+        if !self.upstreams.offering(logging::offers_logging).is_empty() {
+            capabilities.logging = Some(JsonObject::new());
+        }
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new(
+                "mcptask-proxy",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(
+                "mcptask proxy: the tools of several MCP servers; declare the \
              io.modelcontextprotocol/tasks extension and every call becomes a durable task.",
-        )
+            )
+    }
+
+    /// What the front offers depends on its upstreams (see `get_info`):
+    /// right after the start, the servers that answer at once are waited
+    /// for, as the first `tools/list` waits for them.
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        self.upstreams.first_listings(FIRST_LIST_GRACE).await;
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    // Deprecated by SEP-2577; sessions before 2026-07-28 still use it.
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let caller = (self.caller)(&context);
+        logging::set_level(&self.calls, &caller, request).await
     }
 
     async fn list_tools(

@@ -24,7 +24,7 @@ use mcptask_client::upstream::{LaneOptions, LanePool};
 const HTTP_LANES: usize = 64;
 /// Sessions (child processes) held at once per stdio upstream.
 const STDIO_LANES: usize = 4;
-use rmcp::model::Tool;
+use rmcp::model::{ServerCapabilities, Tool};
 use tokio::sync::watch;
 
 use crate::config::DEFAULT_QUESTION_TIMEOUT_MS;
@@ -47,9 +47,9 @@ pub struct Upstreams {
     /// Each server's last good listing: a server that is down keeps its
     /// tools (calls fail with the connection error) instead of vanishing.
     listings: Mutex<HashMap<String, Vec<(Tool, ToolFacts)>>>,
-    /// The era each server was met in when last listed (what it said it
-    /// speaks: see `UpstreamInfo::era`).
-    eras: Mutex<HashMap<String, Era>>,
+    /// How each server was met when last listed: the era it said it speaks
+    /// (see `UpstreamInfo::era`) and the capabilities it declared.
+    met: Mutex<HashMap<String, (Era, ServerCapabilities)>>,
     listed: AtomicBool,
     version: watch::Sender<u64>,
     lanes: Mutex<HashMap<String, LanePool>>,
@@ -86,7 +86,7 @@ impl Upstreams {
             retired: Mutex::default(),
             catalog: RwLock::default(),
             listings: Mutex::default(),
-            eras: Mutex::default(),
+            met: Mutex::default(),
             listed: AtomicBool::new(false),
             version: watch::channel(0).0,
             lanes: Mutex::default(),
@@ -152,11 +152,24 @@ impl Upstreams {
     /// Whether `server` spoke 2026-07-28 or later when last listed: it keeps
     /// no session, so a call to it is one self-contained request.
     pub fn is_stateless(&self, server: &str) -> bool {
-        self.eras
+        self.met
             .lock()
-            .expect("eras lock")
+            .expect("met lock")
             .get(server)
-            .is_some_and(|era| era.is_stateless())
+            .is_some_and(|(era, _)| era.is_stateless())
+    }
+
+    /// The configured servers that declared what `offers` asks for when
+    /// last listed, in their configured order (the front offers logging and
+    /// resource subscriptions when one of them does).
+    pub fn offering(&self, offers: impl Fn(&ServerCapabilities) -> bool) -> Vec<String> {
+        // The servers first: `set_servers` takes their lock before `met`.
+        let names = self.server_names();
+        let met = self.met.lock().expect("met lock");
+        names
+            .into_iter()
+            .filter(|name| met.get(name).is_some_and(|(_, caps)| offers(caps)))
+            .collect()
     }
 
     /// The bound on each call to `server`: its `call_timeout_ms`, else the
@@ -313,18 +326,18 @@ impl Upstreams {
             let mut listings = self.listings.lock().expect("listings lock");
             let mut lanes = self.lanes.lock().expect("lanes lock");
             // What a server speaks is known again once it is listed again.
-            let mut eras = self.eras.lock().expect("eras lock");
+            let mut met = self.met.lock().expect("met lock");
             for name in current.iter().map(|s| &s.name) {
                 if !kept.contains(name.as_str()) {
                     listings.remove(name);
                     lanes.remove(name);
-                    eras.remove(name);
+                    met.remove(name);
                     self.failing.forget(name);
                 }
             }
             for name in redefined {
                 lanes.remove(name);
-                eras.remove(name);
+                met.remove(name);
             }
             // A configured server is not retired, whatever it was before.
             let mut retired = self.retired.lock().expect("retired lock");
@@ -439,10 +452,10 @@ impl Upstreams {
             .relist(server, self.timeouts())
             .await
             .map_err(|e| e.to_string())?;
-        self.eras
+        self.met
             .lock()
-            .expect("eras lock")
-            .insert(server.to_string(), info.era());
+            .expect("met lock")
+            .insert(server.to_string(), (info.era(), info.capabilities.clone()));
         // The raw listing keeps what rmcp drops (`execution.taskSupport`)
         // and was taken on a session that declares elicitation, so tools a
         // server offers only to such clients are there too.

@@ -457,3 +457,46 @@ async fn results_of_a_2025_11_25_server_are_valid_in_each_callers_revision() {
         assert_eq!(read.result_type, expected, "resources/read, {lifecycle:?}");
     }
 }
+
+/// Logging through the front (`/mcp`): the everything server offers it, so
+/// the front does (once it has met the server) and hands a session's
+/// `logging/setLevel` to it, answering once it has. A front with no server
+/// that logs would say `method not found`, as a server without logging does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(deprecated)] // logging (SEP-2577): still what 2025-11-25 sessions use
+async fn logging_set_level_reaches_the_upstream_that_offers_logging() {
+    use rmcp::model::{LoggingLevel, SetLevelRequestParams};
+    let test = "logging_set_level_reaches_the_upstream_that_offers_logging";
+    let Some((node, entry)) = everything_or_skip(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = format!("sqlite:{}", dir.path().join("front.db").display());
+    let toml = config(&db, &node, &entry, &[("everything", "fail")]);
+    let gateway = GatewayProcess::start_toml("proxy", &toml, &[]).await;
+    let url = format!("{}/mcp", gateway.base);
+    // The front offers what its servers offer once it has met them.
+    let lister = TestClient::http(&url, None, Lifecycle::Modern { tasks: false })
+        .await
+        .expect("connect to /mcp");
+    lister.tools_once_listed("everything__echo").await;
+    lister.close().await;
+
+    let session = TestClient::http(&url, None, Lifecycle::Legacy)
+        .await
+        .expect("a 2025-11-25 session on /mcp");
+    let peer = session.peer();
+    let offered = peer
+        .peer_info()
+        .expect("the front's initialize answer")
+        .capabilities
+        .clone();
+    assert!(
+        offered.logging.is_some(),
+        "the front offers logging when an upstream does: {offered:?}"
+    );
+    peer.set_level(SetLevelRequestParams::new(LoggingLevel::Warning))
+        .await
+        .expect("logging/setLevel answered once the upstream answered");
+    session.close().await;
+}
