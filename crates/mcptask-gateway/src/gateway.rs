@@ -315,7 +315,7 @@ impl Gateway {
             .config
             .proxy
             .enabled
-            .then(|| front::http_service(&self.calls, max_body, self.stop.clone()));
+            .then(|| front::http_service(&self.calls, &self.live, max_body, self.stop.clone()));
         api::router_with_mcp(state, max_body, mcp)
     }
 

@@ -14,7 +14,8 @@
 //! the front ([`fastmcp`]); how upstreams of each protocol era are met
 //! ([`upstream_eras`]); the guards in front of every transport: `Host`,
 //! slow request heads ([`guards`]); a mute upstream that never holds the
-//! front's listing ([`late_listing`]).
+//! front's listing ([`late_listing`]); a virtual server at `/mcp/<name>`
+//! ([`virtual_servers`]).
 
 mod audit;
 mod call_timeout;
@@ -39,3 +40,4 @@ mod same_answer;
 mod telemetry;
 mod toolset;
 mod upstream_eras;
+mod virtual_servers;
