@@ -103,7 +103,8 @@ pub fn http_service(
     VirtualServers::new(service, live.clone())
 }
 
-/// Serve the front on stdin/stdout, every call bound to `principal`, until
+/// Serve the front on stdin/stdout, every call bound to `principal` (and
+/// through the virtual server `through`, if one is given), until
 /// the host goes away or `stop` is cancelled (at any time: before the
 /// host's first message too). A line over `max_line_bytes` ends the session
 /// with an error, as a read error of stdin does (see
@@ -111,6 +112,7 @@ pub fn http_service(
 pub async fn serve_stdio(
     calls: &Calls,
     principal: Option<String>,
+    through: Option<Arc<crate::virtual_server::Through>>,
     max_line_bytes: usize,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
@@ -118,6 +120,7 @@ pub async fn serve_stdio(
     use rmcp::ServiceExt;
     let caller = Caller {
         principal,
+        through,
         ..Caller::default()
     };
     // The host gone (stdin closed), its calls relayed synchronously end

@@ -2,7 +2,8 @@
 //! real upstreams: one served at `/mcp/<name>` with one tool of each lists
 //! exactly those two, calls both (kept as tasks, as at `/mcp`), refuses a
 //! tool outside it as a tool that does not exist, and refuses a principal
-//! it does not name; `/mcp` itself still serves everything. (The file's
+//! it does not name; `/mcp` itself still serves everything; `proxy
+//! --stdio --server <name>` serves the same selection. (The file's
 //! checks: `mcptask-gateway`'s `config::tests`.)
 
 use std::collections::BTreeSet;
@@ -150,6 +151,67 @@ async fn a_virtual_server_serves_exactly_its_selection_to_its_principals() {
             .post("/mcp/nope", &initialize)
             .await;
         assert_eq!(nobody.status, 404, "{nobody:#?}");
+    })
+    .await;
+}
+
+/// `proxy --stdio --server <name>`: the same selection over stdio, for
+/// `[proxy] principal`; a name no virtual server has, or one that does not
+/// admit that principal, ends the command with the fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_stdio_serves_a_virtual_server() {
+    with_deadline(Duration::from_secs(180), async {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let demo_db = format!("sqlite:{}", dir.path().join("demo.db").display());
+        let other_db = format!("sqlite:{}", dir.path().join("other.db").display());
+        let demo = DemoServer::start_named("vs-stdio-demo", &demo_db, &[]).await;
+        let other = DemoServer::start_named("vs-stdio-other", &other_db, &[]).await;
+        let config = dir.path().join("mcptask.toml");
+        let toml = |principal: &str| {
+            format!(
+                "[database]\nurl = \"sqlite:{}\"\n[api]\nauth = \"none\"\n[proxy]\nprincipal = \"{principal}\"\n\
+                 [[servers]]\nname = \"demo\"\nurl = \"{}\"\n[[servers]]\nname = \"other\"\nurl = \"{}\"\n{PAIR}",
+                dir.path().join("front.db").display(),
+                demo.url,
+                other.url
+            )
+        };
+        std::fs::write(&config, toml("alice")).expect("write");
+        let through = |name: &str| {
+            let mut command = mcptask_testkit::proxy_stdio_command(&config);
+            command.args(["--server", name]);
+            command
+        };
+        let tasks = Lifecycle::Modern { tasks: true };
+        let alice = TestClient::stdio(through("pair"), tasks)
+            .await
+            .expect("connect to proxy --stdio --server pair");
+        let names = listed(&alice, &["demo__greet", "other__slow_compute"]).await;
+        let expected: BTreeSet<String> = ["demo__greet", "other__slow_compute"]
+            .map(String::from)
+            .into();
+        assert_eq!(names, expected);
+        completes(&alice, "demo__greet", json!({"name": "Ada"}), "Hello, Ada!").await;
+        alice
+            .call("demo__slow_compute", json!({"seconds": 0.1}))
+            .await
+            .expect_err("outside the selection");
+        alice.close().await;
+
+        for (principal, name, said) in [
+            ("alice", "nope", "no [[virtual_servers]] entry is named \"nope\""),
+            ("bob", "pair", "does not admit the principal"),
+        ] {
+            std::fs::write(&config, toml(principal)).expect("write");
+            let out = through(name)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .await
+                .expect("run proxy --stdio");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{name}: {stderr}");
+            assert!(stderr.contains(said) && stderr.contains("fix:"), "{stderr}");
+        }
     })
     .await;
 }
