@@ -1,8 +1,8 @@
 //! Virtual servers (`[[virtual_servers]]`) on a real gateway before two
 //! real upstreams: one served at `/mcp/<name>` with one tool of each lists
-//! exactly those two, calls both (kept as tasks, as at `/mcp`), refuses a
-//! tool outside it as a tool that does not exist, and refuses a principal
-//! it does not name; `/mcp` itself still serves everything; `proxy
+//! exactly those two, calls both (one kept as a task, as at `/mcp`),
+//! refuses a tool outside it as a tool that does not exist, applies
+//! `[[policy]]` within it, and refuses a principal it does not name; `/mcp` itself still serves everything; `proxy
 //! --stdio --server <name>` serves the same selection. (The file's
 //! checks: `mcptask-gateway`'s `config::tests`.)
 
@@ -11,12 +11,15 @@ use std::time::Duration;
 
 use mcptask_testkit::mcp::{Lifecycle, TestClient, error_code};
 use mcptask_testkit::{
-    ALICE, BOB, DemoServer, GatewayProcess, GatewaySpec, TestDatabase, with_deadline,
+    ALICE, BOB, DemoServer, GatewayProcess, GatewaySpec, OPERATOR, TestDatabase, with_deadline,
 };
 use rmcp::model::CallToolResponse;
 use serde_json::json;
 
-const PAIR: &str = "\n[[virtual_servers]]\nname = \"pair\"\ntools = [\"demo/greet\", \"other/slow_*\"]\nprincipals = [\"alice\"]\n";
+const PAIR: &str = "\n[[virtual_servers]]\nname = \"pair\"\ntools = [\"demo/greet\", \"other/slow_*\"]\nprincipals = [\"alice\", \"bob\"]\n";
+
+/// Bob may not call `demo/greet`, wherever he calls from.
+const DENY_BOB: &str = "\n[[policy]]\nprincipal = \"bob\"\ndeny = [\"demo/greet\"]\n";
 
 /// The tool names `client` lists, listed again until `expected` are all
 /// there (the front lists its upstreams in the background), at most 30 s.
@@ -69,7 +72,7 @@ async fn a_virtual_server_serves_exactly_its_selection_to_its_principals() {
         let demo = DemoServer::start_named("vs-demo", &demo_db, &[]).await;
         let other = DemoServer::start_named("vs-other", &other_db, &[]).await;
         let spec = GatewaySpec::with_tokens(&db.url, &[("demo", &demo.url), ("other", &other.url)]);
-        let toml = format!("{}\n[proxy]\nenabled = true\n{PAIR}", spec.toml());
+        let toml = format!("{}\n[proxy]\nenabled = true\n{PAIR}{DENY_BOB}", spec.toml());
         let gateway = GatewayProcess::start_toml("vs-gateway", &toml, &[]).await;
         let at = |path: &str| format!("{}{path}", gateway.base);
         let tasks = Lifecycle::Modern { tasks: true };
@@ -127,23 +130,36 @@ async fn a_virtual_server_serves_exactly_its_selection_to_its_principals() {
         );
         whole.close().await;
 
-        // Bob is not among its principals: refused before any MCP.
+        // Bob may use it, under his policy: greet is not his to see.
+        let bob = TestClient::http(&at("/mcp/pair"), Some(BOB), tasks)
+            .await
+            .expect("bob connects to /mcp/pair");
+        let names = listed(&bob, &["other__slow_compute"]).await;
+        let only: BTreeSet<String> = ["other__slow_compute".to_string()].into();
+        assert_eq!(names, only);
+        bob.call("demo__greet", json!({}))
+            .await
+            .expect_err("denied to bob by [[policy]]");
+        bob.close().await;
+
+        // The operator token has no principal: not among its principals,
+        // refused before any MCP.
         let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
-        let bob = gateway
-            .client(Some(BOB))
+        let refused = gateway
+            .client(Some(OPERATOR))
             .post("/mcp/pair", &initialize)
             .await;
-        assert_eq!(bob.status, 403, "{bob:#?}");
+        assert_eq!(refused.status, 403, "{refused:#?}");
         assert!(
-            bob.text.contains("may not use the virtual server"),
+            refused.text.contains("may not use the virtual server"),
             "{}",
-            bob.text
+            refused.text
         );
         assert!(
-            TestClient::http(&at("/mcp/pair"), Some(BOB), tasks)
+            TestClient::http(&at("/mcp/pair"), Some(OPERATOR), tasks)
                 .await
                 .is_err(),
-            "bob cannot open /mcp/pair"
+            "the operator token cannot open /mcp/pair"
         );
         // A name no virtual server has.
         let nobody = gateway
@@ -200,7 +216,7 @@ async fn proxy_stdio_serves_a_virtual_server() {
 
         for (principal, name, said) in [
             ("alice", "nope", "no [[virtual_servers]] entry is named \"nope\""),
-            ("bob", "pair", "does not admit the principal"),
+            ("carol", "pair", "does not admit the principal"),
         ] {
             std::fs::write(&config, toml(principal)).expect("write");
             let out = through(name)
