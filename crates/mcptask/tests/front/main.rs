@@ -13,7 +13,8 @@
 //! FastMCP's default client before two npm servers, directly and through
 //! the front ([`fastmcp`]); how upstreams of each protocol era are met
 //! ([`upstream_eras`]); the guards in front of every transport: `Host`,
-//! slow request heads ([`guards`]).
+//! slow request heads ([`guards`]); a virtual server at `/mcp/<name>`
+//! ([`virtual_servers`]).
 
 mod audit;
 mod call_timeout;
@@ -37,3 +38,4 @@ mod same_answer;
 mod telemetry;
 mod toolset;
 mod upstream_eras;
+mod virtual_servers;
