@@ -315,7 +315,7 @@ impl Gateway {
             .config
             .proxy
             .enabled
-            .then(|| front::http_service(&self.calls, max_body, self.stop.clone()));
+            .then(|| front::http_service(&self.calls, &self.live, max_body, self.stop.clone()));
         api::router_with_mcp(state, max_body, mcp)
     }
 
@@ -347,10 +347,30 @@ impl Gateway {
     /// configured `[proxy] principal`, until the host goes away or
     /// [`Gateway::stop`] is called (then call [`Gateway::shutdown`]). A
     /// message (a line) is at most `[api] max_body_bytes`, as over HTTP.
-    pub async fn serve_stdio(&self) -> anyhow::Result<()> {
+    /// With `virtual_server`, the front is that `[[virtual_servers]]`
+    /// entry (as defined at start), refused at once if it does not exist or
+    /// does not admit that principal.
+    pub async fn serve_stdio(&self, virtual_server: Option<&str>) -> anyhow::Result<()> {
         let principal = self.config.proxy.principal.clone();
         let max_line = self.config.api.max_body_bytes;
-        front::serve_stdio(&self.calls, principal, max_line, self.stop.clone()).await
+        let through = match virtual_server {
+            None => None,
+            Some(name) => {
+                let Some(defined) = self.config.virtual_server(name) else {
+                    anyhow::bail!(
+                        "no [[virtual_servers]] entry is named {name:?}\n  fix: name one the configuration defines, or add it"
+                    );
+                };
+                let through = defined.through();
+                if !through.admits(principal.as_deref()) {
+                    anyhow::bail!(
+                        "the virtual server {name:?} does not admit the principal of [proxy] principal ({principal:?})\n  fix: set [proxy] principal to one of its principals, or add it to them"
+                    );
+                }
+                Some(through)
+            }
+        };
+        front::serve_stdio(&self.calls, principal, through, max_line, self.stop.clone()).await
     }
 
     /// After the host of `proxy --stdio` went away: the calls it started

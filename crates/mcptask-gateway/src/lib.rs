@@ -62,6 +62,7 @@ pub mod serve;
 pub mod spans;
 pub use config::telemetry;
 pub mod upstreams;
+pub mod virtual_server;
 
 pub use calls::Calls;
 pub use config::{Config, ConfigError};

@@ -79,6 +79,9 @@ pub struct Fingerprint {
     pub metrics_principals: Vec<String>,
     /// The `[[policy]]` rules, in order.
     pub policy: Value,
+    /// The `[[virtual_servers]]`, in order.
+    #[serde(default)]
+    pub virtual_servers: Value,
     /// `[limits]`.
     pub limits: Value,
     /// Webhook URL (redacted) → hash of its settings (secret, timeout).
@@ -138,6 +141,13 @@ impl Fingerprint {
             .collect();
         let policy = json!(config.policy.iter().map(|p| p.print()).collect::<Vec<_>>());
         let limits = serde_json::to_value(&config.limits).unwrap_or_default();
+        let virtual_servers = json!(
+            config
+                .virtual_servers
+                .iter()
+                .map(|v| v.definition())
+                .collect::<Vec<_>>()
+        );
         let webhooks = config
             .webhooks
             .iter()
@@ -161,6 +171,7 @@ impl Fingerprint {
                 readers
             },
             policy,
+            virtual_servers,
             limits,
             webhooks,
             at_start: config.at_start(),
@@ -207,6 +218,9 @@ pub struct Changes {
     pub metrics_principals: Option<(Vec<String>, Vec<String>)>,
     /// Whether the `[[policy]]` rules changed (they apply to new calls).
     pub policy: bool,
+    /// Whether the `[[virtual_servers]]` changed (they apply to new
+    /// requests).
+    pub virtual_servers: bool,
     /// `[limits]` before and after, when they changed.
     pub limits: Option<(Value, Value)>,
     /// Webhooks added, by redacted URL.
@@ -303,6 +317,7 @@ impl Changes {
                 )
             }),
             policy: old.policy != new.policy,
+            virtual_servers: old.virtual_servers != new.virtual_servers,
             limits: (old.limits != new.limits).then(|| (old.limits.clone(), new.limits.clone())),
             webhooks_added,
             webhooks_removed,
@@ -376,6 +391,9 @@ impl Changes {
         if self.policy {
             lines
                 .push("policy changed (for new calls; calls already made run to their end)".into());
+        }
+        if self.virtual_servers {
+            lines.push("virtual servers changed (for new requests)".into());
         }
         if let Some((old, new)) = &self.limits {
             lines.push(format!("limits: {old} -> {new}"));
@@ -466,6 +484,10 @@ secret = "s"
             ("[telemetry]\nenabled = true\n", TelemetrySection::RELOAD),
             ("[limits]\nper_principal_rate = 5\n", LimitsSection::RELOAD),
             ("[[policy]]\ndeny = [\"a/*\"]\n", PolicySection::RELOAD),
+            (
+                "[[virtual_servers]]\nname = \"v\"\ntools = [\"a/*\"]\n",
+                crate::config::VirtualServerSection::RELOAD,
+            ),
             (
                 "[[servers]]\nname = \"c\"\ncommand = \"c\"\n",
                 ServerSection::RELOAD,

@@ -201,6 +201,10 @@ enum Command {
         /// of `serve` with [proxy] enabled = true).
         #[arg(long)]
         stdio: bool,
+        /// Serve this `[[virtual_servers]]` entry only (its selection, to
+        /// `[proxy] principal`, which it must admit): `/mcp/<name>` over stdio.
+        #[arg(long, value_name = "NAME")]
+        server: Option<String>,
         /// Configuration file (see README, Configuration).
         #[arg(long, short, env = "MCPTASK_CONFIG", default_value = "mcptask.toml")]
         config: std::path::PathBuf,
@@ -484,6 +488,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Proxy {
             stdio,
+            server,
             config,
             database_url,
         } => {
@@ -496,7 +501,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 listen: None,
                 database_url,
             };
-            wiring::proxy_stdio(&config, &flags).await
+            wiring::proxy_stdio(&config, &flags, server.as_deref()).await
         }
         Command::Demo {
             once,

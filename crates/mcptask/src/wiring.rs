@@ -190,8 +190,12 @@ pub async fn serve(config_path: &Path, flags: &Overrides) -> anyhow::Result<()> 
 
 /// `mcptask proxy --stdio`: the front over stdin/stdout, with the tracker
 /// workers of the configuration running alongside; SIGHUP reloads the
-/// configuration.
-pub async fn proxy_stdio(config_path: &Path, flags: &Overrides) -> anyhow::Result<()> {
+/// configuration. With `virtual_server`, the front is that virtual server.
+pub async fn proxy_stdio(
+    config_path: &Path,
+    flags: &Overrides,
+    virtual_server: Option<&str>,
+) -> anyhow::Result<()> {
     let mut config = Config::load_with_env(config_path, |k| flags.lookup(k))?;
     init_telemetry(&config, flags)?;
     // The front is what this command serves, whatever `[proxy] enabled` says.
@@ -202,7 +206,7 @@ pub async fn proxy_stdio(config_path: &Path, flags: &Overrides) -> anyhow::Resul
     // On stderr (stdout carries only MCP): a host's log shows it started;
     // tests read it to know SIGTERM is answered from now on.
     eprintln!("mcptask proxy serving MCP on stdin/stdout");
-    let served = gateway.serve_stdio().await;
+    let served = gateway.serve_stdio(virtual_server).await;
     // Background work outlives the host that started it.
     gateway.finish_calls_of_a_gone_host().await;
     gateway.shutdown().await;

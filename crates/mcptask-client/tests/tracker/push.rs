@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -203,6 +203,8 @@ struct HeldPoll {
     held: watch::Sender<Option<String>>,
     /// Set by the first push for the held task seen after it settled.
     released: watch::Sender<bool>,
+    /// Listings of tasks so far (the push listener's rescans among them).
+    lists: AtomicUsize,
 }
 
 impl HeldPoll {
@@ -213,6 +215,7 @@ impl HeldPoll {
             armed: AtomicBool::new(false),
             held: watch::channel(None).0,
             released: watch::channel(false).0,
+            lists: AtomicUsize::new(0),
         })
     }
 
@@ -310,6 +313,7 @@ impl RemoteTaskStore for HeldPoll {
         after: Option<&Cursor>,
         limit: i64,
     ) -> Result<Vec<RemoteTaskRecord>, StoreError> {
+        self.lists.fetch_add(1, Ordering::SeqCst);
         self.inner.list_remote(filter, after, limit).await
     }
 
@@ -475,7 +479,88 @@ async fn a_push_during_a_poll_is_not_lost(backend: TestDatabase) {
     tracker.shutdown(Duration::from_secs(2)).await;
 }
 
+/// More tasks live than one stream watches (the server's newest 1,024): a
+/// change of an older one (here an answer to its question) must not
+/// make the listener list the server's live tasks again. It did, once per
+/// change, so past 1,024 live tasks the changes polls brought cost a read of
+/// 1,024 rows each (most of the gateway's CPU in the live-calls benchmark).
+async fn tasks_beyond_a_full_stream_cost_no_listing_each(backend: TestDatabase) {
+    const OLD: usize = 16;
+    const NEWER: usize = 1_024 + 32;
+    let server = RemoteServer::start_with_push(Some(600_000)).await;
+    let server_store = mcptask_sql::open(&server.store_url)
+        .await
+        .unwrap()
+        .server_tasks();
+    let store = HeldPoll::new(backend.remote_tasks().await, server_store);
+    let tracker = Tracker::builder(store.clone())
+        .server(ServerDef::http("remote", server.url()))
+        .config(slow_poll_config())
+        .start()
+        .await
+        .unwrap();
+    // The oldest tasks ask a question (learned while a stream covers them);
+    // then a full stream of newer ones leaves them out.
+    let mut old = Vec::with_capacity(OLD);
+    for _ in 0..OLD {
+        let id = start_task(&tracker, "ask").await.id;
+        until(&tracker, &id, "input_required", |r| {
+            r.status == TaskStatus::InputRequired
+        })
+        .await;
+        old.push(id);
+    }
+    for _ in 0..NEWER / 32 {
+        let batch = (0..32).map(|_| start_task(&tracker, "hold"));
+        futures::future::join_all(batch).await;
+    }
+    // A newest task opens a new stream: once the server has that request,
+    // the listener follows a full stream of the newest tasks.
+    let newest_covered = || async {
+        let before = listens(&server);
+        start_task(&tracker, "hold").await;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while listens(&server) <= before {
+            assert!(
+                Instant::now() < deadline,
+                "no new stream for the newest task"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    newest_covered().await;
+    let lists_before = store.lists.load(Ordering::SeqCst);
+    // The answers reach the server only after the test: each task stays live
+    // (answered, not yet updated) while the listener hears of its change.
+    server.mangle.lock().unwrap().insert(
+        "tasks/update".into(),
+        Mangle::Delay(Duration::from_secs(600)),
+    );
+    for id in &old {
+        let answer = json!({"action": "accept", "content": {"v": "blue"}});
+        tracker
+            .answer(id, BTreeMap::from([("q".into(), answer)]))
+            .await
+            .unwrap();
+    }
+    // A listing per change shows within the window (the old listener made 3
+    // in it, each reading 1,024 rows); a periodic rescan (every 10 s) may
+    // fall in it, no more.
+    let listed = || store.lists.load(Ordering::SeqCst) - lists_before;
+    let window = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < window && listed() <= 1 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let lists = listed();
+    assert!(
+        lists <= 1,
+        "{lists} listings of the live tasks for {OLD} changes of tasks no stream covers"
+    );
+    tracker.shutdown(Duration::from_secs(2)).await;
+}
+
 mcptask_testkit::on_both_backends! {
+    tasks_beyond_a_full_stream_cost_no_listing_each => super::tasks_beyond_a_full_stream_cost_no_listing_each;
     pushed_changes_settle_long_before_the_next_poll => super::pushed_changes_settle_long_before_the_next_poll;
     push_keeps_up_with_tasks_started_one_after_another => super::push_keeps_up_with_tasks_started_one_after_another;
     a_lost_stream_is_reopened_and_its_tasks_polled => super::a_lost_stream_is_reopened_and_its_tasks_polled;

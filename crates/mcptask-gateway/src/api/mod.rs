@@ -93,7 +93,15 @@ async fn ready(State(state): State<AppState>) -> Response {
         .readiness(std::time::Duration::from_secs(2))
         .await
     {
-        Ok(()) => format!("ready ({})", state.calls.upstreams.readiness()).into_response(),
+        Ok(()) => {
+            let servers = state.calls.upstreams.up();
+            let answering = servers.iter().filter(|(_, up)| *up).count();
+            format!(
+                "ready (upstream servers answering: {answering} of {})",
+                servers.len()
+            )
+            .into_response()
+        }
         Err(why @ mcptask_sql::NotReady::MigrationsPending { .. }) => ApiError::new(
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
             "not_ready",

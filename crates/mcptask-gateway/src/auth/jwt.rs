@@ -163,6 +163,7 @@ impl Issuer {
             operator: by_scope || by_claim,
             scopes,
             claims: Some(std::sync::Arc::new(claims)),
+            ..Caller::default()
         })
     }
 }

@@ -36,6 +36,9 @@ pub struct Caller {
     pub scopes: Vec<String>,
     /// Its OAuth access token's claims (none for a static token).
     pub claims: Option<Arc<Value>>,
+    /// The virtual server it came through (`/mcp/<name>`): it sees only
+    /// that server's selection (`crate::route::access`).
+    pub through: Option<Arc<crate::virtual_server::Through>>,
 }
 
 impl Caller {

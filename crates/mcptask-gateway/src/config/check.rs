@@ -1,13 +1,14 @@
 //! The checks of a whole file: each section's own check, in file order;
 //! the first problem found is the error.
 
-use super::{Config, ConfigError, PolicySection, ServerSection, Source};
+use super::{Config, ConfigError, PolicySection, ServerSection, Source, VirtualServerSection};
 
 impl Config {
     /// Check every section.
     pub(crate) fn check(&self, src: &Source) -> Result<(), ConfigError> {
         let spans = &self.spans;
         ServerSection::check_all(&self.servers, src)?;
+        VirtualServerSection::check_all(&self.virtual_servers, &self.servers, src)?;
         self.api.check(src, spans)?;
         for webhook in &self.webhooks {
             webhook.check(src)?;

@@ -54,6 +54,7 @@ pub mod telemetry;
 mod token_strength;
 mod upstream_auth;
 mod url;
+mod virtual_servers;
 mod webhooks;
 
 use std::path::Path;
@@ -81,6 +82,7 @@ pub(crate) use spans::Spans;
 pub use telemetry::TelemetrySection;
 pub use token_strength::{MIN_TOKEN_CHARS, STRONG_TOKEN_FIX, weak_token};
 pub use upstream_auth::IdentityProviderSection;
+pub use virtual_servers::VirtualServerSection;
 pub use webhooks::WebhookSection;
 
 /// The whole configuration: the file's sections, checked, and the secrets
@@ -101,6 +103,10 @@ pub struct Config {
     /// `[[servers]]`: the upstream MCP servers.
     #[serde(default)]
     pub servers: Vec<ServerSection>,
+    /// `[[virtual_servers]]`: named selections of the servers' tools,
+    /// prompts and resources, each at `/mcp/<name>`.
+    #[serde(default)]
+    pub virtual_servers: Vec<VirtualServerSection>,
     /// `[[webhooks]]`: where every task event is POSTed.
     #[serde(default)]
     pub webhooks: Vec<WebhookSection>,
@@ -186,6 +192,14 @@ impl Config {
     /// The tool policy of `[[policy]]`.
     pub fn policy(&self) -> mcptask_core::access::Policy {
         PolicySection::policy(&self.policy)
+    }
+
+    /// The virtual server named `name`, if the file defines one.
+    pub fn virtual_server(&self, name: &str) -> Option<crate::virtual_server::VirtualServer> {
+        self.virtual_servers
+            .iter()
+            .find(|v| v.name.get_ref() == name)
+            .map(VirtualServerSection::definition)
     }
 
     /// Server definitions for the tracker.

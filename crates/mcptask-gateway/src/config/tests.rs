@@ -327,3 +327,51 @@ fn live_call_limits_are_checked_and_default_to_a_thousand() {
     let lifted = Config::parse("gw.toml", lifted).unwrap();
     assert_eq!(lifted.limits.limits().live.per_principal, None);
 }
+
+/// `[[virtual_servers]]`: a good one reaches its definition; a name that
+/// cannot be a path segment, a second of one name, a selection of nothing
+/// and a glob of no configured server are refused at their line.
+#[test]
+fn virtual_servers_are_checked_at_their_line() {
+    let head =
+        "[api]\nauth = \"none\"\n[[servers]]\nname = \"demo\"\nurl = \"http://127.0.0.1:9/mcp\"\n";
+    let good = format!(
+        "{head}[[virtual_servers]]\nname = \"ops.v1\"\ntools = [\"demo/greet\", \"d*/slow_*\"]\nprincipals = [\"alice\"]\n"
+    );
+    let c = Config::parse("gw.toml", &good).unwrap();
+    let v = c.virtual_server("ops.v1").expect("defined");
+    assert_eq!(v.tools, ["demo/greet", "d*/slow_*"]);
+    assert_eq!(v.principals, Some(vec!["alice".to_string()]));
+    assert!(c.virtual_server("other").is_none());
+
+    let cases = [
+        (
+            "[[virtual_servers]]\nname = \"a b\"\ntools = [\"demo/*\"]\n",
+            "gw.toml:7:8: the virtual server name \"a b\" cannot be a URL path segment",
+        ),
+        (
+            "[[virtual_servers]]\nname = \"v\"\ntools = [\"demo/*\"]\n\
+             [[virtual_servers]]\nname = \"v\"\ntools = [\"demo/greet\"]\n",
+            "gw.toml:10:8: a second virtual server is named \"v\"",
+        ),
+        (
+            "[[virtual_servers]]\nname = \"v\"\n",
+            "gw.toml:7:8: the virtual server \"v\" selects nothing",
+        ),
+        (
+            "[[virtual_servers]]\nname = \"v\"\ntools = [\"demo/greet\", \"nowhere/greet\"]\n",
+            "gw.toml:8:24: \"nowhere/greet\" names no configured server (servers: [\"demo\"])",
+        ),
+        (
+            "[[virtual_servers]]\nname = \"v\"\nprompts = [\"greet\"]\n",
+            "gw.toml:8:12: \"greet\" names no server",
+        ),
+    ];
+    for (section, said) in cases {
+        let e = Config::parse("gw.toml", &format!("{head}{section}"))
+            .unwrap_err()
+            .0;
+        assert!(e.starts_with(said), "{section}: {e}");
+        assert!(e.contains("\n  fix: "), "{e}");
+    }
+}

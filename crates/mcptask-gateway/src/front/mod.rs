@@ -10,6 +10,7 @@ mod pass_through;
 mod server;
 mod sessions;
 mod style;
+mod virtual_server;
 
 use std::sync::Arc;
 
@@ -22,6 +23,7 @@ pub use pass_through::PassThrough;
 pub use server::{CallerFn, FrontServer};
 pub use sessions::{Owned, OwnedSessions, SessionOwners};
 pub use style::ByStyle;
+pub use virtual_server::VirtualServers;
 
 use crate::auth::Caller;
 use crate::calls::Calls;
@@ -29,11 +31,14 @@ use crate::calls::Calls;
 /// The front's MCP endpoint over Streamable HTTP, with task notifications,
 /// the fast path of stateless pass-through calls, sessions bound to the
 /// callers that opened them, and answers in the upstreams' style (JSON or
-/// SSE, [`ByStyle`]).
-pub type FrontService = OwnedSessions<
-    PassThrough<
-        mcptask_server::TaskListenService<
-            ByStyle<StreamableHttpService<FrontServer, Owned<LocalSessionManager>>>,
+/// SSE, [`ByStyle`]), and the virtual servers under it
+/// ([`VirtualServers`]).
+pub type FrontService = VirtualServers<
+    OwnedSessions<
+        PassThrough<
+            mcptask_server::TaskListenService<
+                ByStyle<StreamableHttpService<FrontServer, Owned<LocalSessionManager>>>,
+            >,
         >,
     >,
 >;
@@ -45,14 +50,20 @@ pub fn server(calls: &Calls, caller: CallerFn) -> FrontServer {
 
 /// The Streamable HTTP service for `/mcp` (2026-07-28 stateless, older
 /// clients in sessions). Callers are those the HTTP layer authenticated
-/// (a [`Caller`] in the request's extensions).
+/// (a [`Caller`] in the request's extensions); the virtual servers of
+/// `live` are served under it, at `/<name>`.
 ///
 /// Mount it behind the guards ([`crate::guard`], as
 /// [`crate::api::router_with_mcp`] does): the `Host` allow-list is checked
 /// there, once, for every transport in this service (the byte relay of the
 /// fast path comes before rmcp's, so rmcp's own check, which only rmcp's
 /// transport would meet, is off).
-pub fn http_service(calls: &Calls, max_body_bytes: usize, stop: CancellationToken) -> FrontService {
+pub fn http_service(
+    calls: &Calls,
+    live: &crate::live::LiveConfig,
+    max_body_bytes: usize,
+    stop: CancellationToken,
+) -> FrontService {
     let config = StreamableHttpServerConfig::default()
         .disable_allowed_hosts()
         .with_json_response(true)
@@ -86,13 +97,15 @@ pub fn http_service(calls: &Calls, max_body_bytes: usize, stop: CancellationToke
     let service = mcptask_server::TaskListenLayer::new()
         .max_inspected_bytes(max_body_bytes)
         .wrap(service);
-    OwnedSessions::new(
+    let service = OwnedSessions::new(
         PassThrough::new(service, calls.clone(), max_body_bytes),
         owners,
-    )
+    );
+    VirtualServers::new(service, live.clone())
 }
 
-/// Serve the front on stdin/stdout, every call bound to `principal`, until
+/// Serve the front on stdin/stdout, every call bound to `principal` (and
+/// through the virtual server `through`, if one is given), until
 /// the host goes away or `stop` is cancelled (at any time: before the
 /// host's first message too). A line over `max_line_bytes` ends the session
 /// with an error, as a read error of stdin does (see
@@ -100,6 +113,7 @@ pub fn http_service(calls: &Calls, max_body_bytes: usize, stop: CancellationToke
 pub async fn serve_stdio(
     calls: &Calls,
     principal: Option<String>,
+    through: Option<Arc<crate::virtual_server::Through>>,
     max_line_bytes: usize,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
@@ -107,6 +121,7 @@ pub async fn serve_stdio(
     use rmcp::ServiceExt;
     let caller = Caller {
         principal,
+        through,
         ..Caller::default()
     };
     // The host gone (stdin closed), its calls relayed synchronously end

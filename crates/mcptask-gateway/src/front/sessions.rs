@@ -42,6 +42,9 @@ const SESSION_HEADER: &str = "mcp-session-id";
 struct Owner {
     principal: Option<String>,
     operator: bool,
+    /// The virtual server the session was opened through: a session serves
+    /// one selection.
+    through: Option<String>,
 }
 
 impl Owner {
@@ -49,6 +52,7 @@ impl Owner {
         Self {
             principal: caller.principal.clone(),
             operator: caller.operator,
+            through: caller.through.as_ref().map(|v| v.name().to_string()),
         }
     }
 }

@@ -3,7 +3,7 @@
 //! and the caller's place under its fair limits. Every path asks here: the
 //! tool calls and listings ([`super::decide`], [`super::visible`]) and the
 //! front's prompts, resources and completions ([`Access`]); nothing else
-//! reads the policy or the limiter.
+//! reads the policy, a virtual server's selection or the limiter.
 
 use std::sync::Arc;
 
@@ -14,9 +14,13 @@ use crate::auth::Caller;
 use crate::calls::{Admitted, Calls};
 use crate::failure::Failure;
 
-/// Whether `caller` may see and use `item` under `policy`.
+/// Whether `caller` may see and use `item` under `policy`, and, for a
+/// caller that came through a virtual server, whether the item is in its
+/// selection (`crate::virtual_server`): outside it, an item reads as one
+/// that does not exist, as one the policy hides does.
 fn permitted(policy: &Policy, caller: &Caller, item: Item<'_>) -> bool {
     policy.permits(&caller.access(), item)
+        && caller.through.as_ref().is_none_or(|v| v.selects(item))
 }
 
 /// Whether `caller` may see and use `item` (the policy in force now).

@@ -45,24 +45,4 @@ impl Upstreams {
             })
             .collect()
     }
-
-    /// What `/readyz` says of the upstream servers: how many answer now and,
-    /// when some are not ready (never listed, so their tools are not offered
-    /// yet), which, by name: `upstream servers answering: 1 of 2; not ready:
-    /// slow`. A host or a test waits for a server by reading it; a server
-    /// not ready never makes the gateway unready.
-    pub fn readiness(&self) -> String {
-        let servers = self.up();
-        let answering = servers.iter().filter(|(_, up)| *up).count();
-        let mut said = format!(
-            "upstream servers answering: {answering} of {}",
-            servers.len()
-        );
-        let unlisted = self.unlisted();
-        if !unlisted.is_empty() {
-            said.push_str("; not ready: ");
-            said.push_str(&unlisted.join(", "));
-        }
-        said
-    }
 }

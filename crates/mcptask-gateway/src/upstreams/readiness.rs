@@ -117,49 +117,20 @@ fn may_serve<'n>(server: &super::Upstream, name: &'n str) -> Option<&'n str> {
     }
 }
 
-/// The first bound on one listing attempt of a server not listed yet.
-const FIRST_ATTEMPT: Duration = Duration::from_secs(2);
-
-/// The bound on listing attempt `n` (from 0) of a server not listed yet:
-/// [`FIRST_ATTEMPT`], doubling up to the server's `connect` timeout. A mute
-/// server (one that takes the request and never answers) holds an attempt
-/// until its bound, and answers only a later one: its tools appear within
-/// one bound of it answering, not one connect timeout (30 s by default);
-/// while a server that is merely slow to start is still given its connect
-/// timeout within a few attempts.
-fn attempt_limit(n: u32, connect: Duration) -> Duration {
-    FIRST_ATTEMPT
-        .saturating_mul(1 << n.min(16))
-        .min(connect.max(FIRST_ATTEMPT))
-}
-
 /// List `server` until it answers (or is no longer configured, or `stop`),
 /// then put its tools in the catalog (callers are told the catalog
 /// changed). The first attempt is made at once; then the waits back off
-/// from `FIRST_RETRY` to [`MAX_RETRY`]; each attempt is bounded by
-/// [`attempt_limit`].
+/// from `FIRST_RETRY` to [`MAX_RETRY`].
 pub fn list_until_listed(upstreams: Arc<Upstreams>, server: String, stop: CancellationToken) {
     upstreams.first.begin(&server);
     tokio::spawn(async move {
         let mut wait = FIRST_RETRY;
-        let mut attempt = 0;
-        let (begun, connect) = (Instant::now(), upstreams.connect_timeout(&server));
         while upstreams.is_configured(&server) && !upstreams.has_listing(&server) {
-            let limit = attempt_limit(attempt, connect);
-            attempt += 1;
-            let (listed, cut) = tokio::select! {
+            let listed = tokio::select! {
                 _ = stop.cancelled() => break,
-                listed = tokio::time::timeout(limit, upstreams.refresh_server(&server)) => match listed {
-                    Ok(listed) => (listed, false),
-                    Err(_) => (Err(format!("{server:?} did not answer its listing within {limit:?}")), true),
-                },
+                listed = upstreams.refresh_server(&server) => listed,
             };
-            // Calls of its tools wait for its first listing as long as one
-            // uncut attempt would have taken (its connect timeout): a server
-            // slow to start is called, not refused "not ready".
-            if !cut || begun.elapsed() >= connect {
-                upstreams.first.end(&server);
-            }
+            upstreams.first.end(&server);
             match listed {
                 Ok(clashes) => {
                     for clash in clashes {
@@ -179,21 +150,4 @@ pub fn list_until_listed(upstreams: Arc<Upstreams>, server: String, stop: Cancel
         }
         upstreams.first.end(&server);
     });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn listing_attempts_grow_from_2_s_to_the_connect_timeout() {
-        let connect = Duration::from_secs(30);
-        let limits: Vec<u64> = (0..6)
-            .map(|n| attempt_limit(n, connect).as_secs())
-            .collect();
-        assert_eq!(limits, [2, 4, 8, 16, 30, 30]);
-        assert_eq!(attempt_limit(100, connect), connect);
-        // A connect timeout below the first bound: the first bound.
-        assert_eq!(attempt_limit(0, Duration::from_millis(500)), FIRST_ATTEMPT);
-    }
 }

@@ -13,15 +13,14 @@
 //! FastMCP's default client before two npm servers, directly and through
 //! the front ([`fastmcp`]); how upstreams of each protocol era are met
 //! ([`upstream_eras`]); the guards in front of every transport: `Host`,
-//! slow request heads ([`guards`]); a mute upstream that never holds the
-//! front's listing ([`late_listing`]).
+//! slow request heads ([`guards`]); a virtual server at `/mcp/<name>`
+//! ([`virtual_servers`]).
 
 mod audit;
 mod call_timeout;
 mod fastmcp;
 mod guards;
 mod health;
-mod late_listing;
 mod live_limits;
 mod metrics;
 mod one_call;
@@ -39,3 +38,4 @@ mod same_answer;
 mod telemetry;
 mod toolset;
 mod upstream_eras;
+mod virtual_servers;
