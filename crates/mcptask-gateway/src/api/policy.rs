@@ -28,11 +28,11 @@ pub async fn in_force(
     let policy = state.calls.policy();
     let catalog = state.calls.upstreams.catalog();
     // A tool a principal may not call reads as one that does not exist:
-    // it is not named to them.
+    // it is not named to them (the listings' own rule, `route::visible`).
     let tools: Vec<(String, String)> = catalog
         .routes()
         .filter(|r| {
-            caller.operator || policy.permits(&caller.access(), Item::tool(&r.server, &r.tool))
+            caller.operator || crate::route::visible(&state.calls, &caller, &r.server, &r.tool)
         })
         .map(|r| (r.server.clone(), r.tool.clone()))
         .collect();
