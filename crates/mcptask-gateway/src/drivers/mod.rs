@@ -97,16 +97,35 @@ async fn count_end(
     driver: &'static str,
     result: &Result<CallToolResult, TaskExit>,
 ) {
-    let (outcome, class) = match result {
-        Ok(result) => (Outcome::answered(result.is_error == Some(true)), None),
-        Err(TaskExit::Cancelled) => (Outcome::Cancelled, None),
-        Err(TaskExit::Error(e)) => (Outcome::Failed, Some(crate::failure::class_of_rpc(e))),
-        // A run this process no longer holds is counted where it ends.
-        Err(_) => return,
-    };
+    let Some(ended) = ended(result) else { return };
     let record = upstreams.tracker.get(id).await.ok();
-    let face = record.as_ref().and_then(|r| r.face).unwrap_or(Face::Rust);
-    let principal = record.as_ref().and_then(|r| r.principal.clone());
+    count(upstreams, server, tool, id, driver, ended, record.as_ref());
+}
+
+/// How a call that `result` ended is counted: its outcome and error class;
+/// `None` for a run this process no longer holds (counted where it ends).
+fn ended(result: &Result<CallToolResult, TaskExit>) -> Option<(Outcome, Option<&'static str>)> {
+    match result {
+        Ok(result) => Some((Outcome::answered(result.is_error == Some(true)), None)),
+        Err(TaskExit::Cancelled) => Some((Outcome::Cancelled, None)),
+        Err(TaskExit::Error(e)) => Some((Outcome::Failed, Some(crate::failure::class_of_rpc(e)))),
+        Err(_) => None,
+    }
+}
+
+/// Count call `id`'s end, with the face, principal and age its `record`
+/// names.
+fn count(
+    upstreams: &Upstreams,
+    server: &str,
+    tool: &str,
+    id: &str,
+    driver: &'static str,
+    (outcome, class): (Outcome, Option<&'static str>),
+    record: Option<&RemoteTaskRecord>,
+) {
+    let face = record.and_then(|r| r.face).unwrap_or(Face::Rust);
+    let principal = record.and_then(|r| r.principal.as_deref());
     let took = record.map_or(0, |r| {
         use mcptask_core::Clock;
         mcptask_core::SystemClock
@@ -114,7 +133,7 @@ async fn count_end(
             .saturating_sub(r.created_at)
     });
     let mut labels = CallLabels::new(upstreams, server, tool, face, driver)
-        .by(principal.as_deref())
+        .by(principal)
         .call(id);
     if let Some(class) = class {
         labels = labels.failed_with(class);
@@ -147,7 +166,7 @@ pub fn spawn_tracked_ends(upstreams: Arc<Upstreams>, stop: CancellationToken) {
                         && matches!(event.kind, EventKind::Status | EventKind::Created) =>
                 {
                     if let Ok(record) = upstreams.tracker.get(&event.task_id).await {
-                        count_tracked_end(&upstreams, &record).await;
+                        count_tracked_end(&upstreams, &record);
                     }
                 }
                 Ok(_) => {}
@@ -164,7 +183,7 @@ pub fn spawn_tracked_ends(upstreams: Arc<Upstreams>, stop: CancellationToken) {
 }
 
 /// Count a settled tracked call unless a call task of the front counts it.
-async fn count_tracked_end(upstreams: &Upstreams, record: &RemoteTaskRecord) {
+fn count_tracked_end(upstreams: &Upstreams, record: &RemoteTaskRecord) {
     let driver = match record.driver {
         RemoteDriver::Sep2663 => Driver::Sep2663,
         RemoteDriver::Toolset { .. } => Driver::Toolset,
@@ -180,15 +199,18 @@ async fn count_tracked_end(upstreams: &Upstreams, record: &RemoteTaskRecord) {
         TaskStatus::Cancelled => Err(TaskExit::Cancelled),
         _ => return,
     };
-    count_end(
-        upstreams,
-        &record.server,
-        &record.tool,
-        &record.id,
-        driver.as_str(),
-        &result,
-    )
-    .await;
+    // The record just read is the one counted: no second read.
+    if let Some(ended) = ended(&result) {
+        count(
+            upstreams,
+            &record.server,
+            &record.tool,
+            &record.id,
+            driver.as_str(),
+            ended,
+            Some(record),
+        );
+    }
 }
 
 /// The driver's span, in the trace kept with the call's row (read only when
