@@ -16,6 +16,7 @@
 //! slow request heads ([`guards`]); a virtual server at `/mcp/<name>`
 //! ([`virtual_servers`]).
 
+mod answer_within;
 mod audit;
 mod call_timeout;
 mod fastmcp;
