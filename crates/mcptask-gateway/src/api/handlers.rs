@@ -346,9 +346,12 @@ pub async fn list_servers(
             continue;
         };
         let health = state.tracker.servers().health(&name);
+        // Listed at least once: its tools are offered (`/readyz` counts
+        // the servers that are not).
+        let ready = state.calls.upstreams.has_listing(&name);
         if !caller.operator {
             let health = health.map(|h| json!({"state": h.state}));
-            servers.push(json!({"name": name, "health": health}));
+            servers.push(json!({"name": name, "health": health, "ready": ready}));
             continue;
         }
         let mut entry = json!({
@@ -359,6 +362,7 @@ pub async fn list_servers(
             },
             "definitionHash": hash,
             "health": health,
+            "ready": ready,
         });
         if state.calls.upstreams.is_retired(&name) {
             // Removed by a reload: no new calls; its live tasks are

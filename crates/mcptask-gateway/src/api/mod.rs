@@ -83,9 +83,10 @@ impl AppState {
 /// migrations are pending (`/healthz` says only that the process lives).
 /// A draining gateway answers 503 `draining` before this is reached
 /// ([`crate::drain`]). A ready gateway says how many of its upstream
-/// servers answer: a server that is down fails only its own calls, so it
-/// never makes the gateway unready; which one it is, is told to those
-/// who may see the servers (`GET /api/v1/servers`), not here.
+/// servers answer and how many are not ready (never listed): a server that
+/// is down fails only its own calls, so it never makes the gateway unready;
+/// which one it is, is told to those who may see the servers
+/// (`GET /api/v1/servers`), not here.
 async fn ready(State(state): State<AppState>) -> Response {
     match state
         .calls
@@ -93,15 +94,7 @@ async fn ready(State(state): State<AppState>) -> Response {
         .readiness(std::time::Duration::from_secs(2))
         .await
     {
-        Ok(()) => {
-            let servers = state.calls.upstreams.up();
-            let answering = servers.iter().filter(|(_, up)| *up).count();
-            format!(
-                "ready (upstream servers answering: {answering} of {})",
-                servers.len()
-            )
-            .into_response()
-        }
+        Ok(()) => format!("ready ({})", state.calls.upstreams.readiness()).into_response(),
         Err(why @ mcptask_sql::NotReady::MigrationsPending { .. }) => ApiError::new(
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
             "not_ready",

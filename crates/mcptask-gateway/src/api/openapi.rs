@@ -175,7 +175,7 @@ pub fn spec() -> Value {
                     "503": error_response("busy: the call runtime takes no more calls now (Retry-After)")
                 }))
             }},
-            "/api/v1/servers": {"get": {"summary": "Configured servers and their health (`retired`: removed by a reload, its live tasks still followed). Operators see transports, hashes, last errors and OAuth state; other principals see names and health states only", "responses": with(json!({"200": ok("Servers", "Servers")}))}},
+            "/api/v1/servers": {"get": {"summary": "Configured servers and their health (`ready`: its tools were listed, so the front offers them; `retired`: removed by a reload, its live tasks still followed). Operators see transports, hashes, last errors and OAuth state; other principals see names, readiness and health states only", "responses": with(json!({"200": ok("Servers", "Servers")}))}},
             "/api/v1/config": {"get": {
                 "summary": "The configuration in force, as a reload (SIGHUP) compares it (operator token); `mcptask config check --gateway` diffs a file against it",
                 "responses": with(json!({"200": ok("Its fingerprint", "ConfigInForce"), "403": error_response("Not an operator token")}))
@@ -211,7 +211,7 @@ pub fn spec() -> Value {
             }},
             "/metrics": {"get": {"summary": "Prometheus metrics (operators and the principals of `[api] metrics_principals`; others get 403)", "responses": with(json!({"200": {"description": "Prometheus text format", "content": {"text/plain": {}}}}))}},
             "/healthz": {"get": {"summary": "Liveness", "security": [], "responses": {"200": {"description": "ok"}}}},
-            "/readyz": {"get": {"summary": "Readiness: the store answers, every migration is applied and the gateway is not stopping", "security": [], "responses": {"200": {"description": "ready, with how many upstream servers answer (`ready (upstream servers answering: N of M)`)"}, "503": error_response("not_ready: the store is unreachable, or migrations are pending; draining: the gateway is stopping (SIGTERM)")}}},
+            "/readyz": {"get": {"summary": "Readiness: the store answers, every migration is applied and the gateway is not stopping", "security": [], "responses": {"200": {"description": "ready, with how many upstream servers answer and how many are not ready, their tools not listed yet (`ready (upstream servers answering: N of M; not ready (tools not listed yet): K)`; `GET /api/v1/servers` says which)"}, "503": error_response("not_ready: the store is unreachable, or migrations are pending; draining: the gateway is stopping (SIGTERM)")}}},
             "/.well-known/oauth-protected-resource": {"get": {"summary": "OAuth protected resource metadata (RFC 9728), with [[api.oauth]] configured", "security": [], "responses": {"200": {"description": "The metadata"}, "404": error_response("OAuth is not configured")}}},
             "/.well-known/oauth-protected-resource/mcp": {"get": {"summary": "The same, at the path of the MCP endpoint (RFC 9728 §3.1)", "security": [], "responses": {"200": {"description": "The metadata"}, "404": error_response("OAuth is not configured")}}},
             "/openapi.json": {"get": {"summary": "This document", "security": [], "responses": {"200": {"description": "OpenAPI 3.1"}}}},

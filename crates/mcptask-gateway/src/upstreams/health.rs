@@ -45,4 +45,25 @@ impl Upstreams {
             })
             .collect()
     }
+
+    /// What `/readyz` says of the upstream servers: how many answer now
+    /// and, while some were never listed (their tools are not offered
+    /// yet), how many: `upstream servers answering: 1 of 2; not ready
+    /// (tools not listed yet): 1`. A host or a test waits for every
+    /// server by reading it; which ones are not ready is told to those who
+    /// may see the servers (`GET /api/v1/servers`, `ready`), and a server
+    /// not ready never makes the gateway unready.
+    pub fn readiness(&self) -> String {
+        let servers = self.up();
+        let answering = servers.iter().filter(|(_, up)| *up).count();
+        let mut said = format!(
+            "upstream servers answering: {answering} of {}",
+            servers.len()
+        );
+        let unlisted = self.unlisted().len();
+        if unlisted > 0 {
+            said.push_str(&format!("; not ready (tools not listed yet): {unlisted}"));
+        }
+        said
+    }
 }

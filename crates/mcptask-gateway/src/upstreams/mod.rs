@@ -122,6 +122,22 @@ impl Upstreams {
         }
     }
 
+    /// How long opening a session with `server` may take (its
+    /// `connect_timeout_ms`, else the tracker's, as its lanes apply it).
+    pub fn connect_timeout(&self, server: &str) -> Duration {
+        self.lanes(server).map_or(self.timeouts().connect, |pool| {
+            pool.options().connect_timeout
+        })
+    }
+
+    /// Whether `server` is reached over HTTP (not a stdio command).
+    fn is_http(&self, server: &str) -> bool {
+        self.tracker
+            .servers()
+            .get(server)
+            .is_some_and(|(def, _)| matches!(def.transport, Transport::Http { .. }))
+    }
+
     /// Whether every server was listed once (before that, an unknown tool
     /// may only be not listed yet).
     pub fn is_listed(&self) -> bool {
@@ -228,11 +244,7 @@ impl Upstreams {
         // A lane is a session held for one call: over HTTP it costs a few
         // requests, so enough of them that concurrent callers are not
         // queued behind four; over stdio each is a child process.
-        let http = self
-            .tracker
-            .servers()
-            .get(server)
-            .is_some_and(|(def, _)| matches!(def.transport, Transport::Http { .. }));
+        let http = self.is_http(server);
         let pool = self
             .tracker
             .servers()
@@ -465,11 +477,14 @@ impl Upstreams {
             .filter_map(|raw| serde_json::from_value(raw.clone()).ok())
             .collect();
         if tools.is_empty() {
-            tools = self
-                .tracker
-                .list_tools(server)
-                .await
-                .map_err(|e| e.to_string())?;
+            tools = if self.is_http(server) {
+                self.list_on_lane(server).await?
+            } else {
+                self.tracker
+                    .list_tools(server)
+                    .await
+                    .map_err(|e| e.to_string())?
+            };
         }
         let toolsets = self
             .tracker
@@ -496,6 +511,21 @@ impl Upstreams {
                 (tool, facts)
             })
             .collect())
+    }
+
+    /// An HTTP `server`'s tools as rmcp decodes them, listed on a lane (a
+    /// session of its own, bounded by the call timeout), not on the
+    /// tracker's one pooled connection: that one may be held by a connect
+    /// made while the server was mute, up to its connect timeout, and the
+    /// server's tools must appear as soon as it answers.
+    async fn list_on_lane(&self, server: &str) -> Result<Vec<Tool>, String> {
+        let pool = self.lanes(server)?;
+        let bound = pool.options().call_timeout;
+        let lane = pool.acquire().await.map_err(|e| e.to_string())?;
+        match tokio::time::timeout(bound, lane.peer().list_all_tools()).await {
+            Ok(listed) => listed.map_err(|e| format!("{server:?}: tools/list failed: {e}")),
+            Err(_) => Err(format!("{server:?}: tools/list timed out after {bound:?}")),
+        }
     }
 
     /// The route of `tool` on `server`; if the catalog has none, that

@@ -117,20 +117,65 @@ fn may_serve<'n>(server: &super::Upstream, name: &'n str) -> Option<&'n str> {
     }
 }
 
+/// The first bound on one listing attempt of an HTTP server not listed yet.
+const FIRST_ATTEMPT: Duration = Duration::from_secs(2);
+
+/// The bound on listing attempt `n` (from 0) of an HTTP server not listed
+/// yet: [`FIRST_ATTEMPT`], doubling up to the server's `connect` timeout. A
+/// mute server (one that takes the request and never answers) holds an
+/// attempt until its bound and answers only a later one: its tools appear
+/// within one bound of it answering, not one connect timeout (30 s by
+/// default), while a server slow to answer is still given its whole
+/// connect timeout within a few attempts.
+fn attempt_limit(n: u32, connect: Duration) -> Duration {
+    FIRST_ATTEMPT
+        .saturating_mul(1 << n.min(16))
+        .min(connect.max(FIRST_ATTEMPT))
+}
+
 /// List `server` until it answers (or is no longer configured, or `stop`),
 /// then put its tools in the catalog (callers are told the catalog
 /// changed). The first attempt is made at once; then the waits back off
-/// from `FIRST_RETRY` to [`MAX_RETRY`].
+/// from `FIRST_RETRY` to [`MAX_RETRY`]. An HTTP server's attempts are
+/// bounded by [`attempt_limit`]: cutting one costs a request. A stdio
+/// server's never are: its attempt is a child process starting (Node
+/// through `npx` takes seconds), which a cut would kill, so that the next
+/// attempt would start it from nothing again and a slow starter would
+/// never be listed in time for the calls waiting for it.
 pub fn list_until_listed(upstreams: Arc<Upstreams>, server: String, stop: CancellationToken) {
     upstreams.first.begin(&server);
     tokio::spawn(async move {
         let mut wait = FIRST_RETRY;
+        let mut attempt = 0;
+        let (begun, connect) = (Instant::now(), upstreams.connect_timeout(&server));
+        let cut_short = upstreams.is_http(&server);
         while upstreams.is_configured(&server) && !upstreams.has_listing(&server) {
-            let listed = tokio::select! {
-                _ = stop.cancelled() => break,
-                listed = upstreams.refresh_server(&server) => listed,
+            // `Duration::MAX`: tokio's timeout then never fires.
+            let limit = if cut_short {
+                attempt_limit(attempt, connect)
+            } else {
+                Duration::MAX
             };
-            upstreams.first.end(&server);
+            attempt += 1;
+            let (listed, cut) = tokio::select! {
+                _ = stop.cancelled() => break,
+                listed = tokio::time::timeout(limit, upstreams.refresh_server(&server)) => match listed {
+                    Ok(listed) => (listed, false),
+                    Err(_) => {
+                        // One text for every cut attempt: logged once, not
+                        // once per bound.
+                        let why = "it takes requests and answers none of them yet".to_string();
+                        upstreams.failing.failed(&server, &why);
+                        (Err(why), true)
+                    }
+                },
+            };
+            // Calls of its tools wait for its first listing as long as one
+            // uncut attempt would have taken (its connect timeout): a server
+            // slow to answer is called, not refused "not ready".
+            if !cut || begun.elapsed() >= connect {
+                upstreams.first.end(&server);
+            }
             match listed {
                 Ok(clashes) => {
                     for clash in clashes {
@@ -150,4 +195,21 @@ pub fn list_until_listed(upstreams: Arc<Upstreams>, server: String, stop: Cancel
         }
         upstreams.first.end(&server);
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listing_attempts_grow_from_2_s_to_the_connect_timeout() {
+        let connect = Duration::from_secs(30);
+        let limits: Vec<u64> = (0..6)
+            .map(|n| attempt_limit(n, connect).as_secs())
+            .collect();
+        assert_eq!(limits, [2, 4, 8, 16, 30, 30]);
+        assert_eq!(attempt_limit(100, connect), connect);
+        // A connect timeout below the first bound: the first bound.
+        assert_eq!(attempt_limit(0, Duration::from_millis(500)), FIRST_ATTEMPT);
+    }
 }

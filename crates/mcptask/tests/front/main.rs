@@ -14,7 +14,8 @@
 //! the front ([`fastmcp`]); how upstreams of each protocol era are met
 //! ([`upstream_eras`]); the guards in front of every transport: `Host`,
 //! slow request heads ([`guards`]); a virtual server at `/mcp/<name>`
-//! ([`virtual_servers`]).
+//! ([`virtual_servers`]); a mute upstream that never holds the front's
+//! listing, and a slow starter its calls still wait for ([`late_listing`]).
 
 mod answer_within;
 mod audit;
@@ -22,6 +23,7 @@ mod call_timeout;
 mod fastmcp;
 mod guards;
 mod health;
+mod late_listing;
 mod live_limits;
 mod metrics;
 mod one_call;

@@ -15,7 +15,7 @@ fn names(tools: Vec<rmcp::model::Tool>) -> Vec<String> {
 }
 
 /// `[proxy] enabled` before `servers` (`[[servers]]` TOML entries).
-fn front_toml(db: &TestDatabase, servers: &str) -> String {
+pub(crate) fn front_toml(db: &TestDatabase, servers: &str) -> String {
     format!(
         "{}\n[proxy]\nenabled = true\n\n{servers}",
         GatewaySpec::open(&db.url, &[]).toml()
@@ -25,7 +25,7 @@ fn front_toml(db: &TestDatabase, servers: &str) -> String {
 /// Hears `notifications/tools/list_changed` on a session-ful (legacy
 /// `initialize`) connection to the front, as a desktop host does.
 #[derive(Clone)]
-struct ListChanged(tokio::sync::mpsc::UnboundedSender<Instant>);
+pub(crate) struct ListChanged(tokio::sync::mpsc::UnboundedSender<Instant>);
 
 impl rmcp::ClientHandler for ListChanged {
     async fn on_tool_list_changed(
@@ -37,7 +37,7 @@ impl rmcp::ClientHandler for ListChanged {
 }
 
 /// A legacy session with the front at `url` that reports list changes.
-async fn listening_host(
+pub(crate) async fn listening_host(
     url: &str,
 ) -> (
     rmcp::service::RunningService<rmcp::RoleClient, ListChanged>,
