@@ -307,10 +307,18 @@ async fn run_requirements_on(test: &str, db: &TestDatabase) {
 }
 
 /// The same requirement set through the proxy: conformance → `mcptask
-/// serve`'s `/mcp` (the demo server's tools under their own names) →
-/// `demo-server`. Every check must pass as it does directly: the front is
-/// invisible. The front keeps its tasks in `front_db`, the upstream in `db`.
-async fn run_requirements_through_proxy(test: &str, db: &TestDatabase, front_db: &TestDatabase) {
+/// serve`'s `/mcp` (the demo server's tools under their own names), or the
+/// virtual server `through` selecting all of the demo server's tools,
+/// prompts and resources at `/mcp/<through>` → `demo-server`. Every check
+/// must pass as it does directly: the front is invisible, and so is a
+/// virtual server. The front keeps its tasks in `front_db`, the upstream in
+/// `db`.
+async fn run_requirements_through_proxy(
+    test: &str,
+    db: &TestDatabase,
+    front_db: &TestDatabase,
+    through: Option<&str>,
+) {
     let Some(bin) = tooling_or_skip(test) else {
         return;
     };
@@ -320,16 +328,29 @@ async fn run_requirements_through_proxy(test: &str, db: &TestDatabase, front_db:
     let toml = spec
         .toml()
         .replace("name = \"demo\"\n", "name = \"demo\"\nprefix = \"\"\n")
-        + "\n[proxy]\nenabled = true\n";
+        + "\n[proxy]\nenabled = true\n"
+        + &through.map_or(String::new(), |name| {
+            format!(
+                "\n[[virtual_servers]]\nname = {name:?}\ntools = [\"demo/*\"]\n\
+                 prompts = [\"demo/*\"]\nresources = [\"demo/*\"]\n"
+            )
+        });
     let gateway = mcptask_testkit::GatewayProcess::start_toml(
         &format!("proxy on {}", db.backend),
         &toml,
         &[],
     )
     .await;
-    match run_requirements(&bin, &format!("{}/mcp", gateway.base)).await {
-        Ok(summary) => eprintln!("[{} through the proxy] {summary}", db.backend),
-        Err(failure) => panic!("[{} through the proxy] {failure}", db.backend),
+    let (url, via) = match through {
+        Some(name) => (
+            format!("{}/mcp/{name}", gateway.base),
+            format!("the virtual server {name}"),
+        ),
+        None => (format!("{}/mcp", gateway.base), "the proxy".to_string()),
+    };
+    match run_requirements(&bin, &url).await {
+        Ok(summary) => eprintln!("[{} through {via}] {summary}", db.backend),
+        Err(failure) => panic!("[{} through {via}] {failure}", db.backend),
     }
 }
 
@@ -359,6 +380,9 @@ async fn conformance_requirements_on_postgres() {
     .await;
 }
 
+/// On SQLite through a virtual server (`/mcp/tasks`, selecting everything
+/// the demo server offers); on PostgreSQL through `/mcp` itself: both ways
+/// are checked in one run's time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conformance_requirements_through_the_proxy_on_sqlite() {
     let (db, front_db) = (TestDatabase::sqlite(), TestDatabase::sqlite());
@@ -368,6 +392,7 @@ async fn conformance_requirements_through_the_proxy_on_sqlite() {
             "conformance_requirements_through_the_proxy_on_sqlite",
             &db,
             &front_db,
+            Some("tasks"),
         ),
     )
     .await;
@@ -388,7 +413,7 @@ async fn conformance_requirements_through_the_proxy_on_postgres() {
     };
     with_deadline(
         Duration::from_secs(900),
-        run_requirements_through_proxy(test, &db, &front_db),
+        run_requirements_through_proxy(test, &db, &front_db, None),
     )
     .await;
 }
