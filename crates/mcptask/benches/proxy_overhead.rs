@@ -5,7 +5,12 @@
 //! - (a) a pass-through synchronous `tools/call` of the demo's `greet`
 //!   (the caller does not declare tasks);
 //! - (b) a task's create (`tools/call` of `slow_compute {seconds: 0}` with
-//!   tasks declared, answered with a task) and its first `tasks/get`.
+//!   tasks declared, answered with a task) and its first `tasks/get`;
+//! - (c) a synchronous upstream's 20 ms `echo` called by a caller that
+//!   declares tasks, to its result: directly at the upstream, through the
+//!   front answered within its `answer_within_ms` (the default), and through
+//!   the front with `answer_within_ms = 0` (a task the caller follows,
+//!   polling at the `pollIntervalMs` the task suggests).
 //!
 //! One caller, sequential calls. Direct and front batches alternate round by
 //! round (and which goes first alternates too), so drift in machine load hits
@@ -15,13 +20,14 @@
 //! Run: `cargo bench -p mcptask --bench proxy_overhead`
 //! Smoke run: `MCPTASK_BENCH_QUICK=1 cargo bench -p mcptask --bench proxy_overhead`
 //! Knobs: `MCPTASK_BENCH_ROUNDS`, `MCPTASK_BENCH_CALLS` (sync calls per side
-//! and round), `MCPTASK_BENCH_TASKS` (tasks per side and round).
+//! and round), `MCPTASK_BENCH_TASKS` (tasks per side and round),
+//! `MCPTASK_BENCH_QUICK_CALLS` ((c) calls per side and round).
 
 use std::time::{Duration, Instant};
 
 use mcptask_testkit::machine;
 use mcptask_testkit::mcp::{Lifecycle, TestClient};
-use mcptask_testkit::{DemoServer, GatewayProcess, GatewaySpec, TestDatabase};
+use mcptask_testkit::{DemoServer, GatewayProcess, GatewaySpec, SyncUpstream, TestDatabase};
 use rmcp::model::CallToolResponse;
 use serde_json::json;
 
@@ -30,6 +36,7 @@ struct Settings {
     warmup: usize,
     calls: usize,
     tasks: usize,
+    quick_calls: usize,
 }
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -42,10 +49,10 @@ fn env_usize(name: &str, default: usize) -> usize {
 impl Settings {
     fn from_env() -> (Self, bool) {
         let quick = std::env::var("MCPTASK_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
-        let (rounds, warmup, calls, tasks) = if quick {
-            (2, 2, 5, 3)
+        let (rounds, warmup, calls, tasks, quick_calls) = if quick {
+            (2, 2, 5, 3, 1)
         } else {
-            (6, 50, 300, 100)
+            (6, 50, 300, 100, 10)
         };
         (
             Settings {
@@ -53,6 +60,7 @@ impl Settings {
                 warmup,
                 calls: env_usize("MCPTASK_BENCH_CALLS", calls),
                 tasks: env_usize("MCPTASK_BENCH_TASKS", tasks),
+                quick_calls: env_usize("MCPTASK_BENCH_QUICK_CALLS", quick_calls),
             },
             quick,
         )
@@ -129,6 +137,40 @@ impl Side {
     }
 }
 
+/// (c): a 20 ms `echo` of `tool` by `client` (tasks declared), to its
+/// result: answered directly, or followed as a task at the interval it
+/// suggests.
+async fn quick_result(client: &TestClient, tool: &str) -> Duration {
+    let start = Instant::now();
+    let response = client
+        .call(tool, json!({"text": "bench", "ms": 20}))
+        .await
+        .unwrap_or_else(|e| panic!("{tool}: {e}"));
+    match response {
+        CallToolResponse::Complete(r) => {
+            assert_ne!(r.is_error, Some(true), "{tool}: {r:?}");
+        }
+        CallToolResponse::Task(created) => {
+            let every = Duration::from_millis(created.task.poll_interval_ms.unwrap_or(1_000));
+            loop {
+                tokio::time::sleep(every).await;
+                let got = client
+                    .get(&created.task.task_id)
+                    .await
+                    .unwrap_or_else(|e| panic!("{tool}: tasks/get: {e}"));
+                let wire = mcptask_testkit::mcp::wire(&got);
+                match wire["status"].as_str() {
+                    Some("completed") => break,
+                    Some("working") => {}
+                    other => panic!("{tool}: the task ended {other:?}: {wire}"),
+                }
+            }
+        }
+        other => panic!("{tool}: answered {other:?}"),
+    }
+    start.elapsed()
+}
+
 /// Latencies of one measurement, over all rounds, and their summed wall time.
 #[derive(Default)]
 struct Samples {
@@ -156,6 +198,14 @@ impl Samples {
     fn rate(&self) -> f64 {
         self.latencies.len() as f64 / self.busy.as_secs_f64()
     }
+}
+
+/// (c)'s results per side.
+#[derive(Default)]
+struct QuickResults {
+    direct: Samples,
+    within: Samples,
+    tasked: Samples,
 }
 
 #[derive(Default)]
@@ -196,16 +246,27 @@ fn main() {
 async fn run(settings: Settings, quick: bool) {
     let (upstream_db, front_db) = (TestDatabase::sqlite(), TestDatabase::sqlite());
     let demo = DemoServer::start_named("demo-server", &upstream_db.url, &[]).await;
+    let echo = SyncUpstream::start().await;
     // prefix "" keeps the upstream's tool names, so both sides call the same names.
     let toml = GatewaySpec::open(&front_db.url, &[("demo", &demo.url)])
         .toml()
         .replace("name = \"demo\"\n", "name = \"demo\"\nprefix = \"\"\n")
+        + &format!(
+            "\n[[servers]]\nname = \"within\"\nurl = {:?}\n\n\
+             [[servers]]\nname = \"tasked\"\nurl = {:?}\nanswer_within_ms = 0\n",
+            echo.url, echo.url
+        )
         + "\n[proxy]\nenabled = true\n";
     let gateway = GatewayProcess::start_toml("proxy", &toml, &[]).await;
     let front_url = format!("{}/mcp", gateway.base);
 
     let direct = Side::connect("direct", &demo.url).await;
     let front = Side::connect("front", &front_url).await;
+    let echo_direct = TestClient::http(&echo.url, None, Lifecycle::Modern { tasks: true })
+        .await
+        .unwrap_or_else(|e| panic!("connect to the synchronous upstream: {e}"));
+    front.tasks.tools_once_listed("within__echo").await;
+    front.tasks.tools_once_listed("tasked__echo").await;
 
     println!("mcptask proxy: overhead of the front (one caller, sequential)");
     println!(
@@ -235,6 +296,7 @@ async fn run(settings: Settings, quick: bool) {
     }
 
     let (mut d, mut f) = (Measures::default(), Measures::default());
+    let mut quick = QuickResults::default();
     for round in 0..settings.rounds {
         let order: [(&Side, bool); 2] = if round % 2 == 0 {
             [(&direct, true), (&front, false)]
@@ -248,6 +310,15 @@ async fn run(settings: Settings, quick: bool) {
         for (side, is_direct) in order {
             let m = if is_direct { &mut d } else { &mut f };
             task_batch(side, settings.tasks, m).await;
+        }
+        for _ in 0..settings.quick_calls {
+            quick.direct.push(quick_result(&echo_direct, "echo").await);
+            quick
+                .within
+                .push(quick_result(&front.tasks, "within__echo").await);
+            quick
+                .tasked
+                .push(quick_result(&front.tasks, "tasked__echo").await);
         }
     }
 
@@ -292,6 +363,21 @@ async fn run(settings: Settings, quick: bool) {
         );
     }
     println!();
+    println!("(c) a 20 ms synchronous echo, tasks declared, to its result:");
+    for (name, samples) in [
+        ("direct at the upstream", &quick.direct),
+        ("front, answer_within_ms 1000", &quick.within),
+        ("front, answer_within_ms 0", &quick.tasked),
+    ] {
+        println!(
+            "    {:<30} p50 {:>9.3}ms  p99 {:>9.3}ms  ({} calls)",
+            name,
+            ms(samples.percentile(0.5)),
+            ms(samples.percentile(0.99)),
+            samples.latencies.len()
+        );
+    }
+    println!();
     println!(
         "samples : {} sync calls and {} tasks per side",
         d.sync.latencies.len(),
@@ -299,6 +385,7 @@ async fn run(settings: Settings, quick: bool) {
     );
     println!("load    : {} (end)", machine::load_average());
 
+    echo_direct.close().await;
     direct.plain.close().await;
     direct.tasks.close().await;
     front.plain.close().await;

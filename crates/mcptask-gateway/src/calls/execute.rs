@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use mcptask_client::{CallOptions, CallOutcome, RemoteTaskRecord, TrackerError};
+use mcptask_core::TaskStatus;
 use mcptask_core::call::{Driver, Face, Plan, TrackDriver};
 use rmcp::ErrorData;
 use rmcp::model::{CallToolResponse, CallToolResult, JsonObject, Task};
@@ -68,6 +69,9 @@ pub enum Executed {
     },
     /// The face's [`Relay`] carried the exchange: its answer, as it is.
     Relayed(Result<CallToolResponse, ErrorData>),
+    /// The call was kept as a task and failed within the route's
+    /// `answer_within`: the upstream's error, as a direct caller hears it.
+    Failed(ErrorData),
 }
 
 /// The arguments as an object (null reads as none).
@@ -94,6 +98,7 @@ impl Calls {
             admitted: _admitted,
             live,
             timeout,
+            answer_within,
             ..
         } = routed;
         let Execution {
@@ -117,9 +122,12 @@ impl Calls {
                 let (task, record) = self
                     .run(&route, driver, arguments, &options, inputs, timeout)
                     .await?;
-                Executed::Kept {
-                    record: Box::new(record),
-                    task: Some(task),
+                match answer_within {
+                    Some(within) => self.answered_within(task, record, within).await,
+                    None => Executed::Kept {
+                        record: Box::new(record),
+                        task: Some(task),
+                    },
                 }
             }
             Plan::Track(driver) => {
@@ -181,5 +189,44 @@ impl Calls {
             live.keep();
         }
         Ok(executed)
+    }
+
+    /// A call task that ends within `within` is answered directly (its
+    /// result, or its error); one still working then, or waiting for its
+    /// caller's input, is handed out as the task. Either way the call is
+    /// the same record, counted and audited when it ends. The wait is woken
+    /// by the call's own changes only (the tracker's watch), never a timer
+    /// per call.
+    async fn answered_within(
+        &self,
+        task: Task,
+        record: RemoteTaskRecord,
+        within: Duration,
+    ) -> Executed {
+        let settled = self
+            .upstreams
+            .tracker
+            .wait_until(&record.id, within, |r| r.status != TaskStatus::Working)
+            .await;
+        match settled {
+            Ok(now) if now.status == TaskStatus::Completed => {
+                Executed::Answered(crate::drivers::result_of(&now))
+            }
+            Ok(now) if now.status == TaskStatus::Failed => {
+                Executed::Failed(crate::drivers::error_of(&now))
+            }
+            Ok(_) | Err(TrackerError::Timeout(_)) => Executed::Kept {
+                record: Box::new(record),
+                task: Some(task),
+            },
+            Err(e) => {
+                // The task exists and runs: its caller follows it.
+                tracing::warn!(call = %record.id, error = %e, "cannot wait for a call's direct answer; handing out its task");
+                Executed::Kept {
+                    record: Box::new(record),
+                    task: Some(task),
+                }
+            }
+        }
     }
 }

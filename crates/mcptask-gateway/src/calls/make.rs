@@ -183,10 +183,11 @@ impl Calls {
         match executed {
             Executed::Answered(result) => Ok(Started::Completed(result)),
             Executed::Kept { record, .. } => Ok(Started::Task(record)),
-            // No relay was given: the tracker answers.
-            Executed::Relayed(_) => Err(CallError::Refused(Failure::internal(
-                &"a call of this face was relayed",
-            ))),
+            // No relay was given (the tracker answers), and only a caller
+            // that declares tasks is answered within a deadline.
+            Executed::Relayed(_) | Executed::Failed(_) => Err(CallError::Refused(
+                Failure::internal(&"a call of this face was relayed"),
+            )),
         }
     }
 

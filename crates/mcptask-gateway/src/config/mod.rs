@@ -77,7 +77,10 @@ pub use proxy::{DEFAULT_QUESTION_TIMEOUT_MS, ProxySection};
 pub use reload::Reload;
 pub use secrets::{Secrets, ServerSecrets};
 pub use server_oauth::OAuthSection;
-pub use servers::{InterruptPolicy, ServerSection, Upstream};
+pub use servers::{
+    AnswerWithin, DEFAULT_ANSWER_WITHIN_MS, InterruptPolicy, MAX_ANSWER_WITHIN_MS, ServerSection,
+    Upstream,
+};
 pub(crate) use spans::Spans;
 pub use telemetry::TelemetrySection;
 pub use token_strength::{MIN_TOKEN_CHARS, STRONG_TOKEN_FIX, weak_token};

@@ -65,6 +65,16 @@ pub struct ServerSection {
     /// per phase and process; one slow server then never takes every slot.
     #[serde(default)]
     pub max_in_flight: Option<usize>,
+    /// How long the front waits for a call it runs as a task (a synchronous
+    /// or 2025-11-25 task tool, for a caller that declares tasks) before it
+    /// hands out the task: a call that ends sooner is answered directly.
+    /// `0`: always a task. Default [`DEFAULT_ANSWER_WITHIN_MS`].
+    #[serde(default)]
+    pub answer_within_ms: Option<u64>,
+    /// `[servers.tool_answer_within_ms]`: `answer_within_ms` per upstream
+    /// tool name, over the server's.
+    #[serde(default)]
+    pub tool_answer_within_ms: BTreeMap<String, u64>,
     /// `[servers.oauth]`: authorize with OAuth 2.1 (HTTP servers).
     #[serde(default)]
     pub oauth: Option<Spanned<OAuthSection>>,
@@ -74,6 +84,17 @@ pub struct ServerSection {
 /// (`interrupt = "fail"`, the default: the call may have had effects; or
 /// `"rerun"`, for idempotent tools): core's one form of the policy.
 pub use mcptask_core::server::InterruptPolicy;
+
+/// The default `answer_within_ms`: the front's suggested `pollIntervalMs`
+/// (1 s). A caller following the task would first see its result after one
+/// poll interval, so a call that ends within it is answered no later than
+/// a poll would have shown it, and one that does not gets its task when its
+/// first poll would have been due (docs/PROXY.md, "Answered directly").
+pub const DEFAULT_ANSWER_WITHIN_MS: u64 = 1_000;
+
+/// The longest `answer_within_ms`: beyond it a caller that declares tasks
+/// waits longer for its task than most clients wait for any answer.
+pub const MAX_ANSWER_WITHIN_MS: u64 = 60_000;
 
 /// A configured server as the calls front it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,6 +107,43 @@ pub struct Upstream {
     pub interrupt: InterruptPolicy,
     /// Upstream tool names run in the background for non-declaring callers.
     pub background: Vec<String>,
+    /// How long a call run as a task is waited for before its task is
+    /// handed out ([`AnswerWithin::of`]).
+    pub answer_within: AnswerWithin,
+}
+
+/// `answer_within_ms` of a server and its tools.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnswerWithin {
+    /// The server's (its `answer_within_ms`, else the default).
+    pub server: Duration,
+    /// Per upstream tool name, over the server's.
+    pub tools: BTreeMap<String, Duration>,
+}
+
+impl Default for AnswerWithin {
+    fn default() -> Self {
+        Self {
+            server: Duration::from_millis(DEFAULT_ANSWER_WITHIN_MS),
+            tools: BTreeMap::new(),
+        }
+    }
+}
+
+impl AnswerWithin {
+    /// The wait for `tool` (zero: the task at once).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use mcptask_gateway::config::AnswerWithin;
+    /// let mut within = AnswerWithin::default();
+    /// within.tools.insert("slow".into(), Duration::ZERO);
+    /// assert_eq!(within.of("slow"), Duration::ZERO);
+    /// assert_eq!(within.of("echo"), Duration::from_secs(1));
+    /// ```
+    pub fn of(&self, tool: &str) -> Duration {
+        self.tools.get(tool).copied().unwrap_or(self.server)
+    }
 }
 
 impl ServerSection {
@@ -143,6 +201,16 @@ impl ServerSection {
                 .unwrap_or_else(|| self.name().to_string()),
             interrupt: self.interrupt,
             background: self.background.clone(),
+            answer_within: AnswerWithin {
+                server: Duration::from_millis(
+                    self.answer_within_ms.unwrap_or(DEFAULT_ANSWER_WITHIN_MS),
+                ),
+                tools: self
+                    .tool_answer_within_ms
+                    .iter()
+                    .map(|(tool, ms)| (tool.clone(), Duration::from_millis(*ms)))
+                    .collect(),
+            },
         }
     }
 
@@ -153,6 +221,8 @@ impl ServerSection {
             "prefix": self.prefix,
             "interrupt": self.interrupt,
             "background": self.background,
+            "answer_within_ms": self.answer_within_ms,
+            "tool_answer_within_ms": self.tool_answer_within_ms,
         })
     }
 
@@ -225,8 +295,43 @@ impl ServerSection {
         Ok(())
     }
 
+    fn check_answer_within(&self, src: &Source) -> Result<(), ConfigError> {
+        let name = self.name();
+        let over = self
+            .answer_within_ms
+            .map(|ms| ("answer_within_ms".to_string(), ms))
+            .into_iter()
+            .chain(
+                self.tool_answer_within_ms
+                    .iter()
+                    .map(|(tool, ms)| (format!("tool_answer_within_ms.{tool}"), *ms)),
+            )
+            .find(|(_, ms)| *ms > MAX_ANSWER_WITHIN_MS);
+        if let Some((key, ms)) = over {
+            return Err(src.at(
+                self.name.span(),
+                &format!(
+                    "server {name:?} sets {key} = {ms}, over {MAX_ANSWER_WITHIN_MS} ms (a caller that declares tasks would wait that long for its task)"
+                ),
+                "use 0 (always a task) to 60000; the default is 1000",
+            ));
+        }
+        if self
+            .tool_answer_within_ms
+            .keys()
+            .any(|t| t.trim().is_empty())
+        {
+            return Err(src.at(
+                self.name.span(),
+                &format!("server {name:?} names an empty tool in tool_answer_within_ms"),
+                "name upstream tools, e.g. [servers.tool_answer_within_ms] export_report = 0",
+            ));
+        }
+        Ok(())
+    }
+
     /// Every server's checks: names and transports first, then OAuth,
-    /// then background tools.
+    /// then background tools and answer deadlines.
     pub(crate) fn check_all(servers: &[ServerSection], src: &Source) -> Result<(), ConfigError> {
         let mut names = BTreeSet::new();
         for s in servers {
@@ -247,6 +352,7 @@ impl ServerSection {
         }
         for s in servers {
             s.check_background(src)?;
+            s.check_answer_within(src)?;
         }
         Ok(())
     }

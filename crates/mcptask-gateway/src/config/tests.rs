@@ -375,3 +375,40 @@ fn virtual_servers_are_checked_at_their_line() {
         assert!(e.contains("\n  fix: "), "{e}");
     }
 }
+
+#[test]
+fn answer_within_is_per_server_and_tool_and_bounded() {
+    let head =
+        "[api]\nauth = \"none\"\n[[servers]]\nname = \"demo\"\nurl = \"http://127.0.0.1:9/mcp\"\n";
+    let c = Config::parse(
+        "gw.toml",
+        &format!("{head}answer_within_ms = 250\n[servers.tool_answer_within_ms]\nexport = 0\n"),
+    )
+    .unwrap();
+    let within = &c.servers[0].upstream().answer_within;
+    assert_eq!(within.of("export"), std::time::Duration::ZERO);
+    assert_eq!(within.of("greet"), std::time::Duration::from_millis(250));
+    let default = Config::parse("gw.toml", head).unwrap();
+    assert_eq!(
+        default.servers[0].upstream().answer_within.of("greet"),
+        std::time::Duration::from_millis(super::DEFAULT_ANSWER_WITHIN_MS)
+    );
+
+    let cases = [
+        (
+            "answer_within_ms = 60001\n",
+            "gw.toml:4:8: server \"demo\" sets answer_within_ms = 60001, over 60000 ms",
+        ),
+        (
+            "[servers.tool_answer_within_ms]\nexport = 90000\n",
+            "gw.toml:4:8: server \"demo\" sets tool_answer_within_ms.export = 90000",
+        ),
+    ];
+    for (section, said) in cases {
+        let e = Config::parse("gw.toml", &format!("{head}{section}"))
+            .unwrap_err()
+            .0;
+        assert!(e.starts_with(said), "{section}: {e}");
+        assert!(e.contains("\n  fix: "), "{e}");
+    }
+}

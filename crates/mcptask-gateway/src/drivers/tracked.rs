@@ -150,7 +150,8 @@ async fn moved_on(
     }
 }
 
-pub(super) fn result_of(record: &RemoteTaskRecord) -> CallToolResult {
+/// The result a settled call's record holds, as its caller reads it.
+pub(crate) fn result_of(record: &RemoteTaskRecord) -> CallToolResult {
     let stored = record.result.clone().unwrap_or(Value::Null);
     if !record.result_truncated
         && let Ok(result) = serde_json::from_value::<CallToolResult>(stored.clone())
@@ -163,7 +164,8 @@ pub(super) fn result_of(record: &RemoteTaskRecord) -> CallToolResult {
     result
 }
 
-pub(super) fn error_of(record: &RemoteTaskRecord) -> ErrorData {
+/// The error a failed call's record holds, as its caller reads it.
+pub(crate) fn error_of(record: &RemoteTaskRecord) -> ErrorData {
     record
         .error
         .clone()

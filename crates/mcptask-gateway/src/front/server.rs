@@ -84,6 +84,7 @@ fn render(
             Err(Failure::internal(&format!("call {} was kept without its task", record.id)).into())
         }
         Ok(Executed::Relayed(answer)) => answer,
+        Ok(Executed::Failed(error)) => Err(error),
         Err(CallError::Tracker(TrackerError::InputNeeded {
             requests,
             request_state,

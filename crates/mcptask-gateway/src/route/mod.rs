@@ -100,6 +100,10 @@ pub struct Routed {
     /// The caller declares tasks: a kept call is answered as a task (else
     /// with the agent tools' "started" answer, or REST's).
     pub declares: bool,
+    /// A call the front runs as a task for a caller that declares tasks
+    /// is answered directly if it ends within this (the server's
+    /// `answer_within_ms` for the tool); `None`: the task at once.
+    pub answer_within: Option<Duration>,
     /// Who calls (`None`: anonymous), for the audit trail of its end.
     pub principal: Option<String>,
 }
@@ -298,7 +302,14 @@ pub async fn decide(calls: &Calls, intent: Intent<'_>) -> Result<Decided, Failur
         },
     };
     let plan = plan(route.facts, wants(ask, &route));
+    // Only a task the front itself makes of the call (a tracked upstream
+    // decided for itself whether to hand out a task) for a caller that
+    // asked for one may become a direct answer.
+    let answer_within = (ask == Ask::Tasks && matches!(plan, Plan::Run(_)))
+        .then(|| upstreams.answer_within(&route.server, &route.tool))
+        .filter(|within| !within.is_zero());
     Ok(Decided::Call(Box::new(Routed {
+        answer_within,
         timeout: upstreams.call_timeout(&route.server),
         route,
         plan,

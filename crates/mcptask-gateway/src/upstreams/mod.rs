@@ -191,6 +191,18 @@ impl Upstreams {
             .map_or(default, |(def, _)| def.call_timeout_or(default))
     }
 
+    /// How long a call of `server`'s `tool` run as a task is waited for
+    /// before its task is handed out (its `answer_within_ms`; zero: the task
+    /// at once). Read through the route's decision.
+    pub fn answer_within(&self, server: &str, tool: &str) -> Duration {
+        self.servers
+            .read()
+            .expect("servers lock")
+            .iter()
+            .find(|s| s.name == server)
+            .map_or(Duration::ZERO, |s| s.answer_within.of(tool))
+    }
+
     /// Whether the front answers its callers with SSE streams rather than
     /// JSON bodies: when every configured HTTP upstream seen answering
     /// streamed (at least one), so the front answers as the servers behind

@@ -19,6 +19,7 @@
 //! the front's own refusals shaped as an upstream's of the caller's era
 //! ([`own_errors`]).
 
+mod answer_within;
 mod audit;
 mod call_timeout;
 mod fastmcp;
