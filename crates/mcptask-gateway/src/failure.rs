@@ -14,10 +14,11 @@
 use mcptask_client::TrackerError;
 use mcptask_client::remote::RemoteError;
 use mcptask_client::upstream::UpstreamError;
+use mcptask_core::protocol::Era;
 use mcptask_core::redact::{Internal, Redacted};
 use mcptask_server::{SERVER_BUSY, TASK_NOT_FOUND, TaskError, redact, redacted_error};
 use rmcp::ErrorData;
-use rmcp::model::ErrorCode;
+use rmcp::model::{CallToolResult, ContentBlock, ErrorCode};
 use serde_json::json;
 
 use crate::calls::{Busy, CallError};
@@ -260,6 +261,25 @@ impl Failure {
             }
             _ => None,
         }
+    }
+}
+
+/// How the front answers a `tools/call` it refuses itself — a tool it does
+/// not list (or not to this caller), a server not ready yet — in the shape
+/// an upstream of the caller's era gives the same answer, so a caller never
+/// tells a gateway's refusal from a server's by its shape. Servers before
+/// 2026-07-28 (the TypeScript SDK v1's `McpServer`, which the npm servers
+/// run on, and Python's FastMCP) answer an unknown tool with a tool result
+/// marked `isError`, and so does the front to a caller of that era; servers
+/// of 2026-07-28 (rmcp's tool router, the TypeScript SDK v2) answer it with
+/// the JSON-RPC error `-32602`, as the front does to a caller of that era.
+/// Every other failure is a JSON-RPC error in either era.
+pub fn tool_call_refusal(failure: Failure, era: Era) -> Result<CallToolResult, ErrorData> {
+    match (era, &failure) {
+        (Era::Session, Failure::UnknownTool { .. } | Failure::NotReady(_)) => Ok(
+            CallToolResult::error(vec![ContentBlock::text(failure.message())]),
+        ),
+        _ => Err(failure.into()),
     }
 }
 

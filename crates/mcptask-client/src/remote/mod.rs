@@ -35,3 +35,4 @@ pub use health::{Health, Seen};
 pub use lanes::{Lane, LaneOptions, LanePool};
 pub use registry::ServerRegistry;
 pub use server_def::{ServerDef, Toolset, Transport};
+pub use tools::tool_pages;

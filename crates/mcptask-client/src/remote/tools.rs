@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use rmcp::model::{PaginatedRequestParams, Tool};
-use rmcp::service::ServiceError;
+use rmcp::service::{Peer, RoleClient, ServiceError};
 
 use super::classify::{self, RemoteError};
 use super::connection::{Connection, Timeouts};
@@ -76,20 +76,42 @@ impl ServerRegistry {
 }
 
 async fn all_pages(conn: &Connection) -> Result<Vec<Tool>, RemoteError> {
+    tool_pages(
+        &conn.peer,
+        || conn.heard(),
+        || {
+            let conn = conn.clone();
+            tokio::spawn(async move { conn.discard().await });
+        },
+    )
+    .await
+}
+
+/// Every page of `peer`'s `tools/list`, following `nextCursor` to the last
+/// page, at most [`MAX_PAGES`] pages and [`MAX_TOOLS`] tools (a server that
+/// hands out cursors or tools forever gets a protocol error, not the
+/// gateway's memory). `answered` is told of each page answered,
+/// `disconnected` of a session lost on the way. Unbounded in time: bound it
+/// with the server's call timeout. The one listing of the pooled connection
+/// and of a lane (the gateway's listing of an HTTP server).
+pub async fn tool_pages(
+    peer: &Peer<RoleClient>,
+    mut answered: impl FnMut(),
+    mut disconnected: impl FnMut(),
+) -> Result<Vec<Tool>, RemoteError> {
     let mut tools = Vec::new();
     let mut cursor: Option<String> = None;
     for _ in 0..MAX_PAGES {
         let params = cursor
             .take()
             .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
-        let page = conn.peer.list_tools(params).await.map_err(|e| {
+        let page = peer.list_tools(params).await.map_err(|e| {
             if classify::is_disconnect(&e) {
-                let conn = conn.clone();
-                tokio::spawn(async move { conn.discard().await });
+                disconnected();
             }
             list_error(&e)
         })?;
-        conn.heard();
+        answered();
         tools.extend(page.tools);
         if tools.len() > MAX_TOOLS {
             return Err(RemoteError::Protocol(format!(

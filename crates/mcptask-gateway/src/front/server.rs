@@ -324,6 +324,13 @@ fn caller_info(context: &RequestContext<RoleServer>) -> Option<rmcp::model::Impl
         .or_else(|| context.peer.peer_info().map(|p| p.client_info.clone()))
 }
 
+/// The protocol era of the caller of this request: the revision its
+/// request names (2026-07-28) or its session agreed to (before).
+fn caller_era(context: &RequestContext<RoleServer>) -> mcptask_core::protocol::Era {
+    let version = context.protocol_version();
+    mcptask_core::protocol::Era::of(version.as_ref().map_or("", |v| v.as_str()))
+}
+
 /// Whether the caller of a pass-through call can be sent `method` now: a
 /// session before 2026-07-28 that declared the matching capability.
 fn caller_can_answer(context: &RequestContext<RoleServer>, method: &str) -> bool {
@@ -503,7 +510,17 @@ impl ServerHandler for FrontServer {
                 route::decide(&self.calls, intent).await
             }
         };
-        let routed = match decided.map_err(|f| ErrorData::from(f.for_caller(&caller)))? {
+        // The front's own refusals, in the shape of an upstream of the
+        // caller's era (`failure::tool_call_refusal`).
+        let refused = |failure: Failure| {
+            crate::failure::tool_call_refusal(failure.for_caller(&caller), caller_era(&context))
+                .map(|result| CallToolResponse::Complete(result.bridged()))
+        };
+        let decided = match decided {
+            Ok(decided) => decided,
+            Err(failure) => return refused(failure),
+        };
+        let routed = match decided {
             Decided::Call(routed) => routed,
             Decided::Agent(tool, _admitted) => {
                 let principal = caller.principal.clone();
@@ -514,7 +531,7 @@ impl ServerHandler for FrontServer {
             }
             // The front names only listed tools.
             Decided::Unlisted { tool, .. } => {
-                return Err(Failure::UnknownTool { server: None, tool }.into());
+                return refused(Failure::UnknownTool { server: None, tool });
             }
         };
         let routed = *routed;

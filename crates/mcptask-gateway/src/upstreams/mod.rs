@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use mcptask_client::Tracker;
 use mcptask_client::Transport;
-use mcptask_client::remote::Timeouts;
+use mcptask_client::remote::{RemoteError, Seen, Timeouts};
 use mcptask_client::upstream::{LaneOptions, LanePool};
 
 /// Sessions held at once per HTTP upstream for relayed calls.
@@ -514,18 +514,31 @@ impl Upstreams {
     }
 
     /// An HTTP `server`'s tools as rmcp decodes them, listed on a lane (a
-    /// session of its own, bounded by the call timeout), not on the
+    /// session of its own, bounded by the call timeout; every page, within
+    /// the pooled connection's bounds on pages and tools), not on the
     /// tracker's one pooled connection: that one may be held by a connect
     /// made while the server was mute, up to its connect timeout, and the
     /// server's tools must appear as soon as it answers.
     async fn list_on_lane(&self, server: &str) -> Result<Vec<Tool>, String> {
         let pool = self.lanes(server)?;
         let bound = pool.options().call_timeout;
-        let lane = pool.acquire().await.map_err(|e| e.to_string())?;
-        match tokio::time::timeout(bound, lane.peer().list_all_tools()).await {
-            Ok(listed) => listed.map_err(|e| format!("{server:?}: tools/list failed: {e}")),
-            Err(_) => Err(format!("{server:?}: tools/list timed out after {bound:?}")),
-        }
+        let lane = self.lane(server).await.map_err(|e| e.to_string())?;
+        let listed = mcptask_client::remote::tool_pages(lane.peer(), || {}, || {});
+        let outcome = match tokio::time::timeout(bound, listed).await {
+            Ok(listed) => listed,
+            Err(_) => Err(RemoteError::Transient(format!(
+                "tools/list: no answer within {bound:?} (the server's call timeout)"
+            ))),
+        };
+        // A listing counts for the server's health like a call.
+        self.saw(
+            server,
+            match &outcome {
+                Ok(_) => Seen::Answered,
+                Err(e) => Seen::of_remote(e),
+            },
+        );
+        outcome.map_err(|e| format!("{server:?}: {e}"))
     }
 
     /// The route of `tool` on `server`; if the catalog has none, that

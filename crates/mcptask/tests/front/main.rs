@@ -15,7 +15,9 @@
 //! ([`upstream_eras`]); the guards in front of every transport: `Host`,
 //! slow request heads ([`guards`]); a virtual server at `/mcp/<name>`
 //! ([`virtual_servers`]); a mute upstream that never holds the front's
-//! listing, and a slow starter its calls still wait for ([`late_listing`]).
+//! listing, and a slow starter its calls still wait for ([`late_listing`]);
+//! the front's own refusals shaped as an upstream's of the caller's era
+//! ([`own_errors`]).
 
 mod answer_within;
 mod audit;
@@ -27,6 +29,7 @@ mod late_listing;
 mod live_limits;
 mod metrics;
 mod one_call;
+mod own_errors;
 mod pass_through;
 mod peers_behaviour;
 mod policy;

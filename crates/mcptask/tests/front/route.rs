@@ -22,9 +22,12 @@ async fn a_servers_call_timeout_bounds_a_full_way_pass_through() {
             GatewaySpec::open(&front_db.url, &[("demo", &demo.url)]).toml(),
         );
         let gateway = GatewayProcess::start_toml("gateway", &toml, &[]).await;
-        let client = TestClient::http(&format!("{}/mcp", gateway.base), None, Lifecycle::Legacy)
+        // A 2026-07-28 caller: its unknown tool is a JSON-RPC error (a
+        // session caller's is a tool result, as its era's servers answer).
+        let modern = Lifecycle::Modern { tasks: false };
+        let client = TestClient::http(&format!("{}/mcp", gateway.base), None, modern)
             .await
-            .expect("a legacy session at /mcp");
+            .expect("a client of /mcp");
         let params = CallToolRequestParams::new("demo__slow_compute")
             .with_arguments(json!({"seconds": 6}).as_object().unwrap().clone());
         let started = Instant::now();
@@ -55,9 +58,12 @@ async fn errors_answered_to_callers_are_not_logged_as_warnings() {
         );
         // The binary's own default filter (MCPTASK_LOG unset).
         let gateway = GatewayProcess::start_toml("gateway", &toml, &[("MCPTASK_LOG", "")]).await;
-        let client = TestClient::http(&format!("{}/mcp", gateway.base), None, Lifecycle::Legacy)
+        // A 2026-07-28 caller: its unknown tool is a JSON-RPC error (a
+        // session caller's is a tool result, as its era's servers answer).
+        let modern = Lifecycle::Modern { tasks: false };
+        let client = TestClient::http(&format!("{}/mcp", gateway.base), None, modern)
             .await
-            .expect("a legacy session at /mcp");
+            .expect("a client of /mcp");
         for _ in 0..2 {
             let unknown = client
                 .peer()
