@@ -74,6 +74,31 @@ async fn servers_added_listed_exported_and_removed_from_the_command_line() {
             Some(upstream.url.as_str())
         );
 
+        // `config check --gateway` with the file unchanged: a reload (which
+        // reads the stored servers too) would change nothing.
+        let check = run_cli(
+            &gateway.base,
+            OPERATOR,
+            &[
+                "config",
+                "check",
+                "--json",
+                "--no-probe",
+                "--gateway",
+                &gateway.base,
+                "-c",
+                config,
+            ],
+        )
+        .await;
+        let report: serde_json::Value = serde_json::from_slice(&check.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}\n{}", text(&check.stdout), text(&check.stderr)));
+        let removed = &report["reload"]["changes"]["servers_removed"];
+        assert!(
+            removed.as_array().is_none_or(|r| r.is_empty()),
+            "a reload would keep the stored server: {report:#}"
+        );
+
         let removed = run(&["servers", "remove", "added"]).await;
         assert!(removed.status.success(), "{}", text(&removed.stderr));
         let file_one = run(&["servers", "remove", "filed"]).await;
