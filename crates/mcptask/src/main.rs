@@ -255,15 +255,10 @@ enum ServersCommand {
     Add {
         /// Its name (a name the file defines is refused: the file wins).
         name: String,
-        /// Streamable HTTP endpoint.
-        #[arg(long, conflicts_with = "command")]
-        url: Option<String>,
-        /// Program to run as a stdio server.
+        /// Its Streamable HTTP endpoint (stdio servers and [servers.oauth]
+        /// read the gateway's host: they are defined in the file).
         #[arg(long)]
-        command: Option<String>,
-        /// An argument of --command (repeat for more).
-        #[arg(long = "arg", value_name = "ARG", allow_hyphen_values = true)]
-        args: Vec<String>,
+        url: Option<String>,
         /// Front tool names are `<prefix>__<tool>` (default: the name).
         #[arg(long)]
         prefix: Option<String>,
@@ -661,16 +656,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 ServersCommand::Add {
                     name,
                     url,
-                    command,
-                    args,
                     prefix,
                     definition,
                 } => {
                     let add = cli::servers::AddArgs {
                         name: &name,
                         url: url.as_deref(),
-                        command: command.as_deref(),
-                        args: &args,
                         prefix: prefix.as_deref(),
                         definition: definition.as_deref(),
                     };

@@ -18,7 +18,7 @@ use super::apply::SyncError;
 use crate::Gateway;
 use crate::auth::Caller;
 use crate::config::ConfigError;
-use crate::config::admin::{SERVERS, server_body};
+use crate::config::admin::{SERVERS, host_key, server_body};
 use crate::live::Changes;
 
 /// Why a change was refused (nothing was changed).
@@ -29,6 +29,12 @@ pub enum ChangeError {
         "server {0:?} is defined in the configuration file, which wins over the admin API\n  fix: change it in the file and reload (SIGHUP), or choose another name"
     )]
     DefinedInFile(String),
+    /// The definition sets a key that reads the gateway's host
+    /// ([`crate::config::admin::HOST_KEYS`]).
+    #[error(
+        "server {0:?}: \"{1}\" makes the gateway run a program or read its own files or environment, which the admin API does not set\n  fix: define stdio servers and [servers.oauth] in the configuration file; the admin API sets HTTP servers"
+    )]
+    HostKey(String, &'static str),
     /// The admin API set no server of that name.
     #[error("no server {0:?} was set through the admin API")]
     NotFound(String),
@@ -94,6 +100,7 @@ impl ChangeError {
         match self {
             ChangeError::DefinedInFile(_) => "defined_in_file",
             ChangeError::NotFound(_) => "not_found",
+            ChangeError::HostKey(..) => "host_key",
             ChangeError::Invalid(_) => "invalid_config",
             ChangeError::Store(_) => "store",
         }
@@ -148,6 +155,9 @@ impl Admin {
         name: &str,
         definition: &Value,
     ) -> Result<Changed, ChangeError> {
+        if let Some(key) = host_key(definition) {
+            return Err(ChangeError::HostKey(name.into(), key));
+        }
         let body = server_body(name, definition).map_err(ChangeError::Invalid)?;
         let entry = AdminEntry {
             kind: SERVERS.into(),

@@ -131,6 +131,9 @@ fn refused(e: ChangeError) -> ApiError {
             ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string())
         }
         ChangeError::Invalid(e) => ApiError::new(StatusCode::BAD_REQUEST, "invalid_config", e.0),
+        ChangeError::HostKey(..) => {
+            ApiError::new(StatusCode::BAD_REQUEST, "not_settable", e.to_string())
+        }
         ChangeError::Store(e) => store_error(&e),
     }
 }

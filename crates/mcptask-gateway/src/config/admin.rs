@@ -34,6 +34,21 @@ pub struct Origins {
     pub shadowed: BTreeSet<String>,
 }
 
+/// The `[[servers]]` keys the admin API does not set: each makes the
+/// gateway read its own host (run a program: `command`, `args`, `env`,
+/// `cwd`; read files or environment variables and send what they hold to
+/// an endpoint: `oauth`'s `*_file` and `*_env` keys). An API token must
+/// not be a way to run programs or read secrets on the gateway's host;
+/// those servers are defined in the file.
+pub const HOST_KEYS: [&str; 5] = ["command", "args", "env", "cwd", "oauth"];
+
+/// The first key of `definition` the admin API does not set ([`HOST_KEYS`]).
+pub fn host_key(definition: &Value) -> Option<&'static str> {
+    HOST_KEYS
+        .into_iter()
+        .find(|k| definition.get(*k).is_some_and(|v| !v.is_null()))
+}
+
 /// The stored form of a server set through the admin API: its definition
 /// (the keys of a `[[servers]]` table, as JSON) written as the table the
 /// file would hold. `null` leaves a key out. The name is `name`'s; one in

@@ -16,8 +16,6 @@ use super::output::outln;
 pub struct AddArgs<'a> {
     pub name: &'a str,
     pub url: Option<&'a str>,
-    pub command: Option<&'a str>,
-    pub args: &'a [String],
     pub prefix: Option<&'a str>,
     pub definition: Option<&'a str>,
 }
@@ -68,13 +66,10 @@ pub async fn add(gw: &GatewayClient, a: AddArgs<'_>) -> anyhow::Result<i32> {
             ),
         },
     };
-    for (key, value) in [("url", a.url), ("command", a.command), ("prefix", a.prefix)] {
+    for (key, value) in [("url", a.url), ("prefix", a.prefix)] {
         if let Some(v) = value {
             keys.insert(key.into(), json!(v));
         }
-    }
-    if !a.args.is_empty() {
-        keys.insert("args".into(), json!(a.args));
     }
     let answer = gw.put(&path_of(a.name), &Value::Object(keys)).await?;
     report(&answer, "set");

@@ -1,7 +1,8 @@
 //! Servers set through the admin API (`/api/v1/admin/servers`) on real
 //! gateways: kept in the database, applied by every replica without a
 //! restart or a file edit, checked exactly as the file is, kept across a
-//! restart, the file winning for a name it defines, operators only, and
+//! restart, the file winning for a name it defines, operators only, HTTP
+//! servers only (nothing that runs a program or reads the host), and
 //! each change in the audit trail with who made it.
 
 use std::time::{Duration, Instant};
@@ -106,6 +107,24 @@ on_both_stores! {
                 typo.json["error"]["message"].as_str().unwrap().contains("unknown field `timeout`"),
                 "{typo:#?}"
             );
+            // Nothing that makes the gateway run a program or read its
+            // own files or environment.
+            for (key, definition) in [
+                ("command", json!({"command": "/bin/sh", "args": ["-c", "id"]})),
+                ("oauth", json!({"url": upstream.url, "oauth": {"grant": "client_credentials",
+                    "client_id": "x", "client_secret_env": "MCPTASK_SECRET_KEY",
+                    "authorization_server": "http://127.0.0.1:9"}})),
+            ] {
+                let refused = op
+                    .send(
+                        op.request(reqwest::Method::PUT, "/api/v1/admin/servers/host")
+                            .json(&definition),
+                    )
+                    .await;
+                refused.assert_error(400, "not_settable");
+                let message = refused.json["error"]["message"].as_str().unwrap();
+                assert!(message.contains(&format!("\"{key}\"")), "{message}");
+            }
             assert!(echoed(&echo(&op, "added", "still").await));
             let list = op.get("/api/v1/admin/servers").await;
             assert_eq!(list.status, 200, "{list:#?}");
