@@ -24,7 +24,17 @@ impl Admin {
     /// built or reloaded leaves the configuration in force as it was.
     pub async fn sync(&self, gateway: &Gateway, force: bool) -> Result<Option<Changes>, SyncError> {
         let mut applied = self.applied.lock().await;
-        let entries = self.store.list_admin_entries().await?;
+        let entries = match self.store.list_admin_entries().await {
+            Ok(entries) => entries,
+            // A SIGHUP while the store is out of reach still reloads the
+            // file, with the stored servers last read (the next sync reads
+            // them again).
+            Err(e) if force => {
+                tracing::warn!(error = %e, "cannot read the servers stored by the admin API; reloading the file with those last read");
+                applied.clone().unwrap_or_default()
+            }
+            Err(e) => return Err(e.into()),
+        };
         if !force && applied.as_ref() == Some(&entries) {
             return Ok(None);
         }

@@ -75,7 +75,8 @@ pub fn audit(caller: &Caller, server: &str, action: &str, refused: Option<&str>,
         Some(class) => (Outcome::Failed, Some(class.to_string())),
     };
     // A name the checks refused is the caller's text: bounded like one.
-    let server = if server.len() <= 128 && !server.contains(char::is_control) {
+    let server = if !server.is_empty() && server.len() <= 128 && !server.contains(char::is_control)
+    {
         server.to_string()
     } else {
         "(other)".to_string()
