@@ -60,12 +60,14 @@ fn store_error(e: &mcptask_core::StoreError) -> ApiError {
     ApiError::from(Failure::store(e))
 }
 
-/// A stored server as listed.
-fn stored(entry: &AdminEntry, shadowed: bool) -> Value {
+/// A stored server as listed: whether the file shadows it, and whether it
+/// is in force here (not when this replica could not apply it yet).
+fn stored(entry: &AdminEntry, shadowed: bool, in_force: bool) -> Value {
     json!({
         "name": entry.name,
         "origin": "api",
         "shadowed_by_file": shadowed,
+        "in_force": in_force,
         "changed_by": entry.changed_by,
         "changed_at": to_rfc3339(entry.changed_at_ms),
         "definition": server_definition(&entry.body),
@@ -83,7 +85,11 @@ async fn listing(admin: &AdminState) -> Result<Vec<Value>, ApiError> {
         .map(|s| json!({"name": s.name(), "origin": "file"}))
         .collect();
     for entry in entries.iter().filter(|e| e.kind == SERVERS) {
-        list.push(stored(entry, live.file_defines_server(&entry.name)));
+        list.push(stored(
+            entry,
+            live.file_defines_server(&entry.name),
+            live.origins.api.contains(&entry.name),
+        ));
     }
     Ok(list)
 }

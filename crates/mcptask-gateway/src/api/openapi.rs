@@ -258,7 +258,9 @@ fn console(doc: &mut Value, with: &dyn Fn(Value) -> Value) {
                 }},
                 "AdminServer": {"type": "object", "properties": {
                     "name": {"type": "string"}, "origin": {"type": "string", "enum": ["file", "api"]},
-                    "shadowed_by_file": {"type": "boolean"}, "changed_by": {"type": "string"},
+                    "shadowed_by_file": {"type": "boolean"},
+                    "in_force": {"type": "boolean", "description": "origin api: whether this gateway has put it in force (false while the file shadows it, or when it could not be applied: the log says why)"},
+                    "changed_by": {"type": "string"},
                     "changed_at": {"type": "string", "format": "date-time"},
                     "definition": {"type": "object", "description": "the stored [[servers]] keys (origin api only)"}}},
                 "AdminServers": {"type": "object", "properties": {"servers": {"type": "array", "items": {"$ref": "#/components/schemas/AdminServer"}}}},

@@ -132,6 +132,7 @@ on_both_stores! {
             let added = listed(&list.json, "added");
             assert_eq!(added.len(), 1, "{list:#?}");
             assert_eq!(added[0]["origin"], "api");
+            assert_eq!(added[0]["in_force"], true);
             assert_eq!(added[0]["definition"]["url"], upstream.url.as_str());
             let by = added[0]["changed_by"].as_str().unwrap().to_string();
             assert!(by.starts_with("operator token "), "{by}");
@@ -182,7 +183,12 @@ on_both_stores! {
             let both = listed(&list.json, "added");
             assert_eq!(both.len(), 2, "{list:#?}");
             assert!(both.iter().any(|s| s["origin"] == "file"), "{list:#?}");
-            assert!(both.iter().any(|s| s["origin"] == "api" && s["shadowed_by_file"] == true), "{list:#?}");
+            assert!(
+                both.iter().any(|s| s["origin"] == "api"
+                    && s["shadowed_by_file"] == true
+                    && s["in_force"] == false),
+                "{list:#?}"
+            );
 
             // Deleted through the API: gone (once the file no longer has it).
             gateway.reload(&toml).await.unwrap();
