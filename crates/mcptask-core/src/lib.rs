@@ -23,6 +23,7 @@
 mod readme {}
 
 pub mod access;
+pub mod admin;
 pub mod attempt;
 pub mod audit;
 pub mod call;

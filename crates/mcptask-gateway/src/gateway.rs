@@ -63,6 +63,9 @@ pub struct Gateway {
     reloading: Arc<tokio::sync::Mutex<Option<mcptask_client::oauth::OAuthRuntime>>>,
     /// The audit trail's writer (`[audit] enabled`), finished at shutdown.
     audit: Arc<std::sync::Mutex<Option<crate::audit::Audit>>>,
+    /// The admin API's side, for a gateway started from its file
+    /// ([`Gateway::start_from_file`]).
+    admin: Arc<std::sync::OnceLock<Arc<crate::admin::Admin>>>,
 }
 
 /// The webhooks of `config` as notifiers.
@@ -206,10 +209,59 @@ impl Gateway {
             drain: Drain::new(),
             reloading: Arc::default(),
             audit: Arc::new(std::sync::Mutex::new(audit)),
+            admin: Arc::default(),
         };
         gateway.spawn_retired_sweep();
         crate::drivers::spawn_tracked_ends(gateway.calls.upstreams.clone(), gateway.stop.clone());
         Ok(gateway)
+    }
+
+    /// Start from a configuration file and what the admin API stored
+    /// (`crate::admin`): the file names the store; the objects stored there
+    /// are merged in (the file wins) and checked with the file, and from
+    /// then on every change stored by any replica is applied here.
+    ///
+    /// When the stored objects no longer make a valid configuration with
+    /// the file (it was edited since), the gateway starts on the file alone
+    /// and says why, rather than not at all; the admin API still lists them.
+    pub async fn start_from_file(file: crate::admin::ConfigFile) -> anyhow::Result<Gateway> {
+        let own = file.load(&[])?;
+        let store = mcptask_sql::open(&own.database.url).await?;
+        let stored = store.admin_config();
+        let entries = stored
+            .list_admin_entries()
+            .await
+            .context("reading the configuration stored by the admin API")?;
+        let (config, applied) = match file.load(&entries) {
+            Ok(config) => (config, Some(entries)),
+            Err(e) => {
+                tracing::error!(
+                    "the servers stored by the admin API do not make a valid configuration with the file; starting on the file alone: {e}\n  fix: correct the file, or delete the stored server (mcptask servers remove NAME)"
+                );
+                (own, None)
+            }
+        };
+        let gateway = Self::start_with_store(config, store).await?;
+        let admin = Arc::new(crate::admin::Admin::new(file, stored, applied));
+        admin.spawn_watch(gateway.clone(), gateway.stop.clone());
+        let _ = gateway.admin.set(admin);
+        Ok(gateway)
+    }
+
+    /// The admin API's side (a gateway started from its file).
+    pub fn admin(&self) -> Option<Arc<crate::admin::Admin>> {
+        self.admin.get().cloned()
+    }
+
+    /// Read the file (and what the admin API stored) again and put the
+    /// configuration they make in force: what SIGHUP runs. A gateway not
+    /// started from a file has nothing to read.
+    pub async fn reload_file(&self) -> anyhow::Result<Changes> {
+        let Some(admin) = self.admin() else {
+            anyhow::bail!("this gateway was not started from a configuration file");
+        };
+        let changes = admin.sync(self, true).await?;
+        Ok(changes.unwrap_or_default())
     }
 
     /// Put `next` in force without a restart: `[api]` tokens, `auth`,
@@ -308,8 +360,11 @@ impl Gateway {
     /// The HTTP surface: REST API, event stream, dashboard, health, metrics
     /// (when `metrics` is given) and, with `[proxy] enabled`, MCP at `/mcp`.
     pub fn router(&self, metrics: Option<PrometheusHandle>) -> axum::Router {
-        let state = AppState::with_auth(self.calls.clone(), self.auth.clone(), metrics)
+        let mut state = AppState::with_auth(self.calls.clone(), self.auth.clone(), metrics)
             .with_config(self.live.clone());
+        if let Some(admin) = self.admin() {
+            state = state.with_admin(admin, self.clone());
+        }
         let max_body = self.config.api.max_body_bytes;
         let mcp = self
             .config

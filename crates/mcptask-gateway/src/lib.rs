@@ -43,6 +43,7 @@
 #[doc = include_str!("../README.md")]
 mod readme {}
 
+pub mod admin;
 pub mod api;
 pub mod audit;
 pub mod auth;

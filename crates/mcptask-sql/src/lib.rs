@@ -96,6 +96,14 @@ impl Store {
         }
     }
 
+    /// The configuration set through the admin API.
+    pub fn admin_config(&self) -> Arc<dyn mcptask_core::admin::AdminConfigStore> {
+        match self {
+            Store::Sqlite(s) => Arc::new(s.clone()),
+            Store::Postgres(s) => Arc::new(s.clone()),
+        }
+    }
+
     /// The audit trail.
     pub fn audit(&self) -> Arc<dyn mcptask_core::audit::AuditStore> {
         match self {

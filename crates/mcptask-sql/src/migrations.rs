@@ -42,6 +42,7 @@ files!(
     "0011_attempt.sql",
     "0012_audit.sql",
     "0013_calls_by_tool.sql",
+    "0014_admin_config.sql",
 );
 
 /// The SQLite migrations.

@@ -212,6 +212,15 @@ enum Command {
         #[arg(long, value_name = "URL")]
         database_url: Option<String>,
     },
+    /// Servers added, replaced and removed while the gateway runs (the
+    /// admin API: an operator token). They are kept in the database, every
+    /// gateway on it applies them, and the file wins for a name it defines.
+    Servers {
+        #[command(subcommand)]
+        action: ServersCommand,
+        #[command(flatten)]
+        gateway: cli::client::GatewayArgs,
+    },
     /// Write a starter mcptask.toml, or check one before `serve` runs it.
     Config {
         #[command(subcommand)]
@@ -230,6 +239,37 @@ enum Command {
         /// Print {"database": URL (password hidden), "applied": N} instead of text.
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ServersCommand {
+    /// Every server in force, with its origin (`file` or `api`) and who set it.
+    List {
+        /// Print the gateway's JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add a server, or replace one set through the admin API; it is
+    /// checked as the file's [[servers]] entries are, with the same messages.
+    Add {
+        /// Its name (a name the file defines is refused: the file wins).
+        name: String,
+        /// Its Streamable HTTP endpoint (stdio servers and [servers.oauth]
+        /// read the gateway's host: they are defined in the file).
+        #[arg(long)]
+        url: Option<String>,
+        /// Front tool names are `<prefix>__<tool>` (default: the name).
+        #[arg(long)]
+        prefix: Option<String>,
+        /// Any other [[servers]] keys as a JSON object, e.g. '{"call_timeout_ms": 5000}'.
+        #[arg(long, value_name = "JSON")]
+        definition: Option<String>,
+    },
+    /// Remove a server set through the admin API.
+    Remove {
+        /// Its name.
+        name: String,
     },
 }
 
@@ -264,6 +304,18 @@ enum ConfigCommand {
         /// token: MCPTASK_API_TOKEN, else the file's operator tokens.
         #[arg(long, value_name = "URL")]
         gateway: Option<String>,
+    },
+    /// Write the running configuration as TOML: the file, then the servers
+    /// set through the admin API (those the file does not shadow).
+    Export {
+        /// Configuration file the gateway runs.
+        #[arg(long, short, env = "MCPTASK_CONFIG", default_value = "mcptask.toml")]
+        config: std::path::PathBuf,
+        /// Write here instead of printing.
+        #[arg(long, short)]
+        output: Option<std::path::PathBuf>,
+        #[command(flatten)]
+        gateway: cli::client::GatewayArgs,
     },
 }
 
@@ -597,8 +649,38 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             exit_with(code)
         }
+        Command::Servers { action, gateway } => {
+            let gw = cli::client::GatewayClient::new(&gateway)?;
+            let code = match action {
+                ServersCommand::List { json } => cli::servers::list(&gw, json).await?,
+                ServersCommand::Add {
+                    name,
+                    url,
+                    prefix,
+                    definition,
+                } => {
+                    let add = cli::servers::AddArgs {
+                        name: &name,
+                        url: url.as_deref(),
+                        prefix: prefix.as_deref(),
+                        definition: definition.as_deref(),
+                    };
+                    cli::servers::add(&gw, add).await?
+                }
+                ServersCommand::Remove { name } => cli::servers::remove(&gw, &name).await?,
+            };
+            exit_with(code)
+        }
         Command::Config { action } => match action {
             ConfigCommand::Init { output, force } => cli::setup::init(output.as_deref(), force),
+            ConfigCommand::Export {
+                config,
+                output,
+                gateway,
+            } => {
+                let gw = cli::client::GatewayClient::new(&gateway)?;
+                exit_with(cli::servers::export(&gw, &config, output.as_deref()).await?)
+            }
             ConfigCommand::Check {
                 config,
                 no_probe,

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use mcptask_gateway::admin::ConfigFile;
 use mcptask_gateway::config::Overrides;
 use mcptask_gateway::{Config, Gateway};
 use tokio_util::sync::CancellationToken;
@@ -85,23 +86,14 @@ fn stop_on_signal(gateway: &Gateway) {
     });
 }
 
-/// Read `path` again (with the same overrides as at start) and put it in
-/// force. An invalid file is refused with the error a start would give,
-/// logged at error level; the configuration in force stays. Either way the
-/// outcome is counted (`mcptask_config_reloads_total{outcome}`) and
+/// Read the file again (with the same overrides as at start) and what the
+/// admin API stored, and put the configuration they make in force. An
+/// invalid file is refused with the error a start would give, logged at
+/// error level; the configuration in force stays. Either way the outcome is
+/// counted (`mcptask_config_reloads_total{outcome}`) and
 /// `mcptask_config_last_reload_successful` says how the last one went.
-pub async fn reload(gateway: &Gateway, path: &Path, flags: &Overrides, stdio: bool) -> bool {
-    let loaded = Config::load_with_env(path, |k| flags.lookup(k))
-        .map(|mut next| {
-            // `proxy --stdio` serves the front whatever the file says.
-            next.proxy.enabled |= stdio;
-            next
-        })
-        .map_err(anyhow::Error::from);
-    let outcome = match loaded {
-        Ok(next) => gateway.reload(next).await,
-        Err(e) => Err(e),
-    };
+pub async fn reload(gateway: &Gateway) -> bool {
+    let outcome = gateway.reload_file().await;
     let ok = outcome.is_ok();
     match outcome {
         Ok(changes) if changes.is_empty() => {
@@ -129,7 +121,7 @@ pub async fn reload(gateway: &Gateway, path: &Path, flags: &Overrides, stdio: bo
 }
 
 /// Reload the configuration at each SIGHUP, until the gateway stops.
-fn reload_on_sighup(gateway: &Gateway, path: &Path, flags: &Overrides, stdio: bool) {
+fn reload_on_sighup(gateway: &Gateway, path: &Path) {
     #[cfg(unix)]
     {
         let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
@@ -141,16 +133,22 @@ fn reload_on_sighup(gateway: &Gateway, path: &Path, flags: &Overrides, stdio: bo
         };
         let gateway = gateway.clone();
         let path = path.to_path_buf();
-        let flags = flags.clone();
         tokio::spawn(async move {
             while hup.recv().await.is_some() {
                 tracing::info!(config = %path.display(), "SIGHUP: reloading the configuration");
-                reload(&gateway, &path, &flags, stdio).await;
+                reload(&gateway).await;
             }
         });
     }
     #[cfg(not(unix))]
-    let _ = (gateway, path, flags, stdio);
+    let _ = (gateway, path);
+}
+
+/// The configuration file as every (re)load reads it: with the overrides
+/// of the command line and the environment.
+fn config_file(path: &Path, flags: &Overrides, stdio: bool) -> ConfigFile {
+    let flags = flags.clone();
+    ConfigFile::new(path, move |k| flags.lookup(k), stdio)
 }
 
 /// Logs, and trace export if `[telemetry]` or the `OTEL_*` environment
@@ -170,9 +168,9 @@ pub async fn serve(config_path: &Path, flags: &Overrides) -> anyhow::Result<()> 
     let config = Config::load_with_env(config_path, |k| flags.lookup(k))?;
     init_telemetry(&config, flags)?;
     let listen = config.api.listen;
-    let gateway = Gateway::start(config).await?;
+    let gateway = Gateway::start_from_file(config_file(config_path, flags, false)).await?;
     drain_on_signal(&gateway);
-    reload_on_sighup(&gateway, config_path, flags, false);
+    reload_on_sighup(&gateway, config_path);
     let listener = bind(listen, "[api] listen (or MCPTASK_LISTEN)").await?;
     let local = listener.local_addr()?;
     eprintln!("mcptask gateway listening on http://{local}/");
@@ -196,13 +194,12 @@ pub async fn proxy_stdio(
     flags: &Overrides,
     virtual_server: Option<&str>,
 ) -> anyhow::Result<()> {
-    let mut config = Config::load_with_env(config_path, |k| flags.lookup(k))?;
+    let config = Config::load_with_env(config_path, |k| flags.lookup(k))?;
     init_telemetry(&config, flags)?;
     // The front is what this command serves, whatever `[proxy] enabled` says.
-    config.proxy.enabled = true;
-    let gateway = Gateway::start(config).await?;
+    let gateway = Gateway::start_from_file(config_file(config_path, flags, true)).await?;
     stop_on_signal(&gateway);
-    reload_on_sighup(&gateway, config_path, flags, true);
+    reload_on_sighup(&gateway, config_path);
     // On stderr (stdout carries only MCP): a host's log shows it started;
     // tests read it to know SIGTERM is answered from now on.
     eprintln!("mcptask proxy serving MCP on stdin/stdout");

@@ -1,6 +1,7 @@
 //! The gateway's HTTP API (`/api/v1`), live event stream, health, metrics,
 //! OpenAPI document and dashboard.
 
+pub mod admin;
 mod audit;
 mod dashboard;
 pub mod error;
@@ -42,6 +43,8 @@ pub struct AppState {
     pub auth: Authenticator,
     /// The configuration in force, for `GET /api/v1/config` (none: 404).
     pub config: Option<crate::live::LiveConfig>,
+    /// The admin API's side (none: its routes answer 404).
+    pub admin: Option<admin::AdminState>,
 }
 
 impl AppState {
@@ -68,6 +71,7 @@ impl AppState {
             metrics,
             auth,
             config: None,
+            admin: None,
         }
     }
 
@@ -75,6 +79,17 @@ impl AppState {
     /// operators at `GET /api/v1/config`.
     pub fn with_config(mut self, config: crate::live::LiveConfig) -> Self {
         self.config = Some(config);
+        self
+    }
+
+    /// Serve the admin API (`/api/v1/admin/…`) on `admin`, applied to
+    /// `gateway`.
+    pub fn with_admin(
+        mut self,
+        admin: std::sync::Arc<crate::admin::Admin>,
+        gateway: crate::Gateway,
+    ) -> Self {
+        self.admin = Some(admin::AdminState { admin, gateway });
         self
     }
 }
@@ -201,6 +216,11 @@ pub fn router_with_mcp(
         .route("/api/v1/servers/stats", get(stats::servers))
         .route("/api/v1/policy", get(policy::in_force))
         .route("/api/v1/config", get(handlers::config_in_force))
+        .route("/api/v1/admin/servers", get(admin::list))
+        .route(
+            "/api/v1/admin/servers/{name}",
+            get(admin::get_one).put(admin::put).delete(admin::delete),
+        )
         .route("/api/v1/servers/{name}/tools", get(tools::list_tools))
         .route("/api/v1/dead-letters", get(handlers::list_dead_letters))
         .route(

@@ -256,6 +256,18 @@ fn console(doc: &mut Value, with: &dyn Fn(Value) -> Value) {
                         "tools": {"type": "array", "items": {"allOf": [{"$ref": "#/components/schemas/Numbers"}, {"type": "object", "properties": {"name": {"type": "string"}}}]}}
                     }}]}}
                 }},
+                "AdminServer": {"type": "object", "properties": {
+                    "name": {"type": "string"}, "origin": {"type": "string", "enum": ["file", "api"]},
+                    "shadowed_by_file": {"type": "boolean"},
+                    "in_force": {"type": "boolean", "description": "origin api: whether this gateway has put it in force (false while the file shadows it, or when it could not be applied: the log says why)"},
+                    "changed_by": {"type": "string"},
+                    "changed_at": {"type": "string", "format": "date-time"},
+                    "definition": {"type": "object", "description": "the stored [[servers]] keys (origin api only)"}}},
+                "AdminServers": {"type": "object", "properties": {"servers": {"type": "array", "items": {"$ref": "#/components/schemas/AdminServer"}}}},
+                "AdminChange": {"type": "object", "properties": {
+                    "name": {"type": "string"}, "applied": {"type": "boolean"},
+                    "not_applied": {"type": ["string", "null"], "description": "why this replica has not put the stored change in force yet"},
+                    "changes": {"type": "array", "items": {"type": "string"}, "description": "what the reload here changed"}}},
                 "PolicyInForce": {"type": "object", "properties": {
                     "tools": {"type": "array", "items": {"type": "object", "properties": {"server": {"type": "string"}, "tool": {"type": "string"}}}},
                     "callers": {"type": "array", "items": {"type": "object", "properties": {
@@ -272,6 +284,41 @@ fn console(doc: &mut Value, with: &dyn Fn(Value) -> Value) {
                 "parameters": [{"name": "minutes", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 60, "default": 15}, "description": "the window"}],
                 "responses": with(json!({"200": ok("Servers and their numbers", "ServerStats")}))
             }},
+            "/api/v1/admin/servers": {"get": {
+                "summary": "Every server in force with its origin (file or api), and the servers set through the admin API, with who set them and when (operators only)",
+                "description": "A stored server whose name the file also defines is listed twice: origin file (in force) and origin api with shadowed_by_file true (the file wins).",
+                "responses": with(json!({"200": ok("The servers", "AdminServers"), "403": error_response("Not an operator token")}))
+            }},
+            "/api/v1/admin/servers/{name}": {
+                "get": {
+                    "summary": "One server as the admin listing shows it (operators only)",
+                    "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
+                    "responses": with(json!({"200": ok("The server", "AdminServer"), "403": error_response("Not an operator token"), "404": error_response("No such server")}))
+                },
+                "put": {
+                    "summary": "Add a server, or replace one set through the admin API: checked with the file as one configuration, stored in the database, applied by every replica (operators only)",
+                    "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object",
+                        "description": "The server's [[servers]] keys (url or command, headers, args, env, prefix, timeouts, …); null leaves a key out"}}}},
+                    "responses": with(json!({
+                        "200": ok("Stored, and what applying it here changed", "AdminChange"),
+                        "400": error_response("invalid_config: the configuration file's own message for this definition; not_settable: a key that makes the gateway run a program or read its own files or environment (command, args, env, cwd, oauth); nothing was stored"),
+                        "403": error_response("Not an operator token"),
+                        "409": error_response("defined_in_file: the configuration file defines this server, and the file wins")
+                    }))
+                },
+                "delete": {
+                    "summary": "Delete a server set through the admin API (operators only)",
+                    "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
+                    "responses": with(json!({
+                        "200": ok("Deleted, and what applying it here changed", "AdminChange"),
+                        "400": error_response("invalid_config: the configuration without it is not valid (e.g. a virtual server names it)"),
+                        "403": error_response("Not an operator token"),
+                        "404": error_response("No server of that name was set through the admin API"),
+                        "409": error_response("defined_in_file: the configuration file defines this server")
+                    }))
+                }
+            },
             "/api/v1/policy": {"get": {
                 "summary": "Which caller may call which tool under the policy in force ([[policy]]), over the tools listed now",
                 "description": "Operators see the operator tokens and every principal of [[api.tokens]], and the rules; a principal token sees only itself (judged with its own scopes and claims) and only the tools it may call.",

@@ -39,6 +39,9 @@ pub struct Caller {
     /// The virtual server it came through (`/mcp/<name>`): it sees only
     /// that server's selection (`crate::route::access`).
     pub through: Option<Arc<crate::virtual_server::Through>>,
+    /// A static operator token's short hash (as `GET /api/v1/config` shows
+    /// tokens): how an admin change names the operator who made it.
+    pub token_print: Option<String>,
 }
 
 impl Caller {
@@ -205,6 +208,9 @@ impl Authenticator {
             return Ok(Caller {
                 operator: principal.is_none(),
                 principal: principal.clone(),
+                token_print: principal
+                    .is_none()
+                    .then(|| crate::config::reload::short_hash(&token)),
                 ..Caller::default()
             });
         }

@@ -14,16 +14,24 @@ pub struct ConfigError(pub String);
 pub(crate) struct Source<'a> {
     pub path: &'a str,
     pub text: &'a str,
+    /// Objects appended after the file's own text (the admin API's,
+    /// `super::admin`): where each starts and what it is called, so that a
+    /// problem in one is placed in it, not past the file's end.
+    pub appended: &'a [(usize, String)],
 }
 
 impl Source<'_> {
-    /// `path:line:col: problem` and its fix, at the start of `span`.
+    /// `path:line:col: problem` and its fix, at the start of `span` (in an
+    /// appended object: `its name:line:col`, counted from its start).
     pub fn at(&self, span: Range<usize>, problem: &str, fix: &str) -> ConfigError {
-        let (line, col) = self.line_of(span.start);
-        ConfigError(format!(
-            "{}:{line}:{col}: {problem}\n  fix: {fix}",
-            self.path
-        ))
+        let (name, start) = self
+            .appended
+            .iter()
+            .rev()
+            .find(|(start, _)| *start <= span.start)
+            .map_or((self.path, 0), |(start, name)| (name.as_str(), *start));
+        let (line, col) = self.line_of(start, span.start);
+        ConfigError(format!("{name}:{line}:{col}: {problem}\n  fix: {fix}"))
     }
 
     /// A syntax error, or a value the file's types refuse.
@@ -35,9 +43,11 @@ impl Source<'_> {
         )
     }
 
-    /// The line and column (both from 1) of a byte offset.
-    fn line_of(&self, offset: usize) -> (usize, usize) {
-        let before = &self.text[..offset.min(self.text.len())];
+    /// The line and column (both from 1) of a byte offset, counted from
+    /// `start`.
+    fn line_of(&self, start: usize, offset: usize) -> (usize, usize) {
+        let offset = offset.min(self.text.len());
+        let before = &self.text[start.min(offset)..offset];
         let line = before.matches('\n').count() + 1;
         let col = before
             .rfind('\n')

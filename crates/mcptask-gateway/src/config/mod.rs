@@ -34,6 +34,7 @@
 //! # Ok::<(), mcptask_gateway::ConfigError>(())
 //! ```
 
+pub mod admin;
 mod api;
 mod audit;
 mod check;
@@ -134,6 +135,9 @@ pub struct Config {
     /// The secrets of `[servers.oauth]`, read by [`Config::load`].
     #[serde(skip)]
     pub secrets: Secrets,
+    /// Which servers the admin API set (see [`admin`]).
+    #[serde(skip)]
+    pub origins: admin::Origins,
     /// Where the tables without spans of their own are, and the
     /// `[tracker]` keys as written.
     #[serde(skip)]
@@ -153,21 +157,34 @@ impl Config {
         path: &Path,
         get: impl Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            ConfigError(format!(
-                "{}: cannot read the configuration: {e}\n  fix: create it (see `mcptask serve --help` and the README) or pass --config PATH",
-                path.display()
-            ))
-        })?;
+        let text = Self::read_file(path)?;
         let path = path.display().to_string();
         let src = Source {
             path: &path,
             text: &text,
+            appended: &[],
         };
+        Self::finish(src, get)
+    }
+
+    /// The file's text, or an error that says how to make it.
+    fn read_file(path: &Path) -> Result<String, ConfigError> {
+        std::fs::read_to_string(path).map_err(|e| {
+            ConfigError(format!(
+                "{}: cannot read the configuration: {e}\n  fix: create it (see `mcptask serve --help` and the README) or pass --config PATH",
+                path.display()
+            ))
+        })
+    }
+
+    /// Read `src`, apply the environment overrides, check, and read the
+    /// secrets (relative to the file's directory): the steps of
+    /// [`Config::load`] after the file was read.
+    fn finish(src: Source, get: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
         let mut config = Config::read(&src)?;
         config.apply_env(&get)?;
         config.check(&src)?;
-        let base = Path::new(&path).parent().unwrap_or(Path::new("."));
+        let base = Path::new(src.path).parent().unwrap_or(Path::new("."));
         config.resolve_secrets(&src, base, &get)?;
         Ok(config)
     }
@@ -175,7 +192,11 @@ impl Config {
     /// Parse and check TOML text (`path` is used in messages). Nothing
     /// outside the text is read: no environment, no secrets.
     pub fn parse(path: &str, text: &str) -> Result<Config, ConfigError> {
-        let src = Source { path, text };
+        let src = Source {
+            path,
+            text,
+            appended: &[],
+        };
         let config = Self::read(&src)?;
         config.check(&src)?;
         Ok(config)

@@ -88,6 +88,8 @@ pub enum Feed {
     ServerTasks,
     /// `remote_tasks` rows (the tracker's waiters and live views).
     RemoteTasks,
+    /// `admin_config` rows (every replica re-reads and applies them).
+    AdminConfig,
 }
 
 /// What differs between backends. Implemented by hand for `sqlx::Sqlite` and

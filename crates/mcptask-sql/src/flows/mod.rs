@@ -7,6 +7,7 @@
 //! (`mcptask_core::lease`). The backends differ only in their statement
 //! fragments and the seam in [`backend`].
 
+mod admin;
 mod audit;
 pub mod backend;
 pub(crate) mod changes;

@@ -229,6 +229,14 @@ pub struct Statements {
     pub list_audit: &'static str,
     /// Delete entries recorded before a time, oldest first.
     pub purge_audit: &'static str,
+
+    // --- configuration set through the admin API ---------------------------
+    /// Every entry, by kind and name.
+    pub list_admin_entries: &'static str,
+    /// Insert or replace one entry.
+    pub put_admin_entry: &'static str,
+    /// Delete one entry.
+    pub delete_admin_entry: &'static str,
 }
 
 /// Parameters of one row of [`insert_tasks`], in bind order: id, principal,
@@ -950,6 +958,13 @@ macro_rules! statements {
                      SELECT seq FROM audit_events WHERE at < $1
                      ORDER BY at, seq LIMIT $2", $skip_locked, ")"
             ),
+            list_admin_entries: "SELECT * FROM admin_config ORDER BY kind, name",
+            put_admin_entry: "INSERT INTO admin_config (kind, name, body, changed_by, changed_at)
+                 VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT (kind, name) DO UPDATE SET
+                    body = excluded.body, changed_by = excluded.changed_by,
+                    changed_at = excluded.changed_at",
+            delete_admin_entry: "DELETE FROM admin_config WHERE kind = $1 AND name = $2",
         }
     };
 }

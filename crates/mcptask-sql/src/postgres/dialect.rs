@@ -23,6 +23,10 @@ pub(crate) const TASK_CHANGES_CHANNEL: &str = "mcptask_task_changes";
 /// waiters and live views of every replica.
 pub(crate) const REMOTE_CHANGES_CHANNEL: &str = "mcptask_remote_changes";
 
+/// Channel telling every replica that the admin API changed the stored
+/// configuration (`admin_config`).
+pub(crate) const ADMIN_CONFIG_CHANNEL: &str = "mcptask_admin_config";
+
 /// Publishes one payload of changed task ids on a channel (`$1`).
 const PUBLISH_CHANGES: &str = "SELECT pg_notify($1, $2)";
 
@@ -31,6 +35,7 @@ fn channel_of(feed: Feed) -> &'static str {
     match feed {
         Feed::ServerTasks => TASK_CHANGES_CHANNEL,
         Feed::RemoteTasks => REMOTE_CHANGES_CHANNEL,
+        Feed::AdminConfig => ADMIN_CONFIG_CHANNEL,
     }
 }
 

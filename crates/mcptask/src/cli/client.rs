@@ -201,6 +201,16 @@ impl GatewayClient {
         self.send(self.http.get(url)).await
     }
 
+    pub async fn put(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
+        self.send(self.http.put(format!("{}{path}", self.base)).json(body))
+            .await
+    }
+
+    pub async fn delete(&self, path: &str) -> anyhow::Result<Value> {
+        self.send(self.http.delete(format!("{}{path}", self.base)))
+            .await
+    }
+
     pub async fn post(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
         self.send(self.http.post(format!("{}{path}", self.base)).json(body))
             .await

@@ -15,5 +15,6 @@ pub mod output;
 pub mod pre_task;
 pub mod progress;
 pub mod prompt;
+pub mod servers;
 pub mod setup;
 pub mod tools;

@@ -277,7 +277,7 @@ pub async fn check(
         }
     };
     if let Some(url) = gateway {
-        match reload_preview(url, &config).await {
+        match reload_preview(url, path, &config).await {
             Ok(preview) => {
                 for line in preview.lines() {
                     say(line);
@@ -597,9 +597,32 @@ async fn running_fingerprint(
     bail!("{endpoint} answered {last} (an operator token is needed: MCPTASK_API_TOKEN)")
 }
 
-async fn reload_preview(url: &str, config: &Config) -> anyhow::Result<ReloadPreview> {
+/// The servers the admin API stored in the database at `url` (none in a
+/// SQLite file that does not exist yet).
+async fn admin_entries(url: &str) -> anyhow::Result<Vec<mcptask_core::admin::AdminEntry>> {
+    if sqlite_file(url).is_some_and(|f| !f.exists()) {
+        return Ok(Vec::new());
+    }
+    let store = mcptask_sql::open_without_migrating(url)
+        .await
+        .with_context(|| format!("opening the database {}", mcptask_sql::redact(url)))?;
+    let entries = store
+        .admin_config()
+        .list_admin_entries()
+        .await
+        .context("reading the servers stored by the admin API");
+    store.close().await;
+    entries
+}
+
+async fn reload_preview(url: &str, path: &Path, file: &Config) -> anyhow::Result<ReloadPreview> {
     use mcptask_gateway::live::ServerChange;
-    let running = running_fingerprint(url, config).await?;
+    let running = running_fingerprint(url, file).await?;
+    // A reload reads the servers the admin API stored as well as the file:
+    // the preview compares what it would put in force.
+    let stored = admin_entries(&file.database.url).await?;
+    let with_stored = Config::load_with_admin(path, |k| std::env::var(k).ok(), &stored)?;
+    let config = &with_stored;
     let changes =
         mcptask_gateway::Changes::between(&running, &mcptask_gateway::Fingerprint::of(config));
     let mut preview = ReloadPreview {

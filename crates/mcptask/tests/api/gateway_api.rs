@@ -102,6 +102,13 @@ fn protected_requests() -> Vec<(reqwest::Method, &'static str, Option<Value>)> {
             Some(json!({"server": "demo", "tool": "greet"})),
         ),
         (Method::GET, "/api/v1/servers", None),
+        (Method::GET, "/api/v1/admin/servers", None),
+        (
+            Method::PUT,
+            "/api/v1/admin/servers/x",
+            Some(json!({"url": "http://127.0.0.1:9/mcp"})),
+        ),
+        (Method::DELETE, "/api/v1/admin/servers/x", None),
         (Method::GET, "/api/v1/events", None),
         (Method::GET, "/metrics", None),
     ]

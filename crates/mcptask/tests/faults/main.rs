@@ -36,6 +36,7 @@ macro_rules! on_both_stores {
 }
 
 // After the macro: `macro_rules!` is in scope only below its definition.
+mod admin_servers;
 mod bad_input;
 mod config_changes;
 mod exchange;

@@ -1,0 +1,222 @@
+//! A change through the admin API: checked as the file is (the file, the
+//! stored objects and this change, built into one configuration by the
+//! file's own reader and checks), refused with the file's message and
+//! nothing changed when it fails; else stored, put in force here at once,
+//! and by every other replica when the store tells it. Each attempt, made
+//! or refused, goes to the audit trail with who made it.
+
+use std::time::Instant;
+
+use mcptask_core::admin::AdminEntry;
+use mcptask_core::audit::AuditEvent;
+use mcptask_core::call::Face;
+use mcptask_core::outcome::Outcome;
+use serde_json::Value;
+
+use super::Admin;
+use super::apply::SyncError;
+use crate::Gateway;
+use crate::auth::Caller;
+use crate::config::ConfigError;
+use crate::config::admin::{SERVERS, host_key, server_body};
+use crate::live::Changes;
+
+/// Why a change was refused (nothing was changed).
+#[derive(Debug, thiserror::Error)]
+pub enum ChangeError {
+    /// The configuration file defines the server: the file wins.
+    #[error(
+        "server {0:?} is defined in the configuration file, which wins over the admin API\n  fix: change it in the file and reload (SIGHUP), or choose another name"
+    )]
+    DefinedInFile(String),
+    /// The definition sets a key that reads the gateway's host
+    /// ([`crate::config::admin::HOST_KEYS`]).
+    #[error(
+        "server {0:?}: \"{1}\" makes the gateway run a program or read its own files or environment, which the admin API does not set\n  fix: define stdio servers and [servers.oauth] in the configuration file; the admin API sets HTTP servers"
+    )]
+    HostKey(String, &'static str),
+    /// The admin API set no server of that name.
+    #[error("no server {0:?} was set through the admin API")]
+    NotFound(String),
+    /// The change does not make a valid configuration: the file's message.
+    #[error("{0}")]
+    Invalid(ConfigError),
+    /// The store could not be read or written.
+    #[error("the configuration store is unavailable: {0}")]
+    Store(#[from] mcptask_core::StoreError),
+}
+
+/// A change made: stored, and what putting it in force here changed.
+#[derive(Debug)]
+pub struct Changed {
+    /// What the reload here changed (`None`: it was in force already).
+    pub changes: Option<Changes>,
+    /// Why the stored change is not in force here yet, when it is not
+    /// (the reload refused it; every replica retries at its next sync).
+    pub not_applied: Option<String>,
+}
+
+/// Who made a change, as the audit trail and the stored object name it:
+/// the principal, or the static operator token's print.
+pub fn who(caller: &Caller) -> String {
+    match (&caller.principal, &caller.token_print) {
+        (Some(principal), _) => principal.clone(),
+        (None, Some(print)) => format!("operator token {print}"),
+        (None, None) => "operator (auth = none)".into(),
+    }
+}
+
+/// One admin change in the audit trail: the server it names, the action
+/// as the tool (`admin.put_server`), `admin` as the driver.
+pub fn audit(caller: &Caller, server: &str, action: &str, refused: Option<&str>, started: Instant) {
+    let (outcome, error_class) = match refused {
+        None => (Outcome::Completed, None),
+        Some("not_operator") => (Outcome::RefusedPolicy, Some("not_operator".to_string())),
+        Some(class) => (Outcome::Failed, Some(class.to_string())),
+    };
+    // A name the checks refused is the caller's text: bounded like one.
+    let server = if !server.is_empty() && server.len() <= 128 && !server.contains(char::is_control)
+    {
+        server.to_string()
+    } else {
+        "(other)".to_string()
+    };
+    crate::audit::record(AuditEvent {
+        at_ms: mcptask_core::Clock::now_ms(&mcptask_core::SystemClock),
+        call_id: None,
+        principal: Some(who(caller)),
+        face: Face::Api,
+        server,
+        tool: format!("admin.{action}"),
+        driver: "admin".into(),
+        outcome,
+        error_class,
+        duration_ms: i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX),
+    });
+}
+
+impl ChangeError {
+    /// The audit trail's class of this refusal.
+    fn class(&self) -> &'static str {
+        match self {
+            ChangeError::DefinedInFile(_) => "defined_in_file",
+            ChangeError::NotFound(_) => "not_found",
+            ChangeError::HostKey(..) => "host_key",
+            ChangeError::Invalid(_) => "invalid_config",
+            ChangeError::Store(_) => "store",
+        }
+    }
+}
+
+impl Admin {
+    /// Add or replace server `name` with `definition` (its `[[servers]]`
+    /// keys as JSON).
+    pub async fn put_server(
+        &self,
+        gateway: &Gateway,
+        caller: &Caller,
+        name: &str,
+        definition: &Value,
+    ) -> Result<Changed, ChangeError> {
+        let started = Instant::now();
+        let made = self.put(gateway, caller, name, definition).await;
+        audit(
+            caller,
+            name,
+            "put_server",
+            made.as_ref().err().map(ChangeError::class),
+            started,
+        );
+        made
+    }
+
+    /// Delete server `name`, set through the admin API.
+    pub async fn delete_server(
+        &self,
+        gateway: &Gateway,
+        caller: &Caller,
+        name: &str,
+    ) -> Result<Changed, ChangeError> {
+        let started = Instant::now();
+        let made = self.delete(gateway, name).await;
+        audit(
+            caller,
+            name,
+            "delete_server",
+            made.as_ref().err().map(ChangeError::class),
+            started,
+        );
+        made
+    }
+
+    async fn put(
+        &self,
+        gateway: &Gateway,
+        caller: &Caller,
+        name: &str,
+        definition: &Value,
+    ) -> Result<Changed, ChangeError> {
+        if let Some(key) = host_key(definition) {
+            return Err(ChangeError::HostKey(name.into(), key));
+        }
+        let body = server_body(name, definition).map_err(ChangeError::Invalid)?;
+        let entry = AdminEntry {
+            kind: SERVERS.into(),
+            name: name.into(),
+            body,
+            changed_by: who(caller),
+            changed_at_ms: mcptask_core::Clock::now_ms(&mcptask_core::SystemClock),
+        };
+        let mut candidate = self.store.list_admin_entries().await?;
+        candidate.retain(|e| !(e.kind == SERVERS && e.name == name));
+        candidate.push(entry.clone());
+        self.check(&candidate, name)?;
+        self.store.put_admin_entry(&entry).await?;
+        Ok(self.apply_here(gateway).await)
+    }
+
+    async fn delete(&self, gateway: &Gateway, name: &str) -> Result<Changed, ChangeError> {
+        let mut candidate = self.store.list_admin_entries().await?;
+        let before = candidate.len();
+        candidate.retain(|e| !(e.kind == SERVERS && e.name == name));
+        if candidate.len() == before {
+            let config = self.file.load(&candidate).map_err(ChangeError::Invalid)?;
+            return Err(if config.file_defines_server(name) {
+                ChangeError::DefinedInFile(name.into())
+            } else {
+                ChangeError::NotFound(name.into())
+            });
+        }
+        self.check(&candidate, name)?;
+        self.store.delete_admin_entry(SERVERS, name).await?;
+        Ok(self.apply_here(gateway).await)
+    }
+
+    /// The configuration `candidate` makes with the file today, checked;
+    /// the file must not define `name`.
+    fn check(&self, candidate: &[AdminEntry], name: &str) -> Result<(), ChangeError> {
+        let config = self.file.load(candidate).map_err(ChangeError::Invalid)?;
+        if config.origins.shadowed.contains(name) {
+            return Err(ChangeError::DefinedInFile(name.into()));
+        }
+        Ok(())
+    }
+
+    /// Put what is stored in force here at once (the other replicas follow
+    /// their channel).
+    async fn apply_here(&self, gateway: &Gateway) -> Changed {
+        match self.sync(gateway, false).await {
+            Ok(changes) => Changed {
+                changes,
+                not_applied: None,
+            },
+            Err(e @ (SyncError::Store(_) | SyncError::Refused(_))) => {
+                tracing::error!("an admin API change was stored but not applied here: {e}");
+                Changed {
+                    changes: None,
+                    not_applied: Some(e.to_string()),
+                }
+            }
+        }
+    }
+}

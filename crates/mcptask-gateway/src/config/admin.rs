@@ -1,0 +1,241 @@
+//! The configuration's second source: objects set through the admin API
+//! (`crate::admin`), kept in the store as the TOML the file would hold
+//! (`[[servers]]` tables today). [`Config::load_with_admin`] appends them
+//! to the file's text and reads, overrides, checks and resolves the whole
+//! as one file, so an object set through the API passes exactly the checks
+//! of the file, with the same messages (placed in the object:
+//! `admin API server "x":2:1: …`).
+//!
+//! **The file wins.** A server the file defines is the file's: the admin
+//! API refuses to set or delete it, and a stored server whose name the file
+//! defines later (an edit after the API added it) is left out and listed as
+//! shadowed ([`Origins::shadowed`]), never merged with the file's. The file
+//! is what an operator reviews and deploys; the API adds to it, and never
+//! changes what it says without leaving a trace.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use mcptask_core::admin::AdminEntry;
+use serde_json::Value;
+
+use super::{Config, ConfigError, Source};
+
+/// The kind of the `[[servers]]` entries.
+pub const SERVERS: &str = "servers";
+
+/// Where a configuration's servers came from, beyond the file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Origins {
+    /// Servers set through the admin API, in force.
+    pub api: BTreeSet<String>,
+    /// Servers set through the admin API whose name the file defines: the
+    /// file's definition is in force, the stored one is left out.
+    pub shadowed: BTreeSet<String>,
+}
+
+/// The `[[servers]]` keys the admin API does not set: each makes the
+/// gateway read its own host (run a program: `command`, `args`, `env`,
+/// `cwd`; read files or environment variables and send what they hold to
+/// an endpoint: `oauth`'s `*_file` and `*_env` keys). An API token must
+/// not be a way to run programs or read secrets on the gateway's host;
+/// those servers are defined in the file.
+pub const HOST_KEYS: [&str; 5] = ["command", "args", "env", "cwd", "oauth"];
+
+/// The first key of `definition` the admin API does not set ([`HOST_KEYS`]).
+pub fn host_key(definition: &Value) -> Option<&'static str> {
+    HOST_KEYS
+        .into_iter()
+        .find(|k| definition.get(*k).is_some_and(|v| !v.is_null()))
+}
+
+/// The stored form of a server set through the admin API: its definition
+/// (the keys of a `[[servers]]` table, as JSON) written as the table the
+/// file would hold. `null` leaves a key out. The name is `name`'s; one in
+/// `definition` must say the same.
+pub fn server_body(name: &str, definition: &Value) -> Result<String, ConfigError> {
+    let Value::Object(keys) = definition else {
+        return Err(ConfigError(
+            "a server's definition is a JSON object of its [[servers]] keys, e.g. {\"url\": \"http://127.0.0.1:8080/mcp\"}".into(),
+        ));
+    };
+    let mut keys = keys.clone();
+    match keys.get("name") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(given)) if given == name => {}
+        Some(given) => {
+            return Err(ConfigError(format!(
+                "the definition names the server {given}, the path {name:?}\n  fix: leave \"name\" out, or make it the path's"
+            )));
+        }
+    }
+    keys.insert("name".into(), Value::String(name.into()));
+    let table = without_nulls(Value::Object(keys));
+    toml::to_string(&serde_json::json!({ SERVERS: [table] })).map_err(|e| {
+        ConfigError(format!(
+            "the definition of server {name:?} cannot be written as TOML: {e}"
+        ))
+    })
+}
+
+/// `value` with every `null` member and element left out (TOML has none).
+fn without_nulls(value: Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k, without_nulls(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(
+            items
+                .into_iter()
+                .filter(|v| !v.is_null())
+                .map(without_nulls)
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// A stored body back as JSON (what `GET /api/v1/admin/servers` shows).
+pub fn server_definition(body: &str) -> Option<Value> {
+    let table: toml::Table = toml::from_str(body).ok()?;
+    let server = table.get(SERVERS)?.as_array()?.first()?.clone();
+    serde_json::to_value(server).ok()
+}
+
+impl Config {
+    /// [`Config::load_with_env`] with the admin API's `entries` appended to
+    /// the file (those whose name the file defines are left out: the file
+    /// wins, [`Origins::shadowed`] says which).
+    pub fn load_with_admin(
+        path: &Path,
+        get: impl Fn(&str) -> Option<String>,
+        entries: &[AdminEntry],
+    ) -> Result<Config, ConfigError> {
+        let file = Self::read_file(path)?;
+        let path = path.display().to_string();
+        let own = Config::read(&Source {
+            path: &path,
+            text: &file,
+            appended: &[],
+        })?;
+        let in_file: BTreeSet<&str> = own.servers.iter().map(|s| s.name()).collect();
+        let mut text = file.clone();
+        let mut appended = Vec::new();
+        let mut origins = Origins::default();
+        for entry in entries.iter().filter(|e| e.kind == SERVERS) {
+            if in_file.contains(entry.name.as_str()) {
+                origins.shadowed.insert(entry.name.clone());
+                continue;
+            }
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            appended.push((text.len(), format!("admin API server {:?}", entry.name)));
+            text.push_str(&entry.body);
+            origins.api.insert(entry.name.clone());
+        }
+        let src = Source {
+            path: &path,
+            text: &text,
+            appended: &appended,
+        };
+        let mut config = Self::finish(src, get)?;
+        config.origins = origins;
+        Ok(config)
+    }
+
+    /// Whether the file (not the admin API) defines server `name`.
+    pub fn file_defines_server(&self, name: &str) -> bool {
+        self.servers.iter().any(|s| s.name() == name) && !self.origins.api.contains(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use mcptask_core::admin::AdminEntry;
+    use serde_json::json;
+
+    use super::{Config, SERVERS, server_body, server_definition};
+
+    fn entry(name: &str, definition: serde_json::Value) -> AdminEntry {
+        AdminEntry {
+            kind: SERVERS.into(),
+            name: name.into(),
+            body: server_body(name, &definition).unwrap(),
+            changed_by: "ops".into(),
+            changed_at_ms: 1,
+        }
+    }
+
+    fn file(text: &str) -> tempfile::NamedTempFile {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), text).unwrap();
+        file
+    }
+
+    const FILE: &str = "[api]\nauth = \"none\"\n[[servers]]\nname = \"files\"\nurl = \"http://127.0.0.1:1/mcp\"\n[limits]\n";
+
+    #[test]
+    fn a_definition_becomes_the_table_the_file_would_hold_and_back() {
+        let definition = json!({"url": "http://127.0.0.1:9/mcp", "prefix": null,
+            "oauth": {"client_id": "x"}, "args": []});
+        let body = server_body("reports", &definition).unwrap();
+        assert!(body.starts_with("[[servers]]\n"), "{body}");
+        assert!(body.contains("[servers.oauth]"), "{body}");
+        let back = server_definition(&body).unwrap();
+        assert_eq!(back["name"], "reports");
+        assert_eq!(back["url"], "http://127.0.0.1:9/mcp");
+        assert!(back.get("prefix").is_none());
+        let other = server_body("reports", &json!({"name": "other"})).unwrap_err();
+        assert!(other.0.contains("the path \"reports\""), "{other}");
+    }
+
+    #[test]
+    fn stored_servers_join_the_file_and_the_file_wins() {
+        let f = file(FILE);
+        let entries = [
+            entry("added", json!({"url": "http://127.0.0.1:2/mcp"})),
+            entry("files", json!({"url": "http://127.0.0.1:3/mcp"})),
+        ];
+        let config = Config::load_with_admin(f.path(), |_| None, &entries).unwrap();
+        let names: Vec<&str> = config.servers.iter().map(|s| s.name()).collect();
+        assert_eq!(names, ["files", "added"]);
+        assert!(config.origins.api.contains("added"));
+        assert!(config.origins.shadowed.contains("files"));
+        assert!(config.file_defines_server("files"));
+        assert!(!config.file_defines_server("added"));
+    }
+
+    #[test]
+    fn a_bad_stored_server_gets_the_file_message_placed_in_it() {
+        let f = file(FILE);
+        let both = entry(
+            "bad",
+            json!({"url": "http://127.0.0.1:2/mcp", "command": "x"}),
+        );
+        let e = Config::load_with_admin(f.path(), |_| None, &[both]).unwrap_err();
+        assert!(e.0.starts_with("admin API server \"bad\":"), "{e}");
+        assert!(
+            e.0.contains("server \"bad\" has both url and command"),
+            "{e}"
+        );
+        let typo = entry(
+            "typo",
+            json!({"url": "http://127.0.0.1:2/mcp", "timeout": 5}),
+        );
+        let e = Config::load_with_admin(f.path(), |_| None, &[typo]).unwrap_err();
+        assert!(e.0.contains("unknown field `timeout`"), "{e}");
+        // The same problem in the file reads the same, placed in the file.
+        let in_file = file(&format!(
+            "{FILE}[[servers]]\nname = \"bad\"\nurl = \"http://a/mcp\"\ncommand = \"x\"\n"
+        ));
+        let e = Config::load_with_admin(in_file.path(), |_| None, &[]).unwrap_err();
+        assert!(
+            e.0.contains("server \"bad\" has both url and command"),
+            "{e}"
+        );
+    }
+}
