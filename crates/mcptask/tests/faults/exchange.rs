@@ -74,8 +74,10 @@ async fn a_held_or_crossed_answer_ends_the_front_task(fault: Scripted, timed_out
         scripted.script(
             Rule::new("tools/call", usize::MAX, fault).when("/arguments/text", json!("bad")),
         );
+        // Every call of a caller that declares tasks is handed out as its
+        // task (no direct answer): these faults are a front task's.
         let servers = format!(
-            "[[servers]]\nname = \"sync\"\nurl = {}\ncall_timeout_ms = 1500\n",
+            "[[servers]]\nname = \"sync\"\nurl = {}\ncall_timeout_ms = 1500\nanswer_within_ms = 0\n",
             json!(scripted.url())
         );
         let gateway = front(&front_db, &servers).await;

@@ -47,7 +47,7 @@ fn proxy_toml(db: &str, upstream: &SyncUpstream) -> String {
     let q = |s: &str| serde_json::to_string(s).expect("a TOML string");
     format!(
         "[database]\nurl = {}\n\n[api]\nlisten = \"127.0.0.1:0\"\nauth = \"none\"\n\n\
-         [proxy]\nenabled = true\n\n[[servers]]\nname = \"up\"\nurl = {}\n",
+         [proxy]\nenabled = true\n\n[[servers]]\nname = \"up\"\nurl = {}\nanswer_within_ms = 0\n",
         q(db),
         q(&upstream.url)
     )

@@ -32,9 +32,10 @@ fn proxy_toml(db: &str, tracker: &str, proxy: &str, servers: &str) -> String {
     )
 }
 
-/// A `[[servers]]` entry for an HTTP upstream.
+/// A `[[servers]]` entry for an HTTP upstream. Its calls are always handed
+/// out as tasks (`answer_within_ms = 0`): these tests are about front tasks.
 fn http_server(name: &str, url: &str) -> String {
-    format!("\n[[servers]]\nname = {name:?}\nurl = {url:?}\n")
+    format!("\n[[servers]]\nname = {name:?}\nurl = {url:?}\nanswer_within_ms = 0\n")
 }
 
 /// A `[[servers]]` entry for the toolset fixture (jobs kept in `state`).
@@ -52,12 +53,14 @@ fn toolset_server(state: &std::path::Path) -> String {
 /// The everything server as `name`, its long synchronous tool run in the
 /// background, a synchronous call interrupted by a crash handled per
 /// `interrupt`.
+/// Its calls are handed out as tasks at once (`answer_within_ms = 0`): the
+/// tests time their kills by the tasks' starts.
 fn everything_server(ev: &Everything, name: &str, interrupt: &str) -> String {
     ev.server_toml(
         name,
         &format!(
             "interrupt = {interrupt:?}\nbackground = [\"trigger-long-running-operation\"]\n\
-             connect_timeout_ms = 20000\ncall_timeout_ms = 60000\n"
+             connect_timeout_ms = 20000\ncall_timeout_ms = 60000\nanswer_within_ms = 0\n"
         ),
     )
 }

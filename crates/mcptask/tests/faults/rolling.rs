@@ -35,7 +35,7 @@ fn replica_toml(db: &str, port: u16, upstream: &SyncUpstream) -> String {
          [proxy]\nenabled = true\n\n\
          [tracker]\npoll_default_ms = 200\npoll_min_ms = 100\npoll_max_ms = 500\n\
          backoff_base_ms = 100\nbackoff_max_ms = 1000\n\n\
-         [[servers]]\nname = \"up\"\nurl = {}\n",
+         [[servers]]\nname = \"up\"\nurl = {}\nanswer_within_ms = 0\n",
         q(db),
         q(&upstream.url)
     )

@@ -304,7 +304,7 @@ async fn a_front_task_failed_by_garbage_says_so_without_internals() {
         let toml = fault_gateway_toml(
             &db,
             &format!(
-                "[proxy]\nenabled = true\n\n[[servers]]\nname = \"sync\"\nurl = {:?}\nprefix = \"up\"\n",
+                "[proxy]\nenabled = true\n\n[[servers]]\nname = \"sync\"\nurl = {:?}\nprefix = \"up\"\nanswer_within_ms = 0\n",
                 upstream.url()
             ),
         );
