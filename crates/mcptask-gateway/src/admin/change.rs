@@ -79,7 +79,7 @@ pub fn audit(caller: &Caller, server: &str, action: &str, refused: Option<&str>,
     {
         server.to_string()
     } else {
-        "(other)".to_string()
+        crate::metrics::OTHER.to_string()
     };
     crate::audit::record(AuditEvent {
         at_ms: mcptask_core::Clock::now_ms(&mcptask_core::SystemClock),

@@ -1,7 +1,6 @@
 //! `GET /api/v1/policy`: which caller may call which tool, as the policy in
-//! force decides it (`[[policy]]`, asked through
-//! [`mcptask_core::access::Policy::permits`], the one rule every face
-//! applies), over the tools the catalog lists now.
+//! force decides it (`[[policy]]`, asked through `route::access::allows`,
+//! where every face asks it), over the tools the catalog lists now.
 //!
 //! An operator sees every principal of a static token (`[[api.tokens]]`)
 //! and the operator tokens, with the rules; a principal sees only itself,
@@ -19,6 +18,7 @@ use mcptask_core::access::{Caller as Selector, Item};
 use serde_json::{Value, json};
 
 use super::{AppState, Caller};
+use crate::route::allows;
 
 /// The tools each caller may call.
 pub async fn in_force(
@@ -39,7 +39,7 @@ pub async fn in_force(
     let judge = |who: Selector<'_>| -> Value {
         let allowed: Vec<bool> = tools
             .iter()
-            .map(|(server, tool)| policy.permits(&who, Item::tool(server, tool)))
+            .map(|(server, tool)| allows(&policy, &who, Item::tool(server, tool)))
             .collect();
         json!(allowed)
     };

@@ -210,23 +210,20 @@ impl Calls {
             .await;
         match settled {
             Ok(now) if now.status == TaskStatus::Completed => {
-                Executed::Answered(crate::drivers::result_of(&now))
+                return Executed::Answered(crate::drivers::result_of(&now));
             }
             Ok(now) if now.status == TaskStatus::Failed => {
-                Executed::Failed(crate::drivers::error_of(&now))
+                return Executed::Failed(crate::drivers::error_of(&now));
             }
-            Ok(_) | Err(TrackerError::Timeout(_)) => Executed::Kept {
-                record: Box::new(record),
-                task: Some(task),
-            },
+            Ok(_) | Err(TrackerError::Timeout(_)) => {}
+            // The task exists and runs: its caller follows it.
             Err(e) => {
-                // The task exists and runs: its caller follows it.
                 tracing::warn!(call = %record.id, error = %e, "cannot wait for a call's direct answer; handing out its task");
-                Executed::Kept {
-                    record: Box::new(record),
-                    task: Some(task),
-                }
             }
+        }
+        Executed::Kept {
+            record: Box::new(record),
+            task: Some(task),
         }
     }
 }

@@ -19,8 +19,15 @@ use crate::failure::Failure;
 /// selection (`crate::virtual_server`): outside it, an item reads as one
 /// that does not exist, as one the policy hides does.
 fn permitted(policy: &Policy, caller: &Caller, item: Item<'_>) -> bool {
-    policy.permits(&caller.access(), item)
+    allows(policy, &caller.access(), item)
         && caller.through.as_ref().is_none_or(|v| v.selects(item))
+}
+
+/// Whether `policy` lets `who` (a caller as the policy selects it: its
+/// principal, scopes and claims) see and use `item`: the policy's own rule,
+/// for views that judge callers not present (`GET /api/v1/policy`).
+pub fn allows(policy: &Policy, who: &mcptask_core::access::Caller<'_>, item: Item<'_>) -> bool {
+    policy.permits(who, item)
 }
 
 /// Whether `caller` may see and use `item` (the policy in force now).

@@ -28,7 +28,7 @@ use std::time::Duration;
 use mcptask_core::call::{CallState, Face, Plan, RunDriver, Wants, plan};
 use mcptask_core::outcome::Outcome;
 
-pub use access::{Access, Item, Kind};
+pub use access::{Access, Item, Kind, allows};
 pub use agent::AgentTool;
 pub use handoff::Handoff;
 
