@@ -208,7 +208,7 @@ pub async fn decide(calls: &Calls, intent: Intent<'_>) -> Result<Decided, Failur
                 tool: name.to_string(),
             };
             let mut catalog = upstreams.catalog();
-            if catalog.get(name).is_none() && upstreams.unlisted_owner(name).is_some() {
+            if upstreams.may_wait_for(&catalog, name) {
                 // Right after the start the servers that may serve it may be
                 // answering their first listing: this call waits for those
                 // (only this call, and a bounded while), then is refused if

@@ -62,6 +62,16 @@ impl Upstreams {
             .any(|s| !catalog.lists(&s.name) && may_serve(s, name).is_some())
     }
 
+    /// Whether a call of the front name `name`, missing from `catalog`,
+    /// waits for first listings ([`Upstreams::first_listings_for`]) before
+    /// it is refused. Asked of the snapshot the name is missing from, not of
+    /// the listings: a call arriving between a server's listing and the
+    /// catalog built from it waits a moment for that catalog rather than
+    /// being told the tool does not exist.
+    pub fn may_wait_for(&self, catalog: &Catalog, name: &str) -> bool {
+        catalog.get(name).is_none() && self.may_list_later(catalog, name)
+    }
+
     /// The server not listed yet that may serve the front name `name`, and
     /// the tool's name there, if any.
     pub fn unlisted_owner(&self, name: &str) -> Option<(String, String)> {
@@ -200,6 +210,66 @@ pub fn list_until_listed(upstreams: Arc<Upstreams>, server: String, stop: Cancel
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use mcptask_core::call::{Protocol, TaskSupport, ToolFacts};
+
+    /// A listing stored while the catalog built from it is not published
+    /// yet: a call looking the name up in between waits (it was refused as
+    /// an unknown tool: the server no longer counted as unlisted, and the
+    /// catalog it read did not have the tool yet).
+    #[tokio::test]
+    async fn a_call_between_a_listing_and_its_catalog_waits_for_the_catalog() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("gw.db").display());
+        let text = format!(
+            "[api]\nauth = \"none\"\n\n[database]\nurl = \"{url}\"\n\n[[servers]]\nname = \"demo\"\nurl = \"http://127.0.0.1:9/mcp\"\n"
+        );
+        let config = crate::config::Config::parse("(test)", &text).unwrap();
+        let store = mcptask_sql::open(&url).await.unwrap();
+        let tracker = mcptask_client::Tracker::builder(store.remote_tasks())
+            .config(config.tracker.clone())
+            .start()
+            .await
+            .unwrap();
+        let upstreams = Upstreams::new(tracker, config.upstreams());
+        let name = "demo__slow_compute";
+        let before = upstreams.catalog();
+        assert!(upstreams.may_wait_for(&before, name), "not listed yet");
+
+        // The listing is stored; the catalog is not rebuilt yet.
+        let tool: rmcp::model::Tool = serde_json::from_value(serde_json::json!({
+            "name": "slow_compute", "inputSchema": {"type": "object"}
+        }))
+        .unwrap();
+        upstreams.listings.lock().unwrap().insert(
+            "demo".into(),
+            vec![(
+                tool,
+                ToolFacts {
+                    protocol: Protocol::Sep2663,
+                    task_support: TaskSupport::Optional,
+                    toolset_submit: false,
+                },
+            )],
+        );
+        let stale = upstreams.catalog();
+        assert!(stale.get(name).is_none());
+        assert!(
+            upstreams.unlisted_owner(name).is_none(),
+            "the server counts as listed"
+        );
+        assert!(
+            upstreams.may_wait_for(&stale, name),
+            "the stale catalog is waited past"
+        );
+
+        upstreams.rebuild_catalog();
+        let published = upstreams.catalog();
+        assert!(published.get(name).is_some());
+        assert!(!upstreams.may_wait_for(&published, name));
+        // A name no server may serve is never waited for.
+        assert!(!upstreams.may_wait_for(&published, "other__tool"));
+    }
 
     #[test]
     fn listing_attempts_grow_from_2_s_to_the_connect_timeout() {

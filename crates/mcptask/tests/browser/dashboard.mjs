@@ -357,12 +357,26 @@ try {
   if (problems.length) throw new Error(`the page reported problems:\n${problems.join("\n")}`);
   console.log("RESULT " + JSON.stringify({ askId, slowId, pickedId, reportId, researchId, inboxId, upstreamTask, statuses: Object.fromEntries(statuses) }));
 } catch (e) {
-  console.error("FAILED:", e && e.stack ? e.stack : e);
-  if (problems.length) console.error(problems.join("\n"));
+  // What the page showed when it stopped: the stream's state, the list's
+  // count line and rows, any error it displayed.
+  let shown = "(no page)";
   try {
     const page = context.pages()[0];
-    if (page) await page.screenshot({ path: opts.screenshot.replace(/\.png$/, "-failure.png") });
+    if (page) {
+      shown = JSON.stringify(await page.evaluate(() => ({
+        live: document.getElementById("live")?.textContent,
+        count: document.getElementById("count")?.textContent,
+        rows: [...document.querySelectorAll("tr.task")].map((r) => `${r.dataset.taskId}:${r.dataset.status}`),
+        errors: [...document.querySelectorAll(".err")].map((x) => x.textContent),
+      })));
+      await page.screenshot({ path: opts.screenshot.replace(/\.png$/, "-failure.png") });
+    }
   } catch (_) { /* best effort */ }
+  const first = String((e && e.message) || e).split("\n").slice(0, 3).join(" ");
+  console.error(`FAILED: ${first}`);
+  console.error(`page: ${shown}`);
+  if (problems.length) console.error(`problems: ${problems.join(" / ")}`);
+  console.error(e && e.stack ? e.stack : e);
   process.exitCode = 1;
 } finally {
   await context.close();

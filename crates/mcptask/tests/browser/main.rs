@@ -223,6 +223,28 @@ async fn the_dashboard_shows_tasks_live_answers_and_cancels_them() {
             )
             .await;
         assert!(failed.status >= 500, "{failed:#?}");
+        // The everything server (Node over stdio) is called in step 8; on a
+        // loaded machine it may take a while to answer its first listing,
+        // and the gateway no longer holds its start for it: the page is
+        // opened once it is listed, so that a slow start reads as that.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        loop {
+            let servers = api.get("/api/v1/servers").await;
+            let ev_ready = servers.json["servers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|s| s["name"] == "ev" && s["ready"] == true);
+            if ev_ready {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the everything server was not listed within 120 s: {:#}",
+                servers.json
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
         let docs = repo_root().join("docs/console");
         std::fs::create_dir_all(&docs).expect("create docs/console");
 
@@ -271,9 +293,19 @@ async fn the_dashboard_shows_tasks_live_answers_and_cancels_them() {
             .expect("wait for node");
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
+        // The first line says where and why it stopped (a CI summary shows
+        // only the first few lines of a failure): the last step passed,
+        // then the script's own account of the failure.
+        let last_step = stdout.lines().last().unwrap_or("(none)");
+        let why: Vec<&str> = stderr
+            .lines()
+            .skip_while(|l| !l.starts_with("FAILED:"))
+            .take(4)
+            .collect();
         let context = format!(
-            "browser script: {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
-            out.status
+            "browser script: {:?}; after \"{last_step}\": {}\nstderr:\n{stderr}\nstdout:\n{stdout}",
+            out.status,
+            why.join(" | ")
         );
         eprintln!("{context}");
         assert!(out.status.success(), "{context}");
