@@ -154,11 +154,6 @@ fn wants(ask: Ask, route: &Route) -> Wants {
     }
 }
 
-/// How long a call of a tool of a server whose first listing is under way
-/// waits for it: a server that takes a few seconds to start (an `npx`
-/// server over stdio) is called from the first request on.
-const FIRST_LISTING_FOR_A_CALL: Duration = Duration::from_secs(10);
-
 /// Decide a call: route, policy, limits, plan. A tool the caller may not
 /// call reads as one that does not exist; a caller over its fair limits is
 /// held a while (`calls::tarpit`) and refused; a call over a live-calls
@@ -213,9 +208,7 @@ pub async fn decide(calls: &Calls, intent: Intent<'_>) -> Result<Decided, Failur
                 // answering their first listing: this call waits for those
                 // (only this call, and a bounded while), then is refused if
                 // the name is still unlisted.
-                upstreams
-                    .first_listings_for(name, FIRST_LISTING_FOR_A_CALL)
-                    .await;
+                upstreams.first_listings_for(name).await;
                 catalog = upstreams.catalog();
             }
             let Some(route) = catalog.get(name) else {

@@ -82,19 +82,26 @@ impl Upstreams {
     }
 
     /// Until no server whose first listing is under way may serve the front
-    /// name `name` (each answered or failed), at most `bound`: a call naming
-    /// one of its tools right after the start (a stdio server takes a
-    /// moment to speak) is made rather than refused "not ready", while a
-    /// mute server holds only the calls that may be of its tools, and only
-    /// that long. With several servers without a prefix, a name may be any
-    /// of theirs: the call waits for each.
-    pub async fn first_listings_for(&self, name: &str, bound: Duration) {
+    /// name `name` (each answered or failed), at most the longest connect
+    /// timeout among them (what one listing attempt of theirs may take): a
+    /// call naming one of its tools right after the start (a stdio server
+    /// takes a moment to speak, seconds on a loaded host) is made rather
+    /// than refused "not ready", while a mute server holds only the calls
+    /// that may be of its tools, and only that long. With several servers
+    /// without a prefix, a name may be any of theirs: the call waits for
+    /// each.
+    pub async fn first_listings_for(&self, name: &str) {
         let servers = self.servers();
         let owners: BTreeSet<String> = servers
             .iter()
             .filter(|s| may_serve(s, name).is_some())
             .map(|s| s.name.clone())
             .collect();
+        let bound = owners
+            .iter()
+            .map(|s| self.connect_timeout(s))
+            .max()
+            .unwrap_or_default();
         let mut pending = self.first.pending.subscribe();
         let none_pending = pending.wait_for(|p| p.is_disjoint(&owners));
         let _ = tokio::time::timeout(bound, none_pending).await;
