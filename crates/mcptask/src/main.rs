@@ -221,6 +221,16 @@ enum Command {
         #[command(flatten)]
         gateway: cli::client::GatewayArgs,
     },
+    /// Virtual servers added, replaced and removed while the gateway runs
+    /// (the admin API: an operator token): a named selection of tools,
+    /// prompts and resources served at `/mcp/<name>`. Kept in the database
+    /// like `servers`; the file wins for a name it defines.
+    VirtualServers {
+        #[command(subcommand)]
+        action: VirtualServersCommand,
+        #[command(flatten)]
+        gateway: cli::client::GatewayArgs,
+    },
     /// Write a starter mcptask.toml, or check one before `serve` runs it.
     Config {
         #[command(subcommand)]
@@ -267,6 +277,43 @@ enum ServersCommand {
         definition: Option<String>,
     },
     /// Remove a server set through the admin API.
+    Remove {
+        /// Its name.
+        name: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum VirtualServersCommand {
+    /// Every virtual server in force, with its origin (`file` or `api`) and who set it.
+    List {
+        /// Print the gateway's JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add a virtual server, or replace one set through the admin API; it
+    /// is checked as the file's [[virtual_servers]] entries are, with the
+    /// same messages.
+    Add {
+        /// Its name: served at /mcp/<name> (a name the file defines is refused: the file wins).
+        name: String,
+        /// A "server/tool" glob of the tools it offers (repeat for more).
+        #[arg(long = "tool", value_name = "GLOB")]
+        tools: Vec<String>,
+        /// A "server/prompt" glob of the prompts it offers (repeat for more).
+        #[arg(long = "prompt", value_name = "GLOB")]
+        prompts: Vec<String>,
+        /// A "server/uri" glob of the resources it offers (repeat for more).
+        #[arg(long = "resource", value_name = "GLOB")]
+        resources: Vec<String>,
+        /// A principal glob of who may use it (repeat for more; none: anyone the gateway admits).
+        #[arg(long = "principal", value_name = "GLOB")]
+        principals: Vec<String>,
+        /// Its [[virtual_servers]] keys as a JSON object (the flags above replace its lists).
+        #[arg(long, value_name = "JSON")]
+        definition: Option<String>,
+    },
+    /// Remove a virtual server set through the admin API.
     Remove {
         /// Its name.
         name: String,
@@ -652,7 +699,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Servers { action, gateway } => {
             let gw = cli::client::GatewayClient::new(&gateway)?;
             let code = match action {
-                ServersCommand::List { json } => cli::servers::list(&gw, json).await?,
+                ServersCommand::List { json } => {
+                    cli::servers::list(&gw, mcptask_gateway::config::admin::Kind::Server, json)
+                        .await?
+                }
                 ServersCommand::Add {
                     name,
                     url,
@@ -667,7 +717,41 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     };
                     cli::servers::add(&gw, add).await?
                 }
-                ServersCommand::Remove { name } => cli::servers::remove(&gw, &name).await?,
+                ServersCommand::Remove { name } => {
+                    cli::servers::remove(&gw, mcptask_gateway::config::admin::Kind::Server, &name)
+                        .await?
+                }
+            };
+            exit_with(code)
+        }
+        Command::VirtualServers { action, gateway } => {
+            use mcptask_gateway::config::admin::Kind;
+            let gw = cli::client::GatewayClient::new(&gateway)?;
+            let code = match action {
+                VirtualServersCommand::List { json } => {
+                    cli::servers::list(&gw, Kind::VirtualServer, json).await?
+                }
+                VirtualServersCommand::Add {
+                    name,
+                    tools,
+                    prompts,
+                    resources,
+                    principals,
+                    definition,
+                } => {
+                    let add = cli::servers::AddVirtualArgs {
+                        name: &name,
+                        tools,
+                        prompts,
+                        resources,
+                        principals,
+                        definition: definition.as_deref(),
+                    };
+                    cli::servers::add_virtual(&gw, add).await?
+                }
+                VirtualServersCommand::Remove { name } => {
+                    cli::servers::remove(&gw, Kind::VirtualServer, &name).await?
+                }
             };
             exit_with(code)
         }

@@ -44,8 +44,8 @@ impl Admin {
             .map_err(|e| SyncError::Refused(e.into()))?;
         let shadowed = next.origins.shadowed.clone();
         let changes = gateway.reload(next).await.map_err(SyncError::Refused)?;
-        for name in shadowed {
-            tracing::warn!(server = %name, "a server set through the admin API is also defined in the configuration file: the file's definition is in force (the file wins); delete the stored one or remove it from the file");
+        for (kind, name) in shadowed {
+            tracing::warn!(kind = kind.noun(), %name, "an object set through the admin API is also defined in the configuration file: the file's definition is in force (the file wins); delete the stored one or remove it from the file");
         }
         *applied = Some(entries);
         Ok(Some(changes))

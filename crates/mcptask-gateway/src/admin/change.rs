@@ -18,26 +18,26 @@ use super::apply::SyncError;
 use crate::Gateway;
 use crate::auth::Caller;
 use crate::config::ConfigError;
-use crate::config::admin::{SERVERS, host_key, server_body};
+use crate::config::admin::{Kind, body, host_key};
 use crate::live::Changes;
 
 /// Why a change was refused (nothing was changed).
 #[derive(Debug, thiserror::Error)]
 pub enum ChangeError {
-    /// The configuration file defines the server: the file wins.
+    /// The configuration file defines the object: the file wins.
     #[error(
-        "server {0:?} is defined in the configuration file, which wins over the admin API\n  fix: change it in the file and reload (SIGHUP), or choose another name"
+        "{kind} {name:?} is defined in the configuration file, which wins over the admin API\n  fix: change it in the file and reload (SIGHUP), or choose another name", kind = .0.noun(), name = .1
     )]
-    DefinedInFile(String),
+    DefinedInFile(Kind, String),
     /// The definition sets a key that reads the gateway's host
     /// ([`crate::config::admin::HOST_KEYS`]).
     #[error(
         "server {0:?}: \"{1}\" makes the gateway run a program or read its own files or environment, which the admin API does not set\n  fix: define stdio servers and [servers.oauth] in the configuration file; the admin API sets HTTP servers"
     )]
     HostKey(String, &'static str),
-    /// The admin API set no server of that name.
-    #[error("no server {0:?} was set through the admin API")]
-    NotFound(String),
+    /// The admin API set no object of that kind and name.
+    #[error("no {kind} {name:?} was set through the admin API", kind = .0.noun(), name = .1)]
+    NotFound(Kind, String),
     /// The change does not make a valid configuration: the file's message.
     #[error("{0}")]
     Invalid(ConfigError),
@@ -64,6 +64,12 @@ pub fn who(caller: &Caller) -> String {
         (None, Some(print)) => format!("operator token {print}"),
         (None, None) => "operator (auth = none)".into(),
     }
+}
+
+/// The audit trail's action for `verb` on a `kind` object: `put_server`,
+/// `delete_virtual_server`.
+fn action(verb: &str, kind: Kind) -> String {
+    format!("{verb}_{}", kind.noun().replace(' ', "_"))
 }
 
 /// One admin change in the audit trail: the server it names, the action
@@ -99,8 +105,8 @@ impl ChangeError {
     /// The audit trail's class of this refusal.
     fn class(&self) -> &'static str {
         match self {
-            ChangeError::DefinedInFile(_) => "defined_in_file",
-            ChangeError::NotFound(_) => "not_found",
+            ChangeError::DefinedInFile(..) => "defined_in_file",
+            ChangeError::NotFound(..) => "not_found",
             ChangeError::HostKey(..) => "host_key",
             ChangeError::Invalid(_) => "invalid_config",
             ChangeError::Store(_) => "store",
@@ -109,8 +115,50 @@ impl ChangeError {
 }
 
 impl Admin {
-    /// Add or replace server `name` with `definition` (its `[[servers]]`
-    /// keys as JSON).
+    /// Add or replace the `kind` object `name` with `definition` (the keys
+    /// of its table as JSON), audited as `admin.put_<kind>`.
+    pub async fn put_object(
+        &self,
+        gateway: &Gateway,
+        caller: &Caller,
+        kind: Kind,
+        name: &str,
+        definition: &Value,
+    ) -> Result<Changed, ChangeError> {
+        let started = Instant::now();
+        let made = self.put(gateway, caller, kind, name, definition).await;
+        audit(
+            caller,
+            name,
+            &action("put", kind),
+            made.as_ref().err().map(ChangeError::class),
+            started,
+        );
+        made
+    }
+
+    /// Delete the `kind` object `name`, set through the admin API, audited
+    /// as `admin.delete_<kind>`.
+    pub async fn delete_object(
+        &self,
+        gateway: &Gateway,
+        caller: &Caller,
+        kind: Kind,
+        name: &str,
+    ) -> Result<Changed, ChangeError> {
+        let started = Instant::now();
+        let made = self.delete(gateway, kind, name).await;
+        audit(
+            caller,
+            name,
+            &action("delete", kind),
+            made.as_ref().err().map(ChangeError::class),
+            started,
+        );
+        made
+    }
+
+    /// [`Admin::put_object`] of a server.
     pub async fn put_server(
         &self,
         gateway: &Gateway,
@@ -118,86 +166,78 @@ impl Admin {
         name: &str,
         definition: &Value,
     ) -> Result<Changed, ChangeError> {
-        let started = Instant::now();
-        let made = self.put(gateway, caller, name, definition).await;
-        audit(
-            caller,
-            name,
-            "put_server",
-            made.as_ref().err().map(ChangeError::class),
-            started,
-        );
-        made
+        self.put_object(gateway, caller, Kind::Server, name, definition)
+            .await
     }
 
-    /// Delete server `name`, set through the admin API.
+    /// [`Admin::delete_object`] of a server.
     pub async fn delete_server(
         &self,
         gateway: &Gateway,
         caller: &Caller,
         name: &str,
     ) -> Result<Changed, ChangeError> {
-        let started = Instant::now();
-        let made = self.delete(gateway, name).await;
-        audit(
-            caller,
-            name,
-            "delete_server",
-            made.as_ref().err().map(ChangeError::class),
-            started,
-        );
-        made
+        self.delete_object(gateway, caller, Kind::Server, name)
+            .await
     }
 
     async fn put(
         &self,
         gateway: &Gateway,
         caller: &Caller,
+        kind: Kind,
         name: &str,
         definition: &Value,
     ) -> Result<Changed, ChangeError> {
-        if let Some(key) = host_key(definition) {
+        if kind == Kind::Server
+            && let Some(key) = host_key(definition)
+        {
             return Err(ChangeError::HostKey(name.into(), key));
         }
-        let body = server_body(name, definition).map_err(ChangeError::Invalid)?;
+        let body = body(kind, name, definition).map_err(ChangeError::Invalid)?;
         let entry = AdminEntry {
-            kind: SERVERS.into(),
+            kind: kind.table().into(),
             name: name.into(),
             body,
             changed_by: who(caller),
             changed_at_ms: mcptask_core::Clock::now_ms(&mcptask_core::SystemClock),
         };
         let mut candidate = self.store.list_admin_entries().await?;
-        candidate.retain(|e| !(e.kind == SERVERS && e.name == name));
+        candidate.retain(|e| !(e.kind == kind.table() && e.name == name));
         candidate.push(entry.clone());
-        self.check(&candidate, name)?;
+        self.check(&candidate, kind, name)?;
         self.store.put_admin_entry(&entry).await?;
         Ok(self.apply_here(gateway).await)
     }
 
-    async fn delete(&self, gateway: &Gateway, name: &str) -> Result<Changed, ChangeError> {
+    async fn delete(
+        &self,
+        gateway: &Gateway,
+        kind: Kind,
+        name: &str,
+    ) -> Result<Changed, ChangeError> {
         let mut candidate = self.store.list_admin_entries().await?;
         let before = candidate.len();
-        candidate.retain(|e| !(e.kind == SERVERS && e.name == name));
+        candidate.retain(|e| !(e.kind == kind.table() && e.name == name));
         if candidate.len() == before {
             let config = self.file.load(&candidate).map_err(ChangeError::Invalid)?;
-            return Err(if config.file_defines_server(name) {
-                ChangeError::DefinedInFile(name.into())
+            return Err(if config.file_defines(kind, name) {
+                ChangeError::DefinedInFile(kind, name.into())
             } else {
-                ChangeError::NotFound(name.into())
+                ChangeError::NotFound(kind, name.into())
             });
         }
-        self.check(&candidate, name)?;
-        self.store.delete_admin_entry(SERVERS, name).await?;
+        self.check(&candidate, kind, name)?;
+        self.store.delete_admin_entry(kind.table(), name).await?;
         Ok(self.apply_here(gateway).await)
     }
 
     /// The configuration `candidate` makes with the file today, checked;
-    /// the file must not define `name`.
-    fn check(&self, candidate: &[AdminEntry], name: &str) -> Result<(), ChangeError> {
+    /// the file must not define the `kind` object `name`.
+    fn check(&self, candidate: &[AdminEntry], kind: Kind, name: &str) -> Result<(), ChangeError> {
         let config = self.file.load(candidate).map_err(ChangeError::Invalid)?;
-        if config.origins.shadowed.contains(name) {
-            return Err(ChangeError::DefinedInFile(name.into()));
+        if config.origins.is_shadowed(kind, name) {
+            return Err(ChangeError::DefinedInFile(kind, name.into()));
         }
         Ok(())
     }

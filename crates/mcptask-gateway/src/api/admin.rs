@@ -1,6 +1,7 @@
-//! `/api/v1/admin/servers`: servers added, replaced and deleted while
-//! running (`crate::admin`), operators only. Listings show every server in
-//! force with its origin (`file` or `api`) and the stored servers the file
+//! `/api/v1/admin/servers` and `/api/v1/admin/virtual_servers`: servers
+//! and virtual servers added, replaced and deleted while running
+//! (`crate::admin`), operators only. Listings show every object of the kind
+//! in force with its origin (`file` or `api`) and the stored ones the file
 //! shadows (the file wins).
 
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use serde_json::{Value, json};
 use super::error::ApiError;
 use super::{AppState, Caller};
 use crate::admin::{Admin, ChangeError, Changed};
-use crate::config::admin::{SERVERS, server_definition};
+use crate::config::admin::{Kind, definition};
 use crate::failure::Failure;
 
 /// What the admin routes act on.
@@ -60,9 +61,9 @@ fn store_error(e: &mcptask_core::StoreError) -> ApiError {
     ApiError::from(Failure::store(e))
 }
 
-/// A stored server as listed: whether the file shadows it, and whether it
+/// A stored object as listed: whether the file shadows it, and whether it
 /// is in force here (not when this replica could not apply it yet).
-fn stored(entry: &AdminEntry, shadowed: bool, in_force: bool) -> Value {
+fn stored(kind: Kind, entry: &AdminEntry, shadowed: bool, in_force: bool) -> Value {
     json!({
         "name": entry.name,
         "origin": "api",
@@ -70,28 +71,93 @@ fn stored(entry: &AdminEntry, shadowed: bool, in_force: bool) -> Value {
         "in_force": in_force,
         "changed_by": entry.changed_by,
         "changed_at": to_rfc3339(entry.changed_at_ms),
-        "definition": server_definition(&entry.body),
+        "definition": definition(kind, &entry.body),
     })
 }
 
-/// Every server in force, by origin, and the stored ones the file shadows.
-async fn listing(admin: &AdminState) -> Result<Vec<Value>, ApiError> {
+/// Every `kind` object in force, by origin, and the stored ones the file
+/// shadows.
+async fn listing(admin: &AdminState, kind: Kind) -> Result<Vec<Value>, ApiError> {
     let entries = admin.admin.entries().await.map_err(|e| store_error(&e))?;
     let live = admin.gateway.live.get();
     let mut list: Vec<Value> = live
-        .servers
-        .iter()
-        .filter(|s| !live.origins.api.contains(s.name()))
-        .map(|s| json!({"name": s.name(), "origin": "file"}))
+        .names_of(kind)
+        .into_iter()
+        .filter(|name| !live.origins.from_api(kind, name))
+        .map(|name| json!({"name": name, "origin": "file"}))
         .collect();
-    for entry in entries.iter().filter(|e| e.kind == SERVERS) {
+    for entry in entries.iter().filter(|e| e.kind == kind.table()) {
         list.push(stored(
+            kind,
             entry,
-            live.file_defines_server(&entry.name),
-            live.origins.api.contains(&entry.name),
+            live.file_defines(kind, &entry.name),
+            live.origins.from_api(kind, &entry.name),
         ));
     }
     Ok(list)
+}
+
+/// The audit trail's name of a read of `kind` (`list_servers`, `get_virtual_server`).
+fn read_action(verb: &str, kind: Kind, plural: bool) -> String {
+    let noun = kind.noun().replace(' ', "_");
+    if plural {
+        format!("{verb}_{noun}s")
+    } else {
+        format!("{verb}_{noun}")
+    }
+}
+
+async fn list_of(state: AppState, caller: Caller, kind: Kind) -> Result<Json<Value>, ApiError> {
+    let admin = admin_for(&state, &caller, "", &read_action("list", kind, true))?;
+    Ok(Json(json!({ kind.table(): listing(admin, kind).await? })))
+}
+
+async fn get_of(
+    state: AppState,
+    caller: Caller,
+    kind: Kind,
+    name: String,
+) -> Result<Json<Value>, ApiError> {
+    let admin = admin_for(&state, &caller, &name, &read_action("get", kind, false))?;
+    listing(admin, kind)
+        .await?
+        .into_iter()
+        .filter(|s| s["name"] == name.as_str())
+        .max_by_key(|s| s["origin"] == "file")
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(kind.noun()))
+}
+
+async fn put_of(
+    state: AppState,
+    caller: Caller,
+    kind: Kind,
+    name: String,
+    body: Result<Json<Value>, axum::extract::rejection::JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let admin = admin_for(&state, &caller, &name, &read_action("put", kind, false))?;
+    let Json(definition) = body.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let made = admin
+        .admin
+        .put_object(&admin.gateway, &caller, kind, &name, &definition)
+        .await
+        .map_err(refused)?;
+    Ok(changed(&name, made))
+}
+
+async fn delete_of(
+    state: AppState,
+    caller: Caller,
+    kind: Kind,
+    name: String,
+) -> Result<Json<Value>, ApiError> {
+    let admin = admin_for(&state, &caller, &name, &read_action("delete", kind, false))?;
+    let made = admin
+        .admin
+        .delete_object(&admin.gateway, &caller, kind, &name)
+        .await
+        .map_err(refused)?;
+    Ok(changed(&name, made))
 }
 
 /// `GET /api/v1/admin/servers`.
@@ -99,8 +165,7 @@ pub async fn list(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
 ) -> Result<Json<Value>, ApiError> {
-    let admin = admin_for(&state, &caller, "", "list_servers")?;
-    Ok(Json(json!({ "servers": listing(admin).await? })))
+    list_of(state, caller, Kind::Server).await
 }
 
 /// `GET /api/v1/admin/servers/{name}`.
@@ -109,14 +174,64 @@ pub async fn get_one(
     Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let admin = admin_for(&state, &caller, &name, "get_server")?;
-    listing(admin)
-        .await?
-        .into_iter()
-        .filter(|s| s["name"] == name.as_str())
-        .max_by_key(|s| s["origin"] == "file")
-        .map(Json)
-        .ok_or_else(|| ApiError::not_found("server"))
+    get_of(state, caller, Kind::Server, name).await
+}
+
+/// `PUT /api/v1/admin/servers/{name}`: add or replace; the body is the
+/// server's `[[servers]]` keys as a JSON object.
+pub async fn put(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(name): Path<String>,
+    body: Result<Json<Value>, axum::extract::rejection::JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    put_of(state, caller, Kind::Server, name, body).await
+}
+
+/// `DELETE /api/v1/admin/servers/{name}`: a server set through the API.
+pub async fn delete(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    delete_of(state, caller, Kind::Server, name).await
+}
+
+/// `GET /api/v1/admin/virtual_servers`.
+pub async fn list_virtual(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Json<Value>, ApiError> {
+    list_of(state, caller, Kind::VirtualServer).await
+}
+
+/// `GET /api/v1/admin/virtual_servers/{name}`.
+pub async fn get_virtual(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    get_of(state, caller, Kind::VirtualServer, name).await
+}
+
+/// `PUT /api/v1/admin/virtual_servers/{name}`: add or replace; the body is
+/// its `[[virtual_servers]]` keys as a JSON object.
+pub async fn put_virtual(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(name): Path<String>,
+    body: Result<Json<Value>, axum::extract::rejection::JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    put_of(state, caller, Kind::VirtualServer, name, body).await
+}
+
+/// `DELETE /api/v1/admin/virtual_servers/{name}`: one set through the API.
+pub async fn delete_virtual(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    delete_of(state, caller, Kind::VirtualServer, name).await
 }
 
 fn changed(name: &str, made: Changed) -> Json<Value> {
@@ -130,10 +245,10 @@ fn changed(name: &str, made: Changed) -> Json<Value> {
 
 fn refused(e: ChangeError) -> ApiError {
     match e {
-        ChangeError::DefinedInFile(_) => {
+        ChangeError::DefinedInFile(..) => {
             ApiError::new(StatusCode::CONFLICT, "defined_in_file", e.to_string())
         }
-        ChangeError::NotFound(_) => {
+        ChangeError::NotFound(..) => {
             ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string())
         }
         ChangeError::Invalid(e) => ApiError::new(StatusCode::BAD_REQUEST, "invalid_config", e.0),
@@ -142,37 +257,4 @@ fn refused(e: ChangeError) -> ApiError {
         }
         ChangeError::Store(e) => store_error(&e),
     }
-}
-
-/// `PUT /api/v1/admin/servers/{name}`: add or replace; the body is the
-/// server's `[[servers]]` keys as a JSON object.
-pub async fn put(
-    State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
-    Path(name): Path<String>,
-    body: Result<Json<Value>, axum::extract::rejection::JsonRejection>,
-) -> Result<Json<Value>, ApiError> {
-    let admin = admin_for(&state, &caller, &name, "put_server")?;
-    let Json(definition) = body.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let made = admin
-        .admin
-        .put_server(&admin.gateway, &caller, &name, &definition)
-        .await
-        .map_err(refused)?;
-    Ok(changed(&name, made))
-}
-
-/// `DELETE /api/v1/admin/servers/{name}`: a server set through the API.
-pub async fn delete(
-    State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
-    Path(name): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    let admin = admin_for(&state, &caller, &name, "delete_server")?;
-    let made = admin
-        .admin
-        .delete_server(&admin.gateway, &caller, &name)
-        .await
-        .map_err(refused)?;
-    Ok(changed(&name, made))
 }

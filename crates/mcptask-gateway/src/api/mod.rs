@@ -221,6 +221,13 @@ pub fn router_with_mcp(
             "/api/v1/admin/servers/{name}",
             get(admin::get_one).put(admin::put).delete(admin::delete),
         )
+        .route("/api/v1/admin/virtual_servers", get(admin::list_virtual))
+        .route(
+            "/api/v1/admin/virtual_servers/{name}",
+            get(admin::get_virtual)
+                .put(admin::put_virtual)
+                .delete(admin::delete_virtual),
+        )
         .route("/api/v1/servers/{name}/tools", get(tools::list_tools))
         .route("/api/v1/dead-letters", get(handlers::list_dead_letters))
         .route(

@@ -264,6 +264,7 @@ fn console(doc: &mut Value, with: &dyn Fn(Value) -> Value) {
                     "changed_at": {"type": "string", "format": "date-time"},
                     "definition": {"type": "object", "description": "the stored [[servers]] keys (origin api only)"}}},
                 "AdminServers": {"type": "object", "properties": {"servers": {"type": "array", "items": {"$ref": "#/components/schemas/AdminServer"}}}},
+                "AdminVirtualServers": {"type": "object", "properties": {"virtual_servers": {"type": "array", "items": {"$ref": "#/components/schemas/AdminServer"}}}},
                 "AdminChange": {"type": "object", "properties": {
                     "name": {"type": "string"}, "applied": {"type": "boolean"},
                     "not_applied": {"type": ["string", "null"], "description": "why this replica has not put the stored change in force yet"},
@@ -316,6 +317,40 @@ fn console(doc: &mut Value, with: &dyn Fn(Value) -> Value) {
                         "403": error_response("Not an operator token"),
                         "404": error_response("No server of that name was set through the admin API"),
                         "409": error_response("defined_in_file: the configuration file defines this server")
+                    }))
+                }
+            },
+            "/api/v1/admin/virtual_servers": {"get": {
+                "summary": "Every virtual server in force with its origin (file or api), and those set through the admin API, with who set them and when (operators only)",
+                "description": "Listed as /api/v1/admin/servers lists servers, under the key virtual_servers; a stored one whose name the file also defines is shadowed (the file wins).",
+                "responses": with(json!({"200": ok("The virtual servers", "AdminVirtualServers"), "403": error_response("Not an operator token")}))
+            }},
+            "/api/v1/admin/virtual_servers/{name}": {
+                "get": {
+                    "summary": "One virtual server as the admin listing shows it (operators only)",
+                    "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
+                    "responses": with(json!({"200": ok("The virtual server", "AdminServer"), "403": error_response("Not an operator token"), "404": error_response("No such virtual server")}))
+                },
+                "put": {
+                    "summary": "Add a virtual server (served at /mcp/{name}), or replace one set through the admin API: checked with the file as one configuration, stored in the database, applied by every replica (operators only)",
+                    "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object",
+                        "description": "Its [[virtual_servers]] keys: tools, prompts, resources (\"server/name\" globs), principals (globs); null leaves a key out"}}}},
+                    "responses": with(json!({
+                        "200": ok("Stored, and what applying it here changed", "AdminChange"),
+                        "400": error_response("invalid_config: the configuration file's own message for this definition; nothing was stored"),
+                        "403": error_response("Not an operator token"),
+                        "409": error_response("defined_in_file: the configuration file defines this virtual server, and the file wins")
+                    }))
+                },
+                "delete": {
+                    "summary": "Delete a virtual server set through the admin API (operators only)",
+                    "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
+                    "responses": with(json!({
+                        "200": ok("Deleted, and what applying it here changed", "AdminChange"),
+                        "403": error_response("Not an operator token"),
+                        "404": error_response("No virtual server of that name was set through the admin API"),
+                        "409": error_response("defined_in_file: the configuration file defines this virtual server")
                     }))
                 }
             },

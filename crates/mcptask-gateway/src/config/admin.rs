@@ -1,15 +1,16 @@
 //! The configuration's second source: objects set through the admin API
 //! (`crate::admin`), kept in the store as the TOML the file would hold
-//! (`[[servers]]` tables today). [`Config::load_with_admin`] appends them
+//! (`[[servers]]` and `[[virtual_servers]]` tables, [`Kind`]). [`Config::load_with_admin`] appends them
 //! to the file's text and reads, overrides, checks and resolves the whole
 //! as one file, so an object set through the API passes exactly the checks
 //! of the file, with the same messages (placed in the object:
 //! `admin API server "x":2:1: …`).
 //!
-//! **The file wins.** A server the file defines is the file's: the admin
-//! API refuses to set or delete it, and a stored server whose name the file
-//! defines later (an edit after the API added it) is left out and listed as
-//! shadowed ([`Origins::shadowed`]), never merged with the file's. The file
+//! **The file wins.** An object the file defines (a server, a virtual
+//! server: by kind and name) is the file's: the admin API refuses to set or
+//! delete it, and a stored object whose name the file defines later (an
+//! edit after the API added it) is left out and listed as shadowed
+//! ([`Origins::shadowed`]), never merged with the file's. The file
 //! is what an operator reviews and deploys; the API adds to it, and never
 //! changes what it says without leaving a trace.
 
@@ -21,17 +22,73 @@ use serde_json::Value;
 
 use super::{Config, ConfigError, Source};
 
-/// The kind of the `[[servers]]` entries.
+/// What the admin API sets: each kind is an array of tables of the file,
+/// named by its `name` key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// `[[servers]]`.
+    Server,
+    /// `[[virtual_servers]]`.
+    VirtualServer,
+}
+
+impl Kind {
+    /// Every kind, in the order their tables are appended to the file.
+    pub const ALL: [Kind; 2] = [Kind::Server, Kind::VirtualServer];
+
+    /// The table's key in the file, and the kind as the store keeps it.
+    pub fn table(self) -> &'static str {
+        match self {
+            Kind::Server => "servers",
+            Kind::VirtualServer => "virtual_servers",
+        }
+    }
+
+    /// The kind in words (messages, the audit trail's actions).
+    pub fn noun(self) -> &'static str {
+        match self {
+            Kind::Server => "server",
+            Kind::VirtualServer => "virtual server",
+        }
+    }
+
+    /// The kind a stored entry names, if one this release knows.
+    pub fn of_stored(kind: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.table() == kind)
+    }
+
+    /// What an example definition of this kind looks like (in messages).
+    fn example(self) -> &'static str {
+        match self {
+            Kind::Server => r#"{"url": "http://127.0.0.1:8080/mcp"}"#,
+            Kind::VirtualServer => r#"{"tools": ["reports/*"], "principals": ["team-a-*"]}"#,
+        }
+    }
+}
+
+/// The kind of the `[[servers]]` entries, as stored.
 pub const SERVERS: &str = "servers";
 
-/// Where a configuration's servers came from, beyond the file.
+/// Where a configuration's objects came from, beyond the file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Origins {
-    /// Servers set through the admin API, in force.
-    pub api: BTreeSet<String>,
-    /// Servers set through the admin API whose name the file defines: the
+    /// Objects set through the admin API, in force.
+    pub api: BTreeSet<(Kind, String)>,
+    /// Objects set through the admin API whose name the file defines: the
     /// file's definition is in force, the stored one is left out.
-    pub shadowed: BTreeSet<String>,
+    pub shadowed: BTreeSet<(Kind, String)>,
+}
+
+impl Origins {
+    /// Whether the `kind` object `name` in force was set through the API.
+    pub fn from_api(&self, kind: Kind, name: &str) -> bool {
+        self.api.contains(&(kind, name.to_string()))
+    }
+
+    /// Whether the stored `kind` object `name` is shadowed by the file.
+    pub fn is_shadowed(&self, kind: Kind, name: &str) -> bool {
+        self.shadowed.contains(&(kind, name.to_string()))
+    }
 }
 
 /// The `[[servers]]` keys the admin API does not set: each makes the
@@ -49,15 +106,18 @@ pub fn host_key(definition: &Value) -> Option<&'static str> {
         .find(|k| definition.get(*k).is_some_and(|v| !v.is_null()))
 }
 
-/// The stored form of a server set through the admin API: its definition
-/// (the keys of a `[[servers]]` table, as JSON) written as the table the
+/// The stored form of a `kind` object set through the admin API: its
+/// definition (the keys of its table, as JSON) written as the table the
 /// file would hold. `null` leaves a key out. The name is `name`'s; one in
 /// `definition` must say the same.
-pub fn server_body(name: &str, definition: &Value) -> Result<String, ConfigError> {
+pub fn body(kind: Kind, name: &str, definition: &Value) -> Result<String, ConfigError> {
+    let noun = kind.noun();
     let Value::Object(keys) = definition else {
-        return Err(ConfigError(
-            "a server's definition is a JSON object of its [[servers]] keys, e.g. {\"url\": \"http://127.0.0.1:8080/mcp\"}".into(),
-        ));
+        return Err(ConfigError(format!(
+            "a {noun}'s definition is a JSON object of its [[{}]] keys, e.g. {}",
+            kind.table(),
+            kind.example()
+        )));
     };
     let mut keys = keys.clone();
     match keys.get("name") {
@@ -65,17 +125,22 @@ pub fn server_body(name: &str, definition: &Value) -> Result<String, ConfigError
         Some(Value::String(given)) if given == name => {}
         Some(given) => {
             return Err(ConfigError(format!(
-                "the definition names the server {given}, the path {name:?}\n  fix: leave \"name\" out, or make it the path's"
+                "the definition names the {noun} {given}, the path {name:?}\n  fix: leave \"name\" out, or make it the path's"
             )));
         }
     }
     keys.insert("name".into(), Value::String(name.into()));
     let table = without_nulls(Value::Object(keys));
-    toml::to_string(&serde_json::json!({ SERVERS: [table] })).map_err(|e| {
+    toml::to_string(&serde_json::json!({ kind.table(): [table] })).map_err(|e| {
         ConfigError(format!(
-            "the definition of server {name:?} cannot be written as TOML: {e}"
+            "the definition of {noun} {name:?} cannot be written as TOML: {e}"
         ))
     })
+}
+
+/// [`body`] of a server.
+pub fn server_body(name: &str, definition: &Value) -> Result<String, ConfigError> {
+    body(Kind::Server, name, definition)
 }
 
 /// `value` with every `null` member and element left out (TOML has none).
@@ -98,17 +163,23 @@ fn without_nulls(value: Value) -> Value {
     }
 }
 
-/// A stored body back as JSON (what `GET /api/v1/admin/servers` shows).
-pub fn server_definition(body: &str) -> Option<Value> {
+/// A stored body back as JSON (what the admin listings show).
+pub fn definition(kind: Kind, body: &str) -> Option<Value> {
     let table: toml::Table = toml::from_str(body).ok()?;
-    let server = table.get(SERVERS)?.as_array()?.first()?.clone();
-    serde_json::to_value(server).ok()
+    let object = table.get(kind.table())?.as_array()?.first()?.clone();
+    serde_json::to_value(object).ok()
+}
+
+/// [`definition`] of a server.
+pub fn server_definition(body: &str) -> Option<Value> {
+    definition(Kind::Server, body)
 }
 
 impl Config {
     /// [`Config::load_with_env`] with the admin API's `entries` appended to
-    /// the file (those whose name the file defines are left out: the file
-    /// wins, [`Origins::shadowed`] says which).
+    /// the file, kind by kind (those whose name the file defines are left
+    /// out: the file wins, [`Origins::shadowed`] says which; kinds this
+    /// release does not know are left out too).
     pub fn load_with_admin(
         path: &Path,
         get: impl Fn(&str) -> Option<String>,
@@ -121,21 +192,26 @@ impl Config {
             text: &file,
             appended: &[],
         })?;
-        let in_file: BTreeSet<&str> = own.servers.iter().map(|s| s.name()).collect();
         let mut text = file.clone();
         let mut appended = Vec::new();
         let mut origins = Origins::default();
-        for entry in entries.iter().filter(|e| e.kind == SERVERS) {
-            if in_file.contains(entry.name.as_str()) {
-                origins.shadowed.insert(entry.name.clone());
-                continue;
+        for kind in Kind::ALL {
+            for entry in entries.iter().filter(|e| e.kind == kind.table()) {
+                let key = (kind, entry.name.clone());
+                if own.file_defines(kind, &entry.name) {
+                    origins.shadowed.insert(key);
+                    continue;
+                }
+                if !text.is_empty() && !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                appended.push((
+                    text.len(),
+                    format!("admin API {} {:?}", kind.noun(), entry.name),
+                ));
+                text.push_str(&entry.body);
+                origins.api.insert(key);
             }
-            if !text.is_empty() && !text.ends_with('\n') {
-                text.push('\n');
-            }
-            appended.push((text.len(), format!("admin API server {:?}", entry.name)));
-            text.push_str(&entry.body);
-            origins.api.insert(entry.name.clone());
         }
         let src = Source {
             path: &path,
@@ -147,9 +223,34 @@ impl Config {
         Ok(config)
     }
 
+    /// Whether the file (not the admin API) defines the `kind` object
+    /// `name`.
+    pub fn file_defines(&self, kind: Kind, name: &str) -> bool {
+        let defined = match kind {
+            Kind::Server => self.servers.iter().any(|s| s.name() == name),
+            Kind::VirtualServer => self
+                .virtual_servers
+                .iter()
+                .any(|v| v.name.get_ref() == name),
+        };
+        defined && !self.origins.from_api(kind, name)
+    }
+
     /// Whether the file (not the admin API) defines server `name`.
     pub fn file_defines_server(&self, name: &str) -> bool {
-        self.servers.iter().any(|s| s.name() == name) && !self.origins.api.contains(name)
+        self.file_defines(Kind::Server, name)
+    }
+
+    /// The names of the `kind` objects in force.
+    pub fn names_of(&self, kind: Kind) -> Vec<String> {
+        match kind {
+            Kind::Server => self.servers.iter().map(|s| s.name().to_string()).collect(),
+            Kind::VirtualServer => self
+                .virtual_servers
+                .iter()
+                .map(|v| v.name.get_ref().clone())
+                .collect(),
+        }
     }
 }
 
@@ -203,8 +304,8 @@ mod tests {
         let config = Config::load_with_admin(f.path(), |_| None, &entries).unwrap();
         let names: Vec<&str> = config.servers.iter().map(|s| s.name()).collect();
         assert_eq!(names, ["files", "added"]);
-        assert!(config.origins.api.contains("added"));
-        assert!(config.origins.shadowed.contains("files"));
+        assert!(config.origins.from_api(super::Kind::Server, "added"));
+        assert!(config.origins.is_shadowed(super::Kind::Server, "files"));
         assert!(config.file_defines_server("files"));
         assert!(!config.file_defines_server("added"));
     }

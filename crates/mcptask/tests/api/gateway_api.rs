@@ -109,6 +109,13 @@ fn protected_requests() -> Vec<(reqwest::Method, &'static str, Option<Value>)> {
             Some(json!({"url": "http://127.0.0.1:9/mcp"})),
         ),
         (Method::DELETE, "/api/v1/admin/servers/x", None),
+        (Method::GET, "/api/v1/admin/virtual_servers", None),
+        (
+            Method::PUT,
+            "/api/v1/admin/virtual_servers/x",
+            Some(json!({"tools": ["demo/*"]})),
+        ),
+        (Method::DELETE, "/api/v1/admin/virtual_servers/x", None),
         (Method::GET, "/api/v1/events", None),
         (Method::GET, "/metrics", None),
     ]

@@ -1,5 +1,6 @@
-//! `mcptask servers list|add|remove` and `mcptask config export` against a
-//! running gateway: what the admin API does, from a shell.
+//! `mcptask servers list|add|remove`, `mcptask virtual-servers
+//! list|add|remove` and `mcptask config export` against a running gateway:
+//! what the admin API does, from a shell.
 
 use mcptask_testkit::*;
 
@@ -61,6 +62,43 @@ async fn servers_added_listed_exported_and_removed_from_the_command_line() {
         );
         assert!(!listed.contains("bad"), "{listed}");
 
+        // A virtual server: added with repeatable flags, listed, refused
+        // with the file's message when it names no configured server.
+        let team = run(&[
+            "virtual-servers",
+            "add",
+            "team",
+            "--tool",
+            "added/*",
+            "--tool",
+            "filed/echo",
+            "--principal",
+            "alice",
+        ])
+        .await;
+        assert!(team.status.success(), "{}", text(&team.stderr));
+        assert!(
+            text(&team.stderr).contains("virtual server \"team\" set"),
+            "{}",
+            text(&team.stderr)
+        );
+        let stray = run(&["virtual-servers", "add", "stray", "--tool", "nosuch/*"]).await;
+        assert_eq!(stray.status.code(), Some(1), "{}", text(&stray.stderr));
+        assert!(
+            text(&stray.stderr).contains("admin API virtual server \"stray\""),
+            "{}",
+            text(&stray.stderr)
+        );
+        let virtuals = run(&["virtual-servers", "list"]).await;
+        let listed = text(&virtuals.stdout);
+        assert!(
+            listed
+                .lines()
+                .any(|r| r.starts_with("team ") && r.contains(" api ")),
+            "{listed}"
+        );
+        assert!(!listed.contains("stray"), "{listed}");
+
         let config = gateway.config_path();
         let config = config.to_str().unwrap();
         let export = run_cli(&gateway.base, OPERATOR, &["config", "export", "-c", config]).await;
@@ -73,6 +111,17 @@ async fn servers_added_listed_exported_and_removed_from_the_command_line() {
             exported.servers[1].url.as_deref(),
             Some(upstream.url.as_str())
         );
+        let virtuals: Vec<&str> = exported
+            .virtual_servers
+            .iter()
+            .map(|v| v.name.get_ref().as_str())
+            .collect();
+        assert_eq!(virtuals, ["team"]);
+
+        // Removed; then the server it selected can go too.
+        let gone = run(&["virtual-servers", "remove", "team"]).await;
+        assert!(gone.status.success(), "{}", text(&gone.stderr));
+        assert!(!text(&run(&["virtual-servers", "list"]).await.stdout).contains("team"));
 
         // `config check --gateway` with the file unchanged: a reload (which
         // reads the stored servers too) would change nothing.

@@ -263,3 +263,145 @@ async fn a_server_added_on_one_replica_is_callable_on_the_other_within_a_second(
     })
     .await;
 }
+
+/// A file with the front on (virtual servers are served there).
+fn file_with_front(db: &TestDatabase, upstream: &SyncUpstream) -> String {
+    format!("{}\n[proxy]\nenabled = true\n", file(db, upstream))
+}
+
+/// The tool names alice sees at `/mcp/team` of `gateway`, once it serves
+/// that virtual server (`None` while it answers 404).
+async fn team_tools(gateway: &GatewayProcess, who: &str) -> Result<Vec<String>, String> {
+    use mcptask_testkit::mcp::{Lifecycle, TestClient};
+    let client = TestClient::http(
+        &format!("{}/mcp/team", gateway.base),
+        Some(who),
+        Lifecycle::Modern { tasks: true },
+    )
+    .await?;
+    let tools = client
+        .peer()
+        .list_all_tools()
+        .await
+        .map_err(|e| e.to_string())?;
+    client.close().await;
+    Ok(tools.into_iter().map(|t| t.name.to_string()).collect())
+}
+
+/// Two replicas on one PostgreSQL: a virtual server added through one
+/// restricts a team on the other within a second (exactly its tools, to
+/// its principals only); a bad one is refused with the file's message and
+/// changes nothing; one the file defines cannot be replaced; a delete
+/// through the other removes it from the first; each change is audited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_virtual_server_added_on_one_replica_restricts_a_team_on_the_other() {
+    let Some(db) = TestDatabase::postgres().await else {
+        eprintln!(
+            "a_virtual_server_added_on_one_replica_restricts_a_team_on_the_other: SKIPPED (no PostgreSQL)"
+        );
+        return;
+    };
+    with_deadline(WAIT, async {
+        let upstream = SyncUpstream::start().await;
+        let toml = format!(
+            "{}\n[[virtual_servers]]\nname = \"filed-team\"\ntools = [\"filed/*\"]\n",
+            file_with_front(&db, &upstream)
+        );
+        let a = GatewayProcess::start_toml("replica a", &toml, &[]).await;
+        let b = GatewayProcess::start_toml("replica b", &toml, &[]).await;
+        let (op_a, op_b) = (a.client(Some(OPERATOR)), b.client(Some(OPERATOR)));
+        assert!(team_tools(&b, ALICE).await.is_err(), "no team yet");
+
+        // A bad selection: the file's own message, nothing stored.
+        let bad = op_a
+            .send(
+                op_a.request(reqwest::Method::PUT, "/api/v1/admin/virtual_servers/team")
+                    .json(&json!({"tools": ["nosuch/*"]})),
+            )
+            .await;
+        bad.assert_error(400, "invalid_config");
+        let message = bad.json["error"]["message"].as_str().unwrap();
+        let in_file = format!("{toml}\n[[virtual_servers]]\nname = \"team\"\ntools = [\"nosuch/*\"]\n");
+        let expected = mcptask_gateway::Config::parse("mcptask.toml", &in_file).unwrap_err().0;
+        let expected = expected.split_once(": ").unwrap().1;
+        assert!(
+            message.starts_with("admin API virtual server \"team\":"),
+            "{message}"
+        );
+        assert!(message.ends_with(expected), "{message}\nvs the file's:\n{expected}");
+        let list = op_a.get("/api/v1/admin/virtual_servers").await;
+        assert_eq!(list.status, 200, "{list:#?}");
+        let names: Vec<&str> = list.json["virtual_servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["filed-team"], "{list:#?}");
+
+        // The file wins for a name it defines.
+        op_a.send(
+            op_a.request(reqwest::Method::PUT, "/api/v1/admin/virtual_servers/filed-team")
+                .json(&json!({"tools": ["filed/echo"]})),
+        )
+        .await
+        .assert_error(409, "defined_in_file");
+
+        // Added on a: alice's team on b within a second, bob refused.
+        let put = op_a
+            .send(
+                op_a.request(reqwest::Method::PUT, "/api/v1/admin/virtual_servers/team")
+                    .json(&json!({"tools": ["filed/echo"], "principals": ["alice"]})),
+            )
+            .await;
+        assert_eq!(put.status, 200, "{put:#?}");
+        assert_eq!(put.json["applied"], true, "{put:#?}");
+        let stored = Instant::now();
+        let tools = loop {
+            if let Ok(tools) = team_tools(&b, ALICE).await {
+                break tools;
+            }
+            assert!(
+                stored.elapsed() < Duration::from_secs(1),
+                "replica b does not serve the virtual server a second after it was stored; log:\n{}",
+                b.log()
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        };
+        eprintln!("replica b served the virtual server {:?} after replica a stored it", stored.elapsed());
+        assert_eq!(tools, ["filed__echo"]);
+        assert!(team_tools(&b, BOB).await.is_err(), "bob is not in the team");
+        let listed = op_b.get("/api/v1/admin/virtual_servers/team").await;
+        assert_eq!(listed.status, 200, "{listed:#?}");
+        assert_eq!(listed.json["origin"], "api");
+        assert_eq!(listed.json["definition"]["tools"], json!(["filed/echo"]));
+
+        // Deleted through b: gone from a as fast.
+        let deleted = op_b
+            .send(op_b.request(reqwest::Method::DELETE, "/api/v1/admin/virtual_servers/team"))
+            .await;
+        assert_eq!(deleted.status, 200, "{deleted:#?}");
+        let removed = Instant::now();
+        while team_tools(&a, ALICE).await.is_ok() {
+            assert!(
+                removed.elapsed() < Duration::from_secs(1),
+                "replica a still serves the deleted virtual server a second later"
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+
+        // Audited as virtual server changes.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let trail = op_a.get("/api/v1/audit?server=team").await;
+            let events = trail.json["events"].as_array().cloned().unwrap_or_default();
+            let tools: Vec<&str> = events.iter().filter_map(|e| e["tool"].as_str()).collect();
+            if tools.contains(&"admin.put_virtual_server") && tools.contains(&"admin.delete_virtual_server") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "virtual server changes not audited: {trail:#?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+}
