@@ -49,6 +49,8 @@ pub struct AuditEvent {
     pub error_class: Option<String>,
     /// From the request to its end (ms).
     pub duration_ms: i64,
+    /// The virtual server it came through (`/mcp/<name>`), if any.
+    pub via: Option<String>,
 }
 
 /// A stored entry: the event and its place in the trail.

@@ -230,6 +230,7 @@ pub struct CallLabels {
     principal: Option<String>,
     call_id: Option<String>,
     error_class: Option<&'static str>,
+    via: Option<String>,
 }
 
 impl CallLabels {
@@ -252,12 +253,20 @@ impl CallLabels {
             principal: None,
             call_id: None,
             error_class: None,
+            via: None,
         }
     }
 
     /// Made by `principal` (`None`: anonymous), for the audit trail.
     pub fn by(mut self, principal: Option<&str>) -> Self {
         self.principal = principal.map(str::to_string);
+        self
+    }
+
+    /// Made through the virtual server `name` (`/mcp/<name>`), for the
+    /// audit trail and `mcptask_virtual_server_calls_total`.
+    pub fn via(mut self, name: Option<&str>) -> Self {
+        self.via = name.map(str::to_string);
         self
     }
 
@@ -289,6 +298,7 @@ impl CallLabels {
             principal: None,
             call_id: None,
             error_class: None,
+            via: None,
         }
     }
 }
@@ -305,6 +315,7 @@ impl CallLabels {
             principal: None,
             call_id: None,
             error_class: None,
+            via: None,
         }
     }
 }
@@ -327,7 +338,13 @@ pub fn call_ended(labels: &CallLabels, outcome: Outcome, took: Duration) {
         principal,
         call_id,
         error_class,
+        via,
     } = labels.clone();
+    if let Some(name) = &via {
+        metrics::counter!("mcptask_virtual_server_calls_total",
+            "virtual_server" => name.clone(), "outcome" => outcome.as_str())
+        .increment(1);
+    }
     metrics::counter!("mcptask_calls_total",
         "server" => server.clone(), "tool" => tool.clone(), "face" => face.as_str(),
         "outcome" => outcome.as_str(), "driver" => driver)
@@ -347,6 +364,7 @@ pub fn call_ended(labels: &CallLabels, outcome: Outcome, took: Duration) {
             .or_else(|| crate::failure::class_of_outcome(outcome))
             .map(str::to_string),
         duration_ms: i64::try_from(took.as_millis()).unwrap_or(i64::MAX),
+        via,
     });
 }
 
@@ -360,6 +378,10 @@ fn describe_calls() {
     metrics::describe_counter!(
         "mcptask_calls_total",
         "Tool calls ended, by server, tool, face, outcome (completed, tool_error, failed, cancelled, refused_policy, refused_limit) and driver. Unknown servers and tools are counted as \"(other)\"."
+    );
+    metrics::describe_counter!(
+        "mcptask_virtual_server_calls_total",
+        "Tool calls ended that came through a virtual server (/mcp/<name>), by virtual server and outcome (also counted in mcptask_calls_total)."
     );
     metrics::describe_histogram!(
         "mcptask_call_seconds",

@@ -43,6 +43,7 @@ files!(
     "0012_audit.sql",
     "0013_calls_by_tool.sql",
     "0014_admin_config.sql",
+    "0015_audit_via.sql",
 );
 
 /// The SQLite migrations.

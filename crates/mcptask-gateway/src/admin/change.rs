@@ -98,6 +98,7 @@ pub fn audit(caller: &Caller, server: &str, action: &str, refused: Option<&str>,
         outcome,
         error_class,
         duration_ms: i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX),
+        via: None,
     });
 }
 

@@ -104,5 +104,6 @@ fn view(r: &AuditRecord) -> Value {
         "outcome": e.outcome.as_str(),
         "errorClass": e.error_class,
         "durationMs": e.duration_ms,
+        "via": e.via,
     })
 }

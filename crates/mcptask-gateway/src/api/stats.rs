@@ -309,6 +309,7 @@ mod tests {
             outcome,
             error_class: None,
             duration_ms: ms,
+            via: None,
         }
     }
 

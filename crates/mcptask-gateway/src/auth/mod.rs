@@ -45,6 +45,13 @@ pub struct Caller {
 }
 
 impl Caller {
+    /// The name of the virtual server it came through, if any.
+    pub fn via(&self) -> Option<&str> {
+        self.through
+            .as_deref()
+            .map(crate::virtual_server::Through::name)
+    }
+
     /// What tool policy selects this caller by.
     pub fn access(&self) -> mcptask_core::access::Caller<'_> {
         mcptask_core::access::Caller {

@@ -99,6 +99,7 @@ impl Calls {
             live,
             timeout,
             answer_within,
+            via,
             ..
         } = routed;
         let Execution {
@@ -149,7 +150,8 @@ impl Calls {
                 let driver = Driver::from(driver).as_str();
                 let labels =
                     CallLabels::new(&self.upstreams, &route.server, &route.tool, face, driver)
-                        .by(principal.as_deref());
+                        .by(principal.as_deref())
+                        .via(via.as_deref());
                 count_answer(&labels, &outcome, began);
                 match outcome? {
                     CallOutcome::Completed(result) => Executed::Answered(result),
@@ -176,7 +178,8 @@ impl Calls {
                         face,
                         PASS_THROUGH,
                     )
-                    .by(principal.as_deref());
+                    .by(principal.as_deref())
+                    .via(via.as_deref());
                     count_answer(&labels, &outcome, began);
                     match outcome? {
                         CallOutcome::Completed(result) => Executed::Answered(result),

@@ -134,8 +134,14 @@ fn count(
             .now_ms()
             .saturating_sub(r.created_at)
     });
+    // A front call through a virtual server keeps its name with the call.
+    let via = record
+        .and_then(|r| r.correlation.as_ref())
+        .and_then(|c| c.get("via"))
+        .and_then(serde_json::Value::as_str);
     let mut labels = CallLabels::new(upstreams, server, tool, face, driver)
         .by(principal)
+        .via(via)
         .call(id);
     if let Some(class) = class {
         labels = labels.failed_with(class);

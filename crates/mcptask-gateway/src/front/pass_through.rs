@@ -498,7 +498,8 @@ async fn relay(
         Face::Mcp,
         PASS_THROUGH,
     )
-    .by(routed.principal.as_deref());
+    .by(routed.principal.as_deref())
+    .via(routed.via.as_deref());
     let failed = |labels: &CallLabels, failure: &Failure| {
         let labels = labels.clone().failed_with(failure.code());
         crate::metrics::call_ended(&labels, Outcome::Failed, started.elapsed());

@@ -154,7 +154,7 @@ impl FrontServer {
     async fn pass_through(
         &self,
         route: &Route,
-        (timeout, principal): (std::time::Duration, Option<&str>),
+        (timeout, principal, via): (std::time::Duration, Option<&str>, Option<&str>),
         arguments: JsonObject,
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
@@ -170,7 +170,8 @@ impl FrontServer {
             Face::Mcp,
             PASS_THROUGH,
         )
-        .by(principal);
+        .by(principal)
+        .via(via);
         let (outcome, labels) = match &answer {
             Ok(CallToolResponse::Complete(result)) => {
                 (Outcome::answered(result.is_error == Some(true)), labels)
@@ -291,6 +292,8 @@ struct FrontRelay<'a> {
     front: &'a FrontServer,
     /// Whom the call is for (the audit trail of its end).
     principal: Option<&'a str>,
+    /// The virtual server it came through (the audit trail of its end).
+    via: Option<&'a str>,
     request: &'a CallToolRequestParams,
     context: &'a RequestContext<RoleServer>,
 }
@@ -306,7 +309,7 @@ impl Relay for FrontRelay<'_> {
         self.front
             .pass_through(
                 route,
-                (timeout, self.principal),
+                (timeout, self.principal, self.via),
                 arguments,
                 self.request,
                 self.context,
@@ -539,6 +542,7 @@ impl ServerHandler for FrontServer {
         let relay = FrontRelay {
             front: self,
             principal: caller.principal.as_deref(),
+            via: caller.via(),
             request: &request,
             context: &context,
         };
@@ -547,7 +551,12 @@ impl ServerHandler for FrontServer {
             options: CallOptions {
                 principal: caller.principal.clone(),
                 face: Some(Face::Mcp),
-                correlation: Some(json!({"frontTool": route.front})),
+                // The virtual server it came through, kept with the call
+                // for the audit trail of its end (`drivers::count`).
+                correlation: Some(match caller.via() {
+                    Some(via) => json!({"frontTool": route.front, "via": via}),
+                    None => json!({"frontTool": route.front}),
+                }),
                 input_responses: request.input_responses.clone().unwrap_or_default(),
                 request_state: request.request_state.clone(),
                 // The caller's answers go to the upstream, which judges them.

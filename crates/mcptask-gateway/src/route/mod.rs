@@ -106,6 +106,8 @@ pub struct Routed {
     pub answer_within: Option<Duration>,
     /// Who calls (`None`: anonymous), for the audit trail of its end.
     pub principal: Option<String>,
+    /// The virtual server it came through, for the audit trail of its end.
+    pub via: Option<String>,
 }
 
 /// What becomes of a call.
@@ -170,7 +172,8 @@ pub async fn decide(calls: &Calls, intent: Intent<'_>) -> Result<Decided, Failur
     // too: counted with its outcome (nothing was sent, so no driver).
     let refused = |outcome: Outcome, server: &str, tool: &str| {
         let labels = CallLabels::new(upstreams, server, tool, face, NO_DRIVER)
-            .by(caller.principal.as_deref());
+            .by(caller.principal.as_deref())
+            .via(caller.via());
         crate::metrics::call_ended(&labels, outcome, Duration::ZERO);
     };
     // A call of a name the gateway cannot serve, counted as failed with the
@@ -178,6 +181,7 @@ pub async fn decide(calls: &Calls, intent: Intent<'_>) -> Result<Decided, Failur
     let unserved = |server: &str, tool: &str, failure: &Failure| {
         let labels = CallLabels::new(upstreams, server, tool, face, NO_DRIVER)
             .by(caller.principal.as_deref())
+            .via(caller.via())
             .failed_with(failure.code());
         crate::metrics::call_ended(&labels, Outcome::Failed, Duration::ZERO);
     };
@@ -310,6 +314,7 @@ pub async fn decide(calls: &Calls, intent: Intent<'_>) -> Result<Decided, Failur
         live,
         declares: ask == Ask::Tasks,
         principal: caller.principal.clone(),
+        via: caller.via().map(str::to_string),
     })))
 }
 

@@ -32,6 +32,7 @@ fn record<B: Backend>(row: &B::Row) -> Result<AuditRecord, StoreError> {
                 .ok_or_else(|| StoreError::Corrupt(format!("audit_events.outcome: {outcome:?}")))?,
             error_class: B::column(row, "error_class")?,
             duration_ms: B::column(row, "duration_ms")?,
+            via: B::column(row, "via")?,
         },
     })
 }
@@ -58,6 +59,7 @@ impl<B: Backend> AuditStore for SqlStore<B> {
                     e.outcome.as_str(),
                     &e.error_class,
                     e.duration_ms,
+                    &e.via,
                 ],
             )
             .await?;

@@ -949,8 +949,8 @@ macro_rules! statements {
                     lease_until = CASE WHEN lease_owner = $2 THEN NULL ELSE lease_until END
                  WHERE server = $1",
             append_audit: "INSERT INTO audit_events (at, call_id, principal, face, server, tool,
-                    driver, outcome, error_class, duration_ms)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                    driver, outcome, error_class, duration_ms, via)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
             list_audit: "SELECT * FROM audit_events WHERE TRUE",
             // The `at` index, walked oldest first.
             purge_audit: concat!(

@@ -23,6 +23,8 @@ fn event(at_ms: i64, principal: Option<&str>, tool: &str, outcome: Outcome) -> A
         outcome,
         error_class: None,
         duration_ms: 12,
+        // Some through a virtual server, some not: both round trip.
+        via: principal.map(|_| "team".to_string()),
     }
 }
 

@@ -49,6 +49,7 @@ fn back_dated(days: i64, tool: &str) -> AuditEvent {
         outcome: Outcome::Completed,
         error_class: None,
         duration_ms: 5,
+        via: None,
     }
 }
 

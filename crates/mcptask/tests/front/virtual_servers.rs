@@ -167,6 +167,52 @@ async fn a_virtual_server_serves_exactly_its_selection_to_its_principals() {
             .post("/mcp/nope", &initialize)
             .await;
         assert_eq!(nobody.status, 404, "{nobody:#?}");
+
+        // Calls show the virtual server they came through: alice's two
+        // calls and bob's refusal in the audit trail, under "via"; none of
+        // /mcp's; and in /metrics.
+        let op = gateway.client(Some(OPERATOR));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let trail = op.get("/api/v1/audit?limit=200").await;
+            let events = trail.json["events"].as_array().cloned().unwrap_or_default();
+            let through = |principal: &str, tool: &str, outcome: &str| {
+                events.iter().any(|e| {
+                    e["principal"] == principal
+                        && e["tool"] == tool
+                        && e["outcome"] == outcome
+                        && e["via"] == "pair"
+                })
+            };
+            if through("alice", "greet", "completed")
+                && through("alice", "slow_compute", "completed")
+                && through("bob", "greet", "refused_policy")
+            {
+                assert!(
+                    events
+                        .iter()
+                        .all(|e| e["via"].is_null() || e["via"] == "pair"),
+                    "{trail:#?}"
+                );
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "calls through the virtual server not audited with it: {trail:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let metrics = op.get("/metrics").await;
+        assert!(
+            metrics
+                .text
+                .lines()
+                .any(|l| l.starts_with("mcptask_virtual_server_calls_total{")
+                    && l.contains("virtual_server=\"pair\"")
+                    && l.contains("outcome=\"completed\"")),
+            "{}",
+            metrics.text
+        );
     })
     .await;
 }
