@@ -14,10 +14,9 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use mcptask_client::{CallOptions, CallOutcome, RemoteTaskRecord, TrackerError};
-use mcptask_core::TaskStatus;
 use mcptask_core::call::{Driver, Face, Plan, TrackDriver};
 use rmcp::ErrorData;
-use rmcp::model::{CallToolResponse, CallToolResult, JsonObject, Task};
+use rmcp::model::{CallToolResponse, CallToolResult, JsonObject, Task, TaskPayload};
 use serde_json::Value;
 
 use super::{CallError, Calls, count_answer};
@@ -197,28 +196,44 @@ impl Calls {
     /// A call task that ends within `within` is answered directly (its
     /// result, or its error); one still working then, or waiting for its
     /// caller's input, is handed out as the task. Either way the call is
-    /// the same record, counted and audited when it ends. The wait is woken
-    /// by the call's own changes only (the tracker's watch), never a timer
-    /// per call.
+    /// the same record, counted and audited when it ends (the tracker
+    /// applies the end to the record a moment later). The wait is woken by
+    /// the call task's own changes only (`TaskRuntime::wait_for`), never a
+    /// timer per call.
     async fn answered_within(
         &self,
         task: Task,
         record: RemoteTaskRecord,
         within: Duration,
     ) -> Executed {
+        // The call task's own changes, made here where its work runs: its
+        // end is seen as it commits, not after the tracker has applied it
+        // to the call's record (which would cost a hop and a poll).
         let settled = self
-            .upstreams
-            .tracker
-            .wait_until(&record.id, within, |r| r.status != TaskStatus::Working)
+            .runtime
+            .wait_for(&record.id, record.principal.as_deref(), within, |t| {
+                t.status() != rmcp::model::TaskStatus::Working
+            })
             .await;
         match settled {
-            Ok(now) if now.status == TaskStatus::Completed => {
-                return Executed::Answered(crate::drivers::result_of(&now));
-            }
-            Ok(now) if now.status == TaskStatus::Failed => {
-                return Executed::Failed(crate::drivers::error_of(&now));
-            }
-            Ok(_) | Err(TrackerError::Timeout(_)) => {}
+            Ok(Some(now)) => match now.payload {
+                TaskPayload::Completed { result } => {
+                    match serde_json::from_value::<CallToolResult>(Value::Object(result)) {
+                        Ok(result) => return Executed::Answered(result),
+                        Err(e) => {
+                            tracing::warn!(call = %record.id, error = %e, "a call task's result does not read as a tool result; handing out its task");
+                        }
+                    }
+                }
+                TaskPayload::Failed { error } => {
+                    if let Ok(error) = serde_json::from_value::<ErrorData>(Value::Object(error)) {
+                        return Executed::Failed(error);
+                    }
+                }
+                // Waiting for its caller, or cancelled: its task says so.
+                _ => {}
+            },
+            Ok(None) => {}
             // The task exists and runs: its caller follows it.
             Err(e) => {
                 tracing::warn!(call = %record.id, error = %e, "cannot wait for a call's direct answer; handing out its task");

@@ -8,8 +8,6 @@ mod sep1686;
 mod sync;
 mod tracked;
 
-pub(crate) use tracked::{error_of, result_of};
-
 use mcptask_client::upstream::{SyncOptions, UpstreamError};
 use mcptask_server::{TaskExit, ToolCall};
 use rmcp::ErrorData;

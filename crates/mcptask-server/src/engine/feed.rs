@@ -9,12 +9,13 @@
 //! subscribers re-read the task and send what the store says, and clients keep
 //! polling, so a hint lost in a reconnect costs latency, never correctness.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
 use mcptask_core::store::ServerTaskStore;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 /// Changes a slow subscriber may fall behind by before it must re-read all
@@ -45,6 +46,73 @@ pub(crate) struct ChangeFeed {
     /// per replica).
     here: broadcast::Sender<Arc<str>>,
     outbox: mpsc::UnboundedSender<String>,
+    /// One channel per task someone here waits on ([`TaskWatch`]): a
+    /// change wakes the waiters of its own task only.
+    watched: Arc<Watched>,
+}
+
+/// The tasks waited on in this process, each with its channel.
+#[derive(Default)]
+struct Watched(Mutex<HashMap<Arc<str>, watch::Sender<u64>>>);
+
+impl Watched {
+    fn watch(watched: &Arc<Watched>, task_id: &str) -> TaskWatch {
+        let mut map = watched.0.lock().expect("watched tasks");
+        let rx = match map.get(task_id) {
+            Some(tx) => tx.subscribe(),
+            None => {
+                let (tx, rx) = watch::channel(0);
+                map.insert(task_id.into(), tx);
+                rx
+            }
+        };
+        TaskWatch {
+            id: task_id.into(),
+            rx,
+            watched: watched.clone(),
+        }
+    }
+
+    /// Wake the watches of `task_id` (nothing if none).
+    fn wake(&self, task_id: &str) {
+        if let Some(tx) = self.0.lock().expect("watched tasks").get(task_id) {
+            tx.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.0.lock().expect("watched tasks").len()
+    }
+}
+
+/// Wakes when its task changes here (in this process; other replicas'
+/// changes reach [`TaskRuntime::changes`](crate::TaskRuntime::changes)).
+/// Its channel is forgotten with the last watch of the task.
+pub(crate) struct TaskWatch {
+    id: Arc<str>,
+    rx: watch::Receiver<u64>,
+    watched: Arc<Watched>,
+}
+
+impl TaskWatch {
+    /// Until the task changes after the last call (or this watch's making).
+    pub(crate) async fn changed(&mut self) {
+        if self.rx.changed().await.is_err() {
+            // Never closed while a watch holds its sender's entry.
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+impl Drop for TaskWatch {
+    fn drop(&mut self) {
+        let mut map = self.watched.0.lock().expect("watched tasks");
+        // This watch's own receiver still counts: one means it was the last.
+        if map.get(&self.id).is_some_and(|tx| tx.receiver_count() <= 1) {
+            map.remove(&self.id);
+        }
+    }
 }
 
 impl ChangeFeed {
@@ -63,11 +131,18 @@ impl ChangeFeed {
             local,
             here,
             outbox,
+            watched: Arc::default(),
         }
+    }
+
+    /// Watch `task_id`'s changes made in this process from now on.
+    pub(crate) fn watch(&self, task_id: &str) -> TaskWatch {
+        Watched::watch(&self.watched, task_id)
     }
 
     /// Publish that `task_id` changed (after the write committed).
     pub(crate) fn publish(&self, task_id: &str) {
+        self.watched.wake(task_id);
         let id: Arc<str> = task_id.into();
         let _ = self.local.send(TaskChange::Task(id.clone()));
         let _ = self.here.send(id);
@@ -160,5 +235,35 @@ async fn relay(
             _ = stopped.cancelled() => return,
             _ = tokio::time::sleep(RELISTEN_DELAY) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod watch_tests {
+    use super::*;
+
+    /// A watch wakes for its own task only, every watch of a task wakes,
+    /// and the task's channel is forgotten with its last watch.
+    #[tokio::test]
+    async fn a_watch_wakes_for_its_task_and_is_forgotten_with_the_last() {
+        let watched = Arc::new(Watched::default());
+        let mut a1 = Watched::watch(&watched, "a");
+        let mut a2 = Watched::watch(&watched, "a");
+        let mut b = Watched::watch(&watched, "b");
+        assert_eq!(watched.len(), 2);
+        watched.wake("a");
+        watched.wake("nobody");
+        let quick = Duration::from_millis(50);
+        assert!(tokio::time::timeout(quick, a1.changed()).await.is_ok());
+        assert!(tokio::time::timeout(quick, a2.changed()).await.is_ok());
+        assert!(
+            tokio::time::timeout(quick, b.changed()).await.is_err(),
+            "b did not change"
+        );
+        drop(a1);
+        assert_eq!(watched.len(), 2, "a2 still watches a");
+        drop(a2);
+        drop(b);
+        assert_eq!(watched.len(), 0);
     }
 }

@@ -325,6 +325,43 @@ impl TaskRuntime {
         ))
     }
 
+    /// `tasks/get` of `task_id` once `done` holds for it, or as it is after
+    /// `within`: woken by the task's own changes made in this process (its
+    /// work runs here), never by a timer. `Ok(None)`: `within` passed first.
+    ///
+    /// ```no_run
+    /// # async fn demo(runtime: mcptask_server::TaskRuntime) -> Result<(), mcptask_server::TaskError> {
+    /// use rmcp::model::TaskStatus;
+    /// let within = std::time::Duration::from_secs(1);
+    /// if let Some(t) = runtime.wait_for("t1", None, within, |t| t.status() != TaskStatus::Working).await? {
+    ///     println!("{:?}", t.status());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn wait_for(
+        &self,
+        task_id: &str,
+        principal: Option<&str>,
+        within: Duration,
+        done: impl Fn(&DetailedTask) -> bool,
+    ) -> Result<Option<DetailedTask>, TaskError> {
+        // Watched before the first read: a change between the two wakes it.
+        let mut watch = self.inner.feed.watch(task_id);
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let task = self.get_task(task_id, principal).await?;
+            if done(&task) {
+                return Ok(Some(task));
+            }
+            if tokio::time::timeout_at(deadline, watch.changed())
+                .await
+                .is_err()
+            {
+                return Ok(None);
+            }
+        }
+    }
+
     /// The tasks bound to `principal` (`None`: the anonymous callers'
     /// tasks), newest first, at most `limit` (capped at [`MAX_LIST_LIMIT`]),
     /// after `cursor`; only live ones with `live_only`. Returns the page and
