@@ -17,7 +17,8 @@
 //! ([`virtual_servers`]); a mute upstream that never holds the front's
 //! listing, and a slow starter its calls still wait for ([`late_listing`]);
 //! the front's own refusals shaped as an upstream's of the caller's era
-//! ([`own_errors`]).
+//! ([`own_errors`]); resource subscriptions relayed to their servers and
+//! their updates to the subscribed sessions ([`resource_subscriptions`]).
 
 mod answer_within;
 mod audit;
@@ -39,6 +40,7 @@ mod proxy_everything;
 mod proxy_push;
 mod proxy_replicas;
 mod readiness;
+mod resource_subscriptions;
 mod route;
 mod same_answer;
 mod telemetry;
