@@ -169,3 +169,45 @@ async fn a_subscription_goes_to_the_resources_server_and_its_updates_to_the_subs
     })
     .await;
 }
+
+/// What the front can only pass on is offered only when a server behind it
+/// offers it: before a server of tools alone, no resource subscriptions,
+/// completions, logging or word of changed prompts and resources (its own
+/// list of tools changes as servers come and go: that it always offers).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_front_offers_only_what_its_servers_offer() {
+    let front_db = TestDatabase::sqlite();
+    with_deadline(Duration::from_secs(60), async {
+        let tools_only = mcptask_testkit::SyncUpstream::start_legacy().await;
+        let toml = GatewaySpec::open(&front_db.url, &[("plain", &tools_only.url)]).toml()
+            + "\n[proxy]\nenabled = true\n";
+        let gateway =
+            GatewayProcess::start_toml("proxy before a server of tools", &toml, &[]).await;
+        let (session, _heard) = session(&format!("{}/mcp", gateway.base)).await;
+        let offered = session
+            .peer()
+            .peer_info()
+            .expect("the front's initialize answer")
+            .capabilities
+            .clone();
+        let tools_change = offered.tools.as_ref().and_then(|t| t.list_changed);
+        let prompts_change = offered.prompts.as_ref().and_then(|p| p.list_changed);
+        let resources = offered.resources.clone().unwrap_or_default();
+        #[allow(deprecated)]
+        let logging = offered.logging.clone();
+        assert_eq!(
+            (
+                tools_change,
+                prompts_change,
+                resources.list_changed,
+                resources.subscribe,
+                offered.completions.is_some(),
+                logging.is_some()
+            ),
+            (Some(true), None, None, None, false, false),
+            "{offered:?}"
+        );
+        let _ = session.cancel().await;
+    })
+    .await;
+}
