@@ -1,8 +1,9 @@
 //! What the front offers: its own (tools, tasks, its list of tools changing
 //! as upstreams come and go), and what it can only pass on from the servers
 //! behind it, offered when one of those met so far offers it
-//! (`Upstreams::offering`): logging, resource subscriptions, completions,
-//! and word of changed prompt and resource lists.
+//! (`Upstreams::offering`): logging, resource subscriptions (from a server
+//! before 2026-07-28, see `subscriptions`), completions, and word of
+//! changed prompt and resource lists.
 //!
 //! Prompts and resources are always offered: the front answers their lists
 //! (empty when no server has any).
@@ -10,7 +11,7 @@
 use rmcp::model::{JsonObject, ServerCapabilities};
 
 use super::logging::offers_logging;
-use super::subscriptions::offers_subscriptions;
+use super::subscriptions::subscribable;
 use crate::upstreams::Upstreams;
 
 fn prompts_change(capabilities: &ServerCapabilities) -> bool {
@@ -48,7 +49,7 @@ pub(super) fn offered(upstreams: &Upstreams) -> ServerCapabilities {
     }
     if let Some(resources) = capabilities.resources.as_mut() {
         resources.list_changed = any(resources_change).then_some(true);
-        resources.subscribe = any(offers_subscriptions).then_some(true);
+        resources.subscribe = (!subscribable(upstreams).is_empty()).then_some(true);
     }
     if any(completes) {
         capabilities.completions = Some(JsonObject::new());

@@ -29,14 +29,24 @@ use super::directory::{Directory, admit};
 use crate::auth::Caller;
 use crate::calls::Calls;
 use crate::failure::Failure;
+use crate::upstreams::Upstreams;
+use mcptask_core::protocol::Era;
 
 /// Whether a server declared `resources.subscribe` when it was met.
-pub fn offers_subscriptions(capabilities: &ServerCapabilities) -> bool {
+fn offers_subscriptions(capabilities: &ServerCapabilities) -> bool {
     capabilities
         .resources
         .as_ref()
         .and_then(|r| r.subscribe)
         .unwrap_or(false)
+}
+
+/// The servers the front relays `resources/subscribe` to: those that offer
+/// it in an era that has it (before 2026-07-28; a 2026-07-28 server's
+/// `resources.subscribe` is a filter of its listen streams, which the front
+/// does not relay).
+pub fn subscribable(upstreams: &Upstreams) -> Vec<String> {
+    upstreams.offering_in(Era::Session, offers_subscriptions)
 }
 
 /// Which caller session a subscription belongs to: its `Mcp-Session-Id`
@@ -185,11 +195,7 @@ async fn owner(
     let server = directory
         .resource_owner(&calls.upstreams, uri, &access)
         .await?;
-    if !calls
-        .upstreams
-        .offering(offers_subscriptions)
-        .contains(&server)
-    {
+    if !subscribable(&calls.upstreams).contains(&server) {
         return Err(ErrorData::invalid_params(
             format!("the server of {uri:?} offers no resource subscriptions"),
             None,

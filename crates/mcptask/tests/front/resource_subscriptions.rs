@@ -37,11 +37,21 @@ type Session = RunningService<RoleClient, Updates>;
 
 /// A 2025-11-25 session with the front at `url`, and the URIs it hears updated.
 async fn session(url: &str) -> (Session, mpsc::UnboundedReceiver<String>) {
+    session_as(url, None).await
+}
+
+/// [`session`] with the bearer token `token`.
+async fn session_as(url: &str, token: Option<&str>) -> (Session, mpsc::UnboundedReceiver<String>) {
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     mcptask_client::tls::install_crypto_provider();
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
+    if let Some(token) = token {
+        config = config.auth_header(token.to_string());
+    }
     let (tx, heard) = mpsc::unbounded_channel();
     let session = Updates(tx)
         .serve_with_lifecycle(
-            StreamableHttpClientTransport::from_uri(url.to_string()),
+            StreamableHttpClientTransport::from_config(config),
             ClientLifecycleMode::Initialize,
         )
         .await
@@ -208,6 +218,40 @@ async fn the_front_offers_only_what_its_servers_offer() {
             "{offered:?}"
         );
         let _ = session.cancel().await;
+    })
+    .await;
+}
+
+/// A subscription is a resource request under the caller's policy: a
+/// principal denied the server is refused as for a URI no server offers,
+/// and the server never hears of it; another principal subscribes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_principal_denied_a_resource_cannot_subscribe_to_it() {
+    use mcptask_testkit::{ALICE, BOB};
+    let front_db = TestDatabase::sqlite();
+    with_deadline(Duration::from_secs(60), async {
+        let b = WatchedUpstream::start("b").await;
+        let toml = GatewaySpec::with_tokens(&front_db.url, &[("b", &b.url)]).toml()
+            + "\n[proxy]\nenabled = true\n\n[[policy]]\nprincipal = \"alice\"\ndeny = [\"b/*\"]\n";
+        let gateway = GatewayProcess::start_toml("proxy with a policy", &toml, &[]).await;
+        let url = format!("{}/mcp", gateway.base);
+        let (alice, _) = session_as(&url, Some(ALICE)).await;
+        let (bob, _) = session_as(&url, Some(BOB)).await;
+        #[allow(deprecated)]
+        let refused = alice
+            .peer()
+            .subscribe(SubscribeRequestParams::new("b://one"))
+            .await
+            .expect_err("alice may not read b's resources");
+        assert!(
+            refused.to_string().contains("no upstream server offers"),
+            "{refused}"
+        );
+        assert_eq!(b.heard("subscribe", "b://one"), 0);
+        subscribe(&bob, "b://one").await;
+        assert_eq!(b.heard("subscribe", "b://one"), 1);
+        let _ = alice.cancel().await;
+        let _ = bob.cancel().await;
     })
     .await;
 }
