@@ -18,7 +18,9 @@
 //! listing, and a slow starter its calls still wait for ([`late_listing`]);
 //! the front's own refusals shaped as an upstream's of the caller's era
 //! ([`own_errors`]); resource subscriptions relayed to their servers and
-//! their updates to the subscribed sessions ([`resource_subscriptions`]).
+//! their updates to the subscribed sessions ([`resource_subscriptions`]);
+//! the front's name in its handshake, the upstream's in what it answers
+//! ([`who_answers`]).
 
 mod answer_within;
 mod audit;
@@ -47,3 +49,4 @@ mod telemetry;
 mod toolset;
 mod upstream_eras;
 mod virtual_servers;
+mod who_answers;
