@@ -12,7 +12,8 @@
 //! resource URIs as they are, so an update needs no rewriting.
 //!
 //! A caller session that has ended is dropped from the subscribers when an
-//! update finds it closed, or at its URI's next subscription. A watch
+//! update finds it closed, or at its URI's next subscription; an update
+//! that finds nobody left unsubscribes the URI at the server. A watch
 //! session that ended (the server restarted) is opened again at the next
 //! subscription, with every URI still wanted subscribed anew; updates sent
 //! meanwhile are lost, as they would be to a client whose session ended.
@@ -116,7 +117,11 @@ impl Subscriptions {
                 .watch_resources()
                 .await
                 .map_err(|e| ErrorData::from(Failure::unreachable(&e)))?;
-            tokio::spawn(hand_on(updates, Arc::downgrade(&watched)));
+            let limit = calls
+                .upstreams
+                .lanes(&server)
+                .map_or(DEFAULT_LIMIT, |pool| pool.options().call_timeout);
+            tokio::spawn(hand_on(updates, Arc::downgrade(&watched), limit));
             // What was wanted before the old session ended is wanted still.
             for uri in state.uris.keys() {
                 if let Err(e) = upstream_subscribe(calls, &server, &watch, uri).await {
@@ -223,10 +228,15 @@ async fn upstream_subscribe(
     .await
 }
 
+/// The bound on an unsubscription made when nobody wants a URI any more,
+/// for a server whose pool is gone.
+const DEFAULT_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Hand each update heard on a watch session to the caller sessions
 /// subscribed to its URI, until the session ends or nobody keeps the
-/// subscriptions any more.
-async fn hand_on(mut updates: ResourceUpdates, watched: Weak<Watched>) {
+/// subscriptions any more. An update of a URI whose subscribers have all
+/// ended unsubscribes it at the server (each exchange bounded by `limit`).
+async fn hand_on(mut updates: ResourceUpdates, watched: Weak<Watched>, limit: std::time::Duration) {
     while let Some(update) = updates.recv().await {
         let Some(watched) = watched.upgrade() else {
             return;
@@ -234,6 +244,17 @@ async fn hand_on(mut updates: ResourceUpdates, watched: Weak<Watched>) {
         let peers: Vec<Peer<RoleServer>> = {
             let mut state = watched.state.lock().await;
             state.prune(&update.uri);
+            if !state.uris.contains_key(&update.uri)
+                && let Some(watch) = state.watch.as_ref().filter(|w| !w.is_closed())
+            {
+                let peer = watch.peer().clone();
+                let params = UnsubscribeRequestParams::new(update.uri.clone());
+                // Not awaited under the lock: the server may be slow.
+                tokio::spawn(async move {
+                    #[allow(deprecated)]
+                    let _ = tokio::time::timeout(limit, peer.unsubscribe(params)).await;
+                });
+            }
             state
                 .uris
                 .get(&update.uri)

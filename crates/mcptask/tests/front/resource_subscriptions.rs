@@ -174,8 +174,24 @@ async fn a_subscription_goes_to_the_resources_server_and_its_updates_to_the_subs
             0
         );
 
-        let _ = one.cancel().await;
+        // A session that ends without unsubscribing: the next update of its
+        // URI finds nobody to hand it to, and the server is told.
         let _ = two.cancel().await;
+        for _ in 0..40 {
+            touch(&one, "b://two").await;
+            if b.heard("unsubscribe", "b://two") > 0 {
+                break;
+            }
+            // How long matters not: the session's end is waited for.
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        assert_eq!(
+            b.heard("unsubscribe", "b://two"),
+            1,
+            "the ended session's URI"
+        );
+
+        let _ = one.cancel().await;
     })
     .await;
 }
