@@ -2,8 +2,10 @@
 //! Node 22) against the demo server, on SQLite and on PostgreSQL: the whole
 //! 2026-07-28 server requirement set (every scenario it runs, scored or not:
 //! the tasks extension and the pending ones too), directly and through the
-//! proxy, which must be invisible; and its client side (the client
-//! requirement set) against mcptask's upstream client ([`client`]).
+//! proxy, which must be invisible; its client side (the client
+//! requirement set) against mcptask's upstream client ([`client`]); and the
+//! npm everything server's 2025-11-25 checks, directly and through the
+//! front, compared check by check ([`everything`]).
 //!
 //! The tooling lives in `<repo>/.tools` (see `scripts/install-conformance`).
 //! Without it the test skips loudly, except under `CI=true`, where it fails.
