@@ -6,7 +6,8 @@
 //! - in-process servers and clients: an MCP test client ([`mcp`]), tracker
 //!   settings ([`tracker`]), the fixtures of the server and client crates'
 //!   tests ([`fixtures`]), a synchronous upstream that counts what it
-//!   heard ([`sync_upstream`]);
+//!   heard ([`sync_upstream`]), one with resources to subscribe to
+//!   ([`watched_upstream`]);
 //! - real processes: `mcptask demo-server` and `mcptask serve` ([`bin`],
 //!   [`demo_server`], [`gateway`], [`process`], [`cli_run`], [`installed`])
 //!   and clients for what they speak: the gateway's HTTP API ([`api`]),
@@ -47,6 +48,7 @@ pub mod stateless;
 pub mod sync_upstream;
 pub mod tasks;
 pub mod tracker;
+pub mod watched_upstream;
 pub mod webhook;
 
 use std::future::Future;
@@ -73,6 +75,7 @@ pub use sse::*;
 pub use stateless::post_tools_call;
 pub use sync_upstream::SyncUpstream;
 pub use tasks::*;
+pub use watched_upstream::WatchedUpstream;
 pub use webhook::*;
 
 /// Environment variable naming the `mcptask` binary to test, overriding the

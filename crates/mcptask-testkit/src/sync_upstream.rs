@@ -12,7 +12,8 @@
 //!   that went silent;
 //! - `whoami` sends two progress notifications to the call's progress token
 //!   and answers, as JSON text, the `clientInfo` and `progressToken` it saw
-//!   (a recording upstream).
+//!   (a recording upstream), naming itself in its result's `_meta`
+//!   ([`SERVER_NAME`]).
 //!
 //! Every `tools/call` is counted per tool ([`SyncUpstream::heard`]), so a
 //! test can say a call refused before it reached the upstream never did,
@@ -193,9 +194,23 @@ impl ServerHandler for Tools {
                 ));
             }
         };
-        Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
+        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        if request.name == "whoami" {
+            // Names itself in its result, as servers SHOULD since 2026-07-28.
+            result.meta = Some(rmcp::model::MetaObject(
+                json!({"io.modelcontextprotocol/serverInfo": {"name": SERVER_NAME, "version": "0"}})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            ));
+        }
+        Ok(result.into())
     }
 }
+
+/// The name `whoami` gives itself in its result's `_meta`
+/// (`io.modelcontextprotocol/serverInfo`).
+pub const SERVER_NAME: &str = "sync-upstream";
 
 fn text_of(arguments: &JsonObject) -> String {
     arguments

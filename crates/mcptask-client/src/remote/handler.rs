@@ -24,7 +24,7 @@ use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
     CustomNotification, CustomRequest, CustomResult, ElicitRequestParams, ElicitResult, ErrorCode,
     ErrorData, Implementation, ListRootsResult, ProgressNotificationParam,
-    TaskStatusNotificationParams,
+    ResourceUpdatedNotificationParam, TaskStatusNotificationParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, RoleClient};
@@ -151,6 +151,9 @@ pub struct UpstreamHandler {
     routes: Arc<Mutex<Routes>>,
     /// Bumped on the server's list-changed notifications.
     lists_changed: Option<ListSignals>,
+    /// Where the server's `notifications/resources/updated` go (see
+    /// `remote::watch`); a session without it drops them.
+    resource_updates: Option<mpsc::UnboundedSender<ResourceUpdatedNotificationParam>>,
 }
 
 /// Unregisters a route when dropped.
@@ -175,6 +178,15 @@ impl UpstreamHandler {
     /// Bump `signals` whenever the server says one of its lists changed.
     pub(crate) fn on_lists_changed(mut self, signals: ListSignals) -> Self {
         self.lists_changed = Some(signals);
+        self
+    }
+
+    /// Hand the server's `notifications/resources/updated` to `sink`.
+    pub(crate) fn on_resource_updates(
+        mut self,
+        sink: mpsc::UnboundedSender<ResourceUpdatedNotificationParam>,
+    ) -> Self {
+        self.resource_updates = Some(sink);
         self
     }
 
@@ -350,6 +362,16 @@ impl ClientHandler for UpstreamHandler {
     async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
         if let Some(signals) = &self.lists_changed {
             bump(&signals.resources);
+        }
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if let Some(sink) = &self.resource_updates {
+            let _ = sink.send(params);
         }
     }
 

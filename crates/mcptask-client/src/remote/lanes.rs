@@ -23,6 +23,7 @@ use super::detect::classify;
 use super::handler::{ListSignals, UpstreamHandler};
 use super::server_def::{ServerDef, Transport};
 use super::tap::Tap;
+use super::watch::{ResourceUpdates, ResourceWatch};
 
 /// Sizing and timing of a [`LanePool`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,6 +182,18 @@ impl LanePool {
             self.inner.stop.clone(),
             self.inner.opts.connect_timeout,
         ));
+    }
+
+    /// A session of the server's own for resource subscriptions, outside
+    /// the lanes (see [`ResourceWatch`]); its list changes count as the
+    /// lanes' do.
+    pub async fn watch_resources(&self) -> Result<(ResourceWatch, ResourceUpdates), RemoteError> {
+        ResourceWatch::open(
+            &self.inner.def,
+            self.inner.lists.clone(),
+            self.inner.opts.connect_timeout,
+        )
+        .await
     }
 
     /// The pool's options (with the definition's timeouts applied).

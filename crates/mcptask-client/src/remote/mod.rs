@@ -21,6 +21,7 @@ mod server_def;
 pub(crate) mod snapshot;
 pub(crate) mod tap;
 mod tools;
+mod watch;
 mod why;
 
 pub(crate) use answers::saw;
@@ -36,3 +37,4 @@ pub use lanes::{Lane, LaneOptions, LanePool};
 pub use registry::ServerRegistry;
 pub use server_def::{ServerDef, Toolset, Transport};
 pub use tools::tool_pages;
+pub use watch::{ResourceUpdates, ResourceWatch};

@@ -72,11 +72,38 @@ where
     let pool = upstreams
         .lanes(server)
         .map_err(|e| Failure::unreachable(&e))?;
-    let limit = pool.options().call_timeout;
     let call = async {
         let lane = pool.acquire().await.map_err(|e| Failure::unreachable(&e))?;
         op(lane.peer().clone()).await.map_err(error_of)
     };
+    within_call_timeout(pool.options().call_timeout, server, call).await
+}
+
+/// Run `op` on `peer`, a session of `server` held elsewhere, waiting for
+/// the answer at most the server's call timeout, as [`on_lane`] does.
+pub(super) async fn on_peer<T, F, Fut>(
+    upstreams: &Upstreams,
+    server: &str,
+    peer: Peer<RoleClient>,
+    op: F,
+) -> Result<T, ErrorData>
+where
+    F: FnOnce(Peer<RoleClient>) -> Fut,
+    Fut: Future<Output = Result<T, ServiceError>>,
+{
+    let pool = upstreams
+        .lanes(server)
+        .map_err(|e| Failure::unreachable(&e))?;
+    let call = async { op(peer).await.map_err(error_of) };
+    within_call_timeout(pool.options().call_timeout, server, call).await
+}
+
+/// `call`'s answer, or an error once `limit` has passed.
+async fn within_call_timeout<T>(
+    limit: std::time::Duration,
+    server: &str,
+    call: impl Future<Output = Result<T, ErrorData>>,
+) -> Result<T, ErrorData> {
     match tokio::time::timeout(limit, call).await {
         Ok(r) => r,
         Err(_) => Err(ErrorData::internal_error(
@@ -398,6 +425,20 @@ impl Directory {
         .await
     }
 
+    /// The server resource `uri` belongs to for `access` (the one rule of
+    /// `resources/read`, `resources/subscribe` and `…/unsubscribe`), or the
+    /// error a read of it gets.
+    pub(super) async fn resource_owner(
+        &self,
+        upstreams: &Upstreams,
+        uri: &str,
+        access: &Access<'_>,
+    ) -> Result<String, ErrorData> {
+        self.find_resource(upstreams, uri, access)
+            .await
+            .ok_or_else(|| ErrorData::resource_not_found(not_offered(uri), None))
+    }
+
     /// `resources/read`, answered by the server the URI belongs to as is.
     pub async fn read_resource(
         &self,
@@ -407,12 +448,9 @@ impl Directory {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let access = admit(calls, caller).await?;
         let upstreams = &calls.upstreams;
-        let Some(server) = self.find_resource(upstreams, &request.uri, &access).await else {
-            return Err(ErrorData::resource_not_found(
-                not_offered(&request.uri),
-                None,
-            ));
-        };
+        let server = self
+            .resource_owner(upstreams, &request.uri, &access)
+            .await?;
         on_lane(upstreams, &server, |peer| async move {
             peer.read_resource_once(request).await
         })

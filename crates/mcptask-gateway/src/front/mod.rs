@@ -4,12 +4,14 @@
 
 pub mod agent_tools;
 pub(crate) mod bridge;
+mod capabilities;
 mod directory;
 mod logging;
 mod pass_through;
 mod server;
 mod sessions;
 mod style;
+mod subscriptions;
 mod virtual_server;
 
 use std::sync::Arc;

@@ -18,8 +18,7 @@ use rmcp::model::{
     Implementation, InitializeRequestParams, InitializeResult, InputRequiredResult, JsonObject,
     ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
     PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscriptionFilter, Task, Tool,
-    UpdateTaskParams,
+    ReadResourceResponse, ServerConfig, SubscriptionFilter, Task, Tool, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -28,8 +27,10 @@ use tracing::Instrument;
 
 use super::agent_tools;
 use super::bridge::Bridged;
+use super::capabilities;
 use super::directory::Directory;
 use super::logging;
+use super::subscriptions::Subscriptions;
 use crate::auth::Caller;
 use crate::calls::{CallError, Calls, Executed, Execution, Relay};
 use crate::failure::Failure;
@@ -51,6 +52,8 @@ pub struct FrontServer {
     caller: CallerFn,
     /// Where upstream prompts and resources were last seen.
     directory: Arc<Directory>,
+    /// The callers' resource subscriptions, held at the upstreams.
+    subscriptions: Arc<Subscriptions>,
     /// Cancelled when the transport's one caller is gone (stdio: its input
     /// closed): its calls relayed synchronously are withdrawn upstream.
     caller_gone: tokio_util::sync::CancellationToken,
@@ -139,6 +142,7 @@ impl FrontServer {
             tasks,
             caller,
             directory: Arc::default(),
+            subscriptions: Arc::default(),
             caller_gone: tokio_util::sync::CancellationToken::new(),
         }
     }
@@ -410,22 +414,7 @@ const SESSION_CHECK: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl ServerHandler for FrontServer {
     fn get_info(&self) -> ServerConfig {
-        let mut capabilities = ServerCapabilities::builder()
-            .enable_tools()
-            .enable_tool_list_changed()
-            .enable_prompts()
-            .enable_prompts_list_changed()
-            .enable_resources()
-            .enable_resources_list_changed()
-            .enable_completions()
-            .enable_tasks()
-            .build();
-        // What the front has only from its upstreams: offered when one of
-        // those met so far offers it.
-        if !self.upstreams.offering(logging::offers_logging).is_empty() {
-            capabilities.logging = Some(JsonObject::new());
-        }
-        ServerConfig::new(capabilities)
+        ServerConfig::new(capabilities::offered(&self.upstreams))
             .with_server_info(Implementation::new(
                 "mcptask-proxy",
                 env!("CARGO_PKG_VERSION"),
@@ -654,6 +643,32 @@ impl ServerHandler for FrontServer {
             .read_resource(&self.calls, &caller, request)
             .await
             .map(Bridged::bridged)
+    }
+
+    // Deprecated by SEP-2575 (2026-07-28 listens instead); sessions before
+    // it still subscribe.
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let caller = (self.caller)(&context);
+        self.subscriptions
+            .subscribe(&self.calls, &self.directory, &caller, request, &context)
+            .await
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let caller = (self.caller)(&context);
+        self.subscriptions
+            .unsubscribe(&self.calls, &self.directory, &caller, request, &context)
+            .await
     }
 
     async fn complete(

@@ -180,6 +180,25 @@ impl Upstreams {
             .collect()
     }
 
+    /// [`Upstreams::offering`], among the servers met in `era` only (what a
+    /// server offers in its requests' era: `resources.subscribe` means
+    /// `resources/subscribe` before 2026-07-28, a listen filter after).
+    pub fn offering_in(
+        &self,
+        era: Era,
+        offers: impl Fn(&ServerCapabilities) -> bool,
+    ) -> Vec<String> {
+        let names = self.server_names();
+        let met = self.met.lock().expect("met lock");
+        names
+            .into_iter()
+            .filter(|name| {
+                met.get(name)
+                    .is_some_and(|(met_in, caps)| *met_in == era && offers(caps))
+            })
+            .collect()
+    }
+
     /// The bound on each call to `server`: its `call_timeout_ms`, else the
     /// tracker's. Every path that calls an upstream reads it here (through
     /// the route's decision).

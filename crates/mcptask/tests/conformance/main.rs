@@ -2,8 +2,10 @@
 //! Node 22) against the demo server, on SQLite and on PostgreSQL: the whole
 //! 2026-07-28 server requirement set (every scenario it runs, scored or not:
 //! the tasks extension and the pending ones too), directly and through the
-//! proxy, which must be invisible; and its client side (the client
-//! requirement set) against mcptask's upstream client ([`client`]).
+//! proxy, which must be invisible; its client side (the client
+//! requirement set) against mcptask's upstream client ([`client`]); and the
+//! npm everything server's 2025-11-25 checks, directly and through the
+//! front, compared check by check ([`everything`]).
 //!
 //! The tooling lives in `<repo>/.tools` (see `scripts/install-conformance`).
 //! Without it the test skips loudly, except under `CI=true`, where it fails.
@@ -13,6 +15,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 mod client;
+mod everything;
 
 use mcptask_testkit::{DemoServer, TestDatabase, with_deadline};
 use serde_json::Value;
@@ -162,11 +165,16 @@ fn required_scenarios(yaml: &str, leg: &str) -> Vec<String> {
 /// of the suite installed beside `bin`: the suite's own list, never one
 /// written here.
 fn requirement_set(bin: &Path, leg: &str) -> Vec<String> {
+    requirement_set_of(bin, REQUIREMENTS, leg)
+}
+
+/// The scenarios `revision` sets for `leg`, as [`requirement_set`] reads them.
+fn requirement_set_of(bin: &Path, revision: &str, leg: &str) -> Vec<String> {
     let requirements = bin
         .parent()
         .expect("node_modules/.bin has a parent")
         .join(format!(
-            "@modelcontextprotocol/conformance/requirements/{REQUIREMENTS}.yaml"
+            "@modelcontextprotocol/conformance/requirements/{revision}.yaml"
         ));
     let yaml = std::fs::read_to_string(&requirements)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", requirements.display()));
@@ -210,14 +218,37 @@ fn scenario_of<'a>(dir: &Path, scenarios: &'a [String]) -> Option<&'a str> {
     scenario_named(name, scenarios)
 }
 
-/// Run the server requirement set of [`REQUIREMENTS`] against `url`; returns
-/// a description of every check that did not pass.
-async fn run_requirements(bin: &Path, url: &str) -> Result<String, String> {
-    let expected = requirement_set(bin, "server");
+/// One check of a run, as its `checks.json` records it.
+#[derive(Debug, Clone)]
+struct Check {
+    scenario: String,
+    /// The check's id (a scenario may record one id several times).
+    id: String,
+    status: String,
+    message: String,
+}
+
+/// What one run of the suite's server leg said.
+struct Run {
+    /// Its standard output and error.
+    text: String,
+    /// Every check of every scenario, in each scenario's order.
+    checks: Vec<Check>,
+    /// What went wrong with the run itself: its exit status, the summary
+    /// line, results of an unexpected scenario, an expected one that did
+    /// not run or recorded no check.
+    problems: Vec<String>,
+    /// How many scenarios it was to run.
+    scenarios: usize,
+}
+
+/// Run the server requirement set of `revision` against `url`.
+async fn run_suite(bin: &Path, url: &str, revision: &str) -> Result<Run, String> {
+    let expected = requirement_set_of(bin, revision, "server");
     let out_dir = tempfile::tempdir().expect("temp dir");
     let mut command = tokio::process::Command::new(bin.join("conformance"));
     command
-        .args(["server", "--url", url, "--requirements", REQUIREMENTS, "-o"])
+        .args(["server", "--url", url, "--requirements", revision, "-o"])
         .arg(out_dir.path())
         .env("PATH", path_with(bin))
         .env("NO_COLOR", "1")
@@ -244,8 +275,10 @@ async fn run_requirements(bin: &Path, url: &str) -> Result<String, String> {
         None => problems.push("no \"Total: N passed, M failed\" summary line".into()),
     }
     let mut seen = std::collections::BTreeSet::new();
-    let mut total = 0;
-    for file in checks_files(out_dir.path()) {
+    let mut checks = Vec::new();
+    let mut files = checks_files(out_dir.path());
+    files.sort();
+    for file in files {
         let dir = file.parent().expect("checks.json is in a directory");
         let Some(scenario) = scenario_of(dir, &expected) else {
             problems.push(format!(
@@ -255,23 +288,23 @@ async fn run_requirements(bin: &Path, url: &str) -> Result<String, String> {
             continue;
         };
         seen.insert(scenario);
-        let checks: Value =
+        let recorded: Value =
             serde_json::from_str(&std::fs::read_to_string(&file).unwrap_or_default())
                 .unwrap_or_else(|e| panic!("{}: not JSON: {e}", file.display()));
-        let checks = checks.as_array().cloned().unwrap_or_default();
-        if checks.is_empty() {
+        let recorded = recorded.as_array().cloned().unwrap_or_default();
+        if recorded.is_empty() {
             problems.push(format!("{scenario}: no checks"));
         }
-        for check in checks {
-            total += 1;
-            let status = check["status"].as_str().unwrap_or("(no status)");
-            if !PASSING.contains(&status) {
-                problems.push(format!(
-                    "{scenario}: check {} {status}: {}",
-                    check["id"].as_str().unwrap_or("?"),
-                    check["errorMessage"].as_str().unwrap_or("")
-                ));
-            }
+        for check in recorded {
+            checks.push(Check {
+                scenario: scenario.to_string(),
+                id: check["id"].as_str().unwrap_or("?").to_string(),
+                status: check["status"]
+                    .as_str()
+                    .unwrap_or("(no status)")
+                    .to_string(),
+                message: check["errorMessage"].as_str().unwrap_or("").to_string(),
+            });
         }
     }
     for scenario in &expected {
@@ -279,10 +312,35 @@ async fn run_requirements(bin: &Path, url: &str) -> Result<String, String> {
             problems.push(format!("{scenario}: did not run (no checks.json)"));
         }
     }
+    Ok(Run {
+        text,
+        checks,
+        problems,
+        scenarios: expected.len(),
+    })
+}
+
+/// Run the server requirement set of [`REQUIREMENTS`] against `url`; returns
+/// a description of every check that did not pass.
+async fn run_requirements(bin: &Path, url: &str) -> Result<String, String> {
+    let Run {
+        text,
+        checks,
+        mut problems,
+        scenarios,
+    } = run_suite(bin, url, REQUIREMENTS).await?;
+    let total = checks.len();
+    for check in checks {
+        if !PASSING.contains(&check.status.as_str()) {
+            problems.push(format!(
+                "{}: check {} {}: {}",
+                check.scenario, check.id, check.status, check.message
+            ));
+        }
+    }
     if problems.is_empty() {
         Ok(format!(
-            "{REQUIREMENTS} requirements: {} scenarios, {total} checks passed",
-            expected.len()
+            "{REQUIREMENTS} requirements: {scenarios} scenarios, {total} checks passed"
         ))
     } else {
         Err(format!(

@@ -17,7 +17,10 @@
 //! ([`virtual_servers`]); a mute upstream that never holds the front's
 //! listing, and a slow starter its calls still wait for ([`late_listing`]);
 //! the front's own refusals shaped as an upstream's of the caller's era
-//! ([`own_errors`]).
+//! ([`own_errors`]); resource subscriptions relayed to their servers and
+//! their updates to the subscribed sessions ([`resource_subscriptions`]);
+//! the front's name in its handshake, the upstream's in what it answers
+//! ([`who_answers`]).
 
 mod answer_within;
 mod audit;
@@ -39,9 +42,11 @@ mod proxy_everything;
 mod proxy_push;
 mod proxy_replicas;
 mod readiness;
+mod resource_subscriptions;
 mod route;
 mod same_answer;
 mod telemetry;
 mod toolset;
 mod upstream_eras;
 mod virtual_servers;
+mod who_answers;
