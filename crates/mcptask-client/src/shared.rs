@@ -75,12 +75,44 @@ pub(crate) struct Inner {
     /// (`workers::resolve`): a later poll that sees the same questions
     /// while the resolver thinks does not ask it again.
     pub resolving: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// What each call carries to its upstream (`crate::identity`).
+    pub identities: crate::identity::Identities,
 }
 
 impl Inner {
     /// The notify targets in force now.
     pub(crate) fn targets(&self) -> Arc<Targets> {
         self.targets.read().expect("targets lock").clone()
+    }
+
+    /// The connection a later exchange of call `record` (a poll, a cancel,
+    /// an answer) is made on: the server's pooled session, pinned to the
+    /// endpoint the call was made on, acting with the call's own credential
+    /// where the server takes the caller's identity (`crate::identity`).
+    /// The one place the tracker's exchanges of a call get their
+    /// credential.
+    pub(crate) async fn connect_for(
+        &self,
+        record: &mcptask_core::client::RemoteTaskRecord,
+    ) -> Result<crate::remote::Connection, crate::remote::RemoteError> {
+        let conn = self
+            .servers
+            .connect(&record.server, Some(&record.server_hash), self.timeouts())
+            .await?;
+        let Some((def, _)) = self.servers.get(&record.server) else {
+            return Ok(conn);
+        };
+        let credential = self
+            .identities
+            .for_call(
+                &record.server,
+                &def.identity,
+                &record.id,
+                record.principal.as_deref(),
+                self.clock.now_ms(),
+            )
+            .await?;
+        Ok(conn.acting_as(credential))
     }
 
     /// The tracker-wide bounds for servers that set none.
