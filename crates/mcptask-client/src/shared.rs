@@ -99,20 +99,32 @@ impl Inner {
             .servers
             .connect(&record.server, Some(&record.server_hash), self.timeouts())
             .await?;
-        let Some((def, _)) = self.servers.get(&record.server) else {
-            return Ok(conn);
-        };
         let credential = self
-            .identities
-            .for_call(
-                &record.server,
-                &def.identity,
-                &record.id,
-                record.principal.as_deref(),
-                self.clock.now_ms(),
-            )
+            .credential_for(&record.server, &record.id, record.principal.as_deref())
             .await?;
         Ok(conn.acting_as(credential))
+    }
+
+    /// What a later exchange of call `call_id` of `principal` to `server`
+    /// carries (`crate::identity::Identities::for_call`).
+    pub(crate) async fn credential_for(
+        &self,
+        server: &str,
+        call_id: &str,
+        principal: Option<&str>,
+    ) -> Result<Option<crate::identity::CallCredential>, crate::remote::RemoteError> {
+        let Some((def, _)) = self.servers.get(server) else {
+            return Ok(None);
+        };
+        self.identities
+            .for_call(
+                server,
+                &def.identity,
+                call_id,
+                principal,
+                self.clock.now_ms(),
+            )
+            .await
     }
 
     /// The tracker-wide bounds for servers that set none.

@@ -46,6 +46,7 @@ pub mod sse;
 pub mod stateless;
 pub mod sync_upstream;
 pub mod tasks;
+pub mod token_issuer;
 pub mod tracker;
 pub mod webhook;
 
@@ -73,6 +74,7 @@ pub use sse::*;
 pub use stateless::post_tools_call;
 pub use sync_upstream::SyncUpstream;
 pub use tasks::*;
+pub use token_issuer::*;
 pub use webhook::*;
 
 /// Environment variable naming the `mcptask` binary to test, overriding the

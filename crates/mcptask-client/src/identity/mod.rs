@@ -206,5 +206,5 @@ fn per_principal(
 
 /// A call that cannot be authorized: permanent, it ends the call.
 fn refused(message: String) -> RemoteError {
-    RemoteError::ConnectionUnavailable(message)
+    RemoteError::Unauthorized(message)
 }

@@ -89,7 +89,8 @@ impl ExchangeSettings {
             .request(server, "the refresh of the exchanged token", form)
             .await?;
         // An issuer that does not rotate refresh tokens keeps the old one.
-        got.refresh.get_or_insert_with(|| Secret(refresh.to_string()));
+        got.refresh
+            .get_or_insert_with(|| Secret(refresh.to_string()));
         Ok(got)
     }
 
@@ -116,9 +117,7 @@ impl ExchangeSettings {
         mut form: Vec<(&'static str, String)>,
     ) -> Result<Exchanged, RemoteError> {
         let refused = |why: String| {
-            RemoteError::ConnectionUnavailable(format!(
-                "{what} for server {server:?} was refused: {why}"
-            ))
+            RemoteError::Unauthorized(format!("{what} for server {server:?} was refused: {why}"))
         };
         let endpoint = url::Url::parse(&self.token_endpoint)
             .map_err(|e| refused(format!("the token endpoint is not a URL: {e}")))?;
@@ -136,7 +135,9 @@ impl ExchangeSettings {
         match &self.client_secret {
             Some(secret) => {
                 use base64::Engine as _;
-                let encode = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+                let encode = |s: &str| {
+                    url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>()
+                };
                 let pair = format!("{}:{}", encode(&self.client_id), encode(secret.expose()));
                 let basic = format!(
                     "Basic {}",

@@ -21,10 +21,10 @@ use tokio::sync::Mutex;
 use mcptask_core::protocol::Era;
 
 use super::RemoteError;
-use crate::identity::CallCredential;
 use super::handler::UpstreamHandler;
 use super::relabel::Relabel;
 use super::server_def::{ServerDef, Transport};
+use crate::identity::CallCredential;
 
 pub(super) type Session = RunningService<RoleClient, ClientConfig>;
 
@@ -150,7 +150,9 @@ impl Connection {
             return self.peer.cancel_task(params).await;
         }
         match self
-            .send(ClientRequest::CancelTaskRequest(CancelTaskRequest::new(params)))
+            .send(ClientRequest::CancelTaskRequest(CancelTaskRequest::new(
+                params,
+            )))
             .await?
         {
             ServerResult::TaskAckResult(_) | ServerResult::EmptyResult(_) => Ok(()),
@@ -164,7 +166,9 @@ impl Connection {
             return self.peer.update_task(params).await;
         }
         match self
-            .send(ClientRequest::UpdateTaskRequest(UpdateTaskRequest::new(params)))
+            .send(ClientRequest::UpdateTaskRequest(UpdateTaskRequest::new(
+                params,
+            )))
             .await?
         {
             ServerResult::TaskAckResult(_) | ServerResult::EmptyResult(_) => Ok(()),

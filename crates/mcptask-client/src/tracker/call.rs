@@ -157,7 +157,9 @@ impl Tracker {
         super::record::bound_correlation(options.correlation.clone(), &inner.config.policy.limits)?;
         let mut options = options;
         let (conn, hash) = self.connect_to_make(server, &mut options).await?;
-        let outcome = self.make_call(server, &hash, tool, &arguments, &options, &conn).await;
+        let outcome = self
+            .make_call(server, &hash, tool, &arguments, &options, &conn)
+            .await;
         // A call that is not kept holds nothing for later exchanges.
         if !matches!(outcome, Ok(CallOutcome::Task(_)))
             && let Some(id) = &options.id
@@ -178,24 +180,11 @@ impl Tracker {
         options: &mut CallOptions,
     ) -> Result<(Connection, String), TrackerError> {
         let inner = &self.inner;
-        let (def, hash) = inner
+        let credential = self.new_call_credential(server, options).await?;
+        let (_, hash) = inner
             .servers
             .get(server)
             .ok_or_else(|| TrackerError::UnknownServer(server.into()))?;
-        let id = options
-            .id
-            .get_or_insert_with(mcptask_core::ids::new_local_task_id)
-            .clone();
-        let credential = inner
-            .identities
-            .begin(
-                server,
-                &def.identity,
-                &id,
-                options.principal.as_deref(),
-                options.subject_token.as_ref(),
-            )
-            .await?;
         let conn = inner
             .servers
             .connect(server, Some(&hash), inner.timeouts())
@@ -238,28 +227,16 @@ impl Tracker {
             }
             let span = crate::trace::tool_call_span(Some(server), tool);
             crate::trace::stamp(&mut params.meta, &span);
-            let response = bounded(
-                "tools/call",
-                conn.call_timeout,
-                conn.call_tool_once(params),
-            )
-            .instrument(span)
-            .await
-            .map_err(|e| call_failure(&inner.servers, server, conn, &e))?;
+            let response = bounded("tools/call", conn.call_timeout, conn.call_tool_once(params))
+                .instrument(span)
+                .await
+                .map_err(|e| call_failure(&inner.servers, server, conn, &e))?;
             inner.servers.observe(server, Seen::Answered);
             match response {
                 CallToolResponse::Complete(result) => return Ok(CallOutcome::Completed(result)),
                 CallToolResponse::Task(created) => {
                     return self
-                        .record_created(
-                            server,
-                            hash,
-                            tool,
-                            arguments,
-                            &created.task,
-                            options,
-                            conn,
-                        )
+                        .record_created(server, hash, tool, arguments, &created.task, options, conn)
                         .await;
                 }
                 CallToolResponse::InputRequired(required) => {

@@ -158,10 +158,7 @@ pub(super) async fn cancel_best_effort(
             .await
             .map_err(|e| e.to_string());
     }
-    let conn = inner
-        .connect_for(record)
-        .await
-        .map_err(|e| e.to_string())?;
+    let conn = inner.connect_for(record).await.map_err(|e| e.to_string())?;
     cancel_remote(
         &conn,
         &record.driver,

@@ -13,6 +13,7 @@
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use mcptask_client::identity::CallCredential;
 use mcptask_client::{CallOptions, CallOutcome, RemoteTaskRecord, TrackerError};
 use mcptask_core::TaskStatus;
 use mcptask_core::call::{Driver, Face, Plan, TrackDriver};
@@ -32,11 +33,13 @@ use crate::upstreams::catalog::Route;
 /// caller went away.
 #[async_trait]
 pub trait Relay: Send + Sync {
-    /// Call `route`'s tool with `arguments` and relay the exchange.
+    /// Call `route`'s tool with `arguments` and relay the exchange, each
+    /// request carrying the call's own `credential` where it has one (see
+    /// `mcptask_client::identity`).
     async fn pass_through(
         &self,
         route: &Route,
-        timeout: Duration,
+        exchange: (Duration, Option<CallCredential>),
         arguments: JsonObject,
     ) -> Result<CallToolResponse, ErrorData>;
 }
@@ -118,6 +121,12 @@ impl Calls {
         let executed = match plan {
             Plan::Run(driver) => {
                 let arguments = object(arguments)?;
+                // Its driver's exchanges read the call's credential back by
+                // its id; an exchanged token is held now, while the
+                // caller's token is at hand.
+                tracker
+                    .new_call_credential(&route.server, &mut options)
+                    .await?;
                 let inputs = options.input_responses.clone();
                 let (task, record) = self
                     .run(&route, driver, arguments, &options, inputs, timeout)
@@ -162,7 +171,15 @@ impl Calls {
             Plan::PassThrough => match relay {
                 Some(relay) => {
                     let arguments = object(arguments)?;
-                    Executed::Relayed(relay.pass_through(&route, timeout, arguments).await)
+                    let credential = tracker
+                        .new_call_credential(&route.server, &mut options)
+                        .await?;
+                    let relayed = relay
+                        .pass_through(&route, (timeout, credential), arguments)
+                        .await;
+                    // Nothing is kept: nothing is held for later.
+                    tracker.forget_credential(live.id());
+                    Executed::Relayed(relayed)
                 }
                 None => {
                     let began = Instant::now();

@@ -141,7 +141,9 @@ impl IdentitySection {
     fn principals_problem(&self, name: &str) -> Result<(), Problem> {
         if self.principals.is_empty() {
             return problem(
-                format!("server {name:?}: mode = \"per_principal\" names no principal's credential"),
+                format!(
+                    "server {name:?}: mode = \"per_principal\" names no principal's credential"
+                ),
                 "add [servers.identity.principals.<principal>] with token_env = \"VAR\" (or token_file = \"…\") for each principal that calls it",
             );
         }
@@ -183,7 +185,11 @@ impl IdentitySection {
             }
             Some(_) => {}
         }
-        if self.client_id.as_deref().is_none_or(|c| c.trim().is_empty()) {
+        if self
+            .client_id
+            .as_deref()
+            .is_none_or(|c| c.trim().is_empty())
+        {
             return problem(
                 format!("server {name:?}: mode = \"token_exchange\" needs client_id"),
                 "add client_id = \"…\": the gateway's client at the token endpoint",
@@ -258,10 +264,7 @@ impl IdentitySection {
                     client_id: self.client_id.clone().unwrap_or_default(),
                     client_secret,
                     audience: self.audience.clone(),
-                    resource: self
-                        .resource
-                        .clone()
-                        .or_else(|| url.map(str::to_string)),
+                    resource: self.resource.clone().or_else(|| url.map(str::to_string)),
                     scopes: self.scopes.clone(),
                 }))
             }

@@ -33,7 +33,18 @@ pub(super) async fn synchronous(
     // kept with the call), like a call that is not a task; the questions of
     // the caller between rounds and mid-call are bounded by the question
     // timeout instead.
-    let bounded = exchange_options(timeout);
+    let mut bounded = exchange_options(timeout);
+    // The call's own credential where its server takes the caller's
+    // identity; a call that can no longer be authorized ends failed.
+    bounded.credential = upstreams
+        .tracker
+        .call_credential(
+            &route.server,
+            ctx.task_id().unwrap_or_default(),
+            ctx.principal(),
+        )
+        .await
+        .map_err(|e| internal(e.to_string()))?;
     let mut round = bounded.clone();
     for _ in 0..MAX_ROUNDS {
         let lane = tokio::select! {

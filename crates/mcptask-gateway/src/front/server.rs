@@ -37,6 +37,7 @@ use crate::metrics::{CallLabels, PASS_THROUGH};
 use crate::route::{self, Ask, Decided, Intent, Target};
 use crate::upstreams::Upstreams;
 use crate::upstreams::catalog::Route;
+use mcptask_client::identity::CallCredential;
 
 /// Who the caller of a front request is.
 pub type CallerFn = Arc<dyn Fn(&RequestContext<RoleServer>) -> Caller + Send + Sync>;
@@ -154,14 +155,18 @@ impl FrontServer {
     async fn pass_through(
         &self,
         route: &Route,
-        (timeout, principal): (std::time::Duration, Option<&str>),
+        (timeout, principal, credential): (
+            std::time::Duration,
+            Option<&str>,
+            Option<CallCredential>,
+        ),
         arguments: JsonObject,
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let started = std::time::Instant::now();
         let answer = self
-            .relay_call(route, timeout, arguments, request, context)
+            .relay_call(route, (timeout, credential), arguments, request, context)
             .await;
         let labels = CallLabels::new(
             &self.upstreams,
@@ -193,7 +198,7 @@ impl FrontServer {
     async fn relay_call(
         &self,
         route: &Route,
-        timeout: std::time::Duration,
+        (timeout, credential): (std::time::Duration, Option<CallCredential>),
         arguments: JsonObject,
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
@@ -219,6 +224,7 @@ impl FrontServer {
                 // the token its progress is for, as the caller sent them.
                 progress_token: context.meta.get_progress_token(),
                 client_info: caller_info(context),
+                credential,
                 ..crate::drivers::exchange_options(timeout)
             },
         )
@@ -300,13 +306,13 @@ impl Relay for FrontRelay<'_> {
     async fn pass_through(
         &self,
         route: &Route,
-        timeout: std::time::Duration,
+        (timeout, credential): (std::time::Duration, Option<CallCredential>),
         arguments: JsonObject,
     ) -> Result<CallToolResponse, ErrorData> {
         self.front
             .pass_through(
                 route,
-                (timeout, self.principal),
+                (timeout, self.principal, credential),
                 arguments,
                 self.request,
                 self.context,
@@ -552,6 +558,7 @@ impl ServerHandler for FrontServer {
                 request_state: request.request_state.clone(),
                 // The caller's answers go to the upstream, which judges them.
                 relay_answers: true,
+                subject_token: caller.token.clone(),
                 ..Default::default()
             },
             as_tasks: true,

@@ -17,7 +17,8 @@
 //! ([`virtual_servers`]); a mute upstream that never holds the front's
 //! listing, and a slow starter its calls still wait for ([`late_listing`]);
 //! the front's own refusals shaped as an upstream's of the caller's era
-//! ([`own_errors`]).
+//! ([`own_errors`]); each caller's own identity at an upstream, per
+//! principal or by token exchange ([`identity`]).
 
 mod answer_within;
 mod audit;
@@ -25,6 +26,7 @@ mod call_timeout;
 mod fastmcp;
 mod guards;
 mod health;
+mod identity;
 mod late_listing;
 mod live_limits;
 mod metrics;
