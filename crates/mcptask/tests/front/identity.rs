@@ -59,7 +59,13 @@ async fn gateway(
     env: &[(&str, &str)],
 ) -> (GatewayProcess, TestDatabase) {
     let db = TestDatabase::sqlite();
-    let toml = format!(
+    let toml = gateway_toml(&db, url, identity);
+    (GatewayProcess::start_toml("gateway", &toml, env).await, db)
+}
+
+/// The configuration of [`gateway`], on `db`.
+fn gateway_toml(db: &TestDatabase, url: &str, identity: &str) -> String {
+    format!(
         "[database]\nurl = {:?}\n\n[api]\nlisten = \"127.0.0.1:0\"\n\n\
          [[api.tokens]]\ntoken = {ALICE:?}\nprincipal = \"alice\"\n\n\
          [[api.tokens]]\ntoken = {BOB:?}\nprincipal = \"bob\"\n\n\
@@ -69,8 +75,7 @@ async fn gateway(
          [[servers]]\nname = \"demo\"\nurl = {url:?}\n\
          headers = {{ Authorization = \"Bearer {GATEWAY_OWN}\" }}\n\n{identity}",
         db.url
-    );
-    (GatewayProcess::start_toml("gateway", &toml, env).await, db)
+    )
 }
 
 /// A client of the front as `token`, declaring tasks or not.
@@ -281,4 +286,52 @@ async fn task_or_error(client: &TestClient) -> String {
         }
         Ok(other) => format!("{other:?}"),
     }
+}
+
+/// An exchanged token is held by the process that made the exchange, for
+/// its calls' lives there (docs/AUTHORIZATION.md): a task the gateway adopts
+/// after a restart cannot be authorized any more, and ends `failed` saying
+/// so, its polls never sent with the gateway's own credential (the
+/// upstream would answer them: they would find alice's task foreign and
+/// the call would fail with another reason).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_can_no_longer_be_authorized_fails_saying_so() {
+    let db = TestDatabase::sqlite();
+    with_deadline(Duration::from_secs(240), async {
+        let demo = upstream(&db).await;
+        let issuer = TokenIssuer::start(&[(ALICE, "xa-1")]).await;
+        let identity = format!(
+            "[servers.identity]\nmode = \"token_exchange\"\ntoken_endpoint = {:?}\n\
+             client_id = {EXCHANGE_CLIENT_ID:?}\nclient_secret_env = \"EXCHANGE_SECRET\"\n",
+            issuer.token_endpoint
+        );
+        let store = TestDatabase::sqlite();
+        let toml = gateway_toml(&store, &demo.url, &identity);
+        let env = [("EXCHANGE_SECRET", EXCHANGE_CLIENT_SECRET)];
+        let mut first = GatewayProcess::start_toml("gateway", &toml, &env).await;
+        let api = first.client(Some(ALICE));
+        let r = api
+            .post(
+                "/api/v1/calls",
+                &json!({"server": "demo", "tool": "whoami", "arguments": {"seconds": 30}}),
+            )
+            .await;
+        assert_eq!(r.status, 202, "{r:#?}");
+        let id = r.json["task"]["id"].as_str().unwrap().to_string();
+        // Polled with the exchanged token while its gateway lives.
+        api.wait_task(&id, "polled", |t| {
+            t["statusMessage"].as_str().is_some_and(|m| m.contains("whoami"))
+        })
+        .await;
+        first.kill().await;
+
+        let second = GatewayProcess::start_toml("gateway-again", &toml, &env).await;
+        let failed = second.client(Some(ALICE)).wait_status(&id, "failed").await;
+        assert!(
+            failed.to_string().contains("can no longer be authorized"),
+            "{failed:#}"
+        );
+        assert_eq!(issuer.seen().len(), 1, "one exchange, none after the restart");
+    })
+    .await;
 }
