@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use mcptask_client::identity::CallCredential;
 use mcptask_client::{CallOptions, CallOutcome, RemoteTaskRecord, TrackerError};
 use mcptask_core::TaskStatus;
-use mcptask_core::call::{Driver, Face, Plan, TrackDriver};
+use mcptask_core::call::{Driver, Face, Plan, RunDriver, TrackDriver};
 use rmcp::ErrorData;
 use rmcp::model::{CallToolResponse, CallToolResult, JsonObject, Task};
 use serde_json::Value;
@@ -124,9 +124,20 @@ impl Calls {
                 // Its driver's exchanges read the call's credential back by
                 // its id; an exchanged token is held now, while the
                 // caller's token is at hand.
-                tracker
+                let credential = tracker
                     .new_call_credential(&route.server, &mut options)
                     .await?;
+                // A 2025-11-25 task's exchanges cannot carry a call's own
+                // credential yet: refused rather than made with the
+                // gateway's.
+                if driver == RunDriver::Sep1686 && credential.is_some() {
+                    tracker.forget_credential(live.id());
+                    return Err(TrackerError::Unauthorized(format!(
+                        "server {:?} speaks the 2025-11-25 tasks protocol, whose task calls cannot carry the caller's identity ([servers.identity]); use mode = \"gateway\" for it",
+                        route.server
+                    ))
+                    .into());
+                }
                 let inputs = options.input_responses.clone();
                 let (task, record) = self
                     .run(&route, driver, arguments, &options, inputs, timeout)

@@ -320,7 +320,9 @@ async fn a_task_that_can_no_longer_be_authorized_fails_saying_so() {
         let id = r.json["task"]["id"].as_str().unwrap().to_string();
         // Polled with the exchanged token while its gateway lives.
         api.wait_task(&id, "polled", |t| {
-            t["statusMessage"].as_str().is_some_and(|m| m.contains("whoami"))
+            t["statusMessage"]
+                .as_str()
+                .is_some_and(|m| m.contains("whoami"))
         })
         .await;
         first.kill().await;
@@ -331,7 +333,11 @@ async fn a_task_that_can_no_longer_be_authorized_fails_saying_so() {
             failed.to_string().contains("can no longer be authorized"),
             "{failed:#}"
         );
-        assert_eq!(issuer.seen().len(), 1, "one exchange, none after the restart");
+        assert_eq!(
+            issuer.seen().len(),
+            1,
+            "one exchange, none after the restart"
+        );
     })
     .await;
 }
