@@ -14,7 +14,10 @@
 //! [`Identities`] is the one place that decides what a call carries: at its
 //! create ([`Identities::begin`]) and on every later exchange
 //! ([`Identities::for_call`]). Exchanged tokens are held per call id, so
-//! one call's credential never serves another's.
+//! one call's credential never serves another's, and kept sealed in the
+//! store where the process has a key (`kept`).
+
+mod kept;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -76,8 +79,13 @@ impl CallCredential {
     }
 }
 
-/// An exchanged token held for one call.
-type Held = Exchanged;
+/// An exchanged token held for one call, with where it is kept.
+#[derive(Clone)]
+struct Held {
+    token: Exchanged,
+    server: String,
+    runtime: Option<crate::oauth::OAuthRuntime>,
+}
 
 /// The credentials of this process's calls (see the module docs).
 #[derive(Default)]
@@ -113,10 +121,13 @@ impl Identities {
                 })?;
                 let got = settings.exchange(server, subject.expose()).await?;
                 let credential = CallCredential::bearer(got.access.expose());
-                self.held
-                    .lock()
-                    .expect("identities lock")
-                    .insert(call_id.to_string(), got);
+                let runtime = settings.runtime.get();
+                if let Some(runtime) = &runtime {
+                    kept::save(runtime, server, call_id, &got)
+                        .await
+                        .map_err(RemoteError::Transient)?;
+                }
+                self.hold(call_id, server, got, runtime);
                 Ok(Some(credential))
             }
         }
@@ -145,9 +156,25 @@ impl Identities {
                     .expect("identities lock")
                     .get(call_id)
                     .cloned();
+                let runtime = settings.runtime.get();
+                let held = match (held, &runtime) {
+                    (Some(held), _) => Some(held.token),
+                    // Made by another process (or before a restart): read
+                    // back from the store.
+                    (None, Some(runtime)) => {
+                        let kept = kept::load(runtime, server, call_id)
+                            .await
+                            .map_err(RemoteError::Transient)?;
+                        if let Some(token) = &kept {
+                            self.hold(call_id, server, token.clone(), Some(runtime.clone()));
+                        }
+                        kept
+                    }
+                    (None, None) => None,
+                };
                 let Some(held) = held else {
                     return Err(refused(format!(
-                        "the call's exchanged token for server {server:?} is not held by this gateway process (it was made before a restart, or on another replica); the call can no longer be authorized"
+                        "the call's exchanged token for server {server:?} is not held by this gateway process (it was made before a restart, or on another replica, and no secret key keeps exchanged tokens in the database); the call can no longer be authorized"
                     )));
                 };
                 let due = held
@@ -166,10 +193,12 @@ impl Identities {
                 };
                 let fresh = settings.refresh(server, refresh.expose()).await?;
                 let credential = CallCredential::bearer(fresh.access.expose());
-                self.held
-                    .lock()
-                    .expect("identities lock")
-                    .insert(call_id.to_string(), fresh);
+                if let Some(runtime) = &runtime {
+                    kept::save(runtime, server, call_id, &fresh)
+                        .await
+                        .map_err(RemoteError::Transient)?;
+                }
+                self.hold(call_id, server, fresh, runtime);
                 Ok(Some(credential))
             }
         }
@@ -177,7 +206,32 @@ impl Identities {
 
     /// Forget what is held for `call_id` (it ended).
     pub fn forget(&self, call_id: &str) {
-        self.held.lock().expect("identities lock").remove(call_id);
+        let held = self.held.lock().expect("identities lock").remove(call_id);
+        if let Some(Held {
+            server,
+            runtime: Some(runtime),
+            ..
+        }) = held
+        {
+            kept::delete(&runtime, &server, call_id);
+        }
+    }
+
+    fn hold(
+        &self,
+        call_id: &str,
+        server: &str,
+        token: Exchanged,
+        runtime: Option<crate::oauth::OAuthRuntime>,
+    ) {
+        self.held.lock().expect("identities lock").insert(
+            call_id.to_string(),
+            Held {
+                token,
+                server: server.to_string(),
+                runtime,
+            },
+        );
     }
 }
 

@@ -33,6 +33,9 @@ pub struct ExchangeSettings {
     pub resource: Option<String>,
     /// `scope`, when asked for.
     pub scopes: Vec<String>,
+    /// The process's token store and key: where each call's exchanged
+    /// token is kept, sealed (none: in this process only).
+    pub runtime: super::RuntimeSlot,
 }
 
 /// A token the exchange (or a refresh) gave.

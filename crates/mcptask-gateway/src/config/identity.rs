@@ -266,6 +266,7 @@ impl IdentitySection {
                     audience: self.audience.clone(),
                     resource: self.resource.clone().or_else(|| url.map(str::to_string)),
                     scopes: self.scopes.clone(),
+                    runtime: Default::default(),
                 }))
             }
         }

@@ -252,6 +252,16 @@ impl Config {
         self.servers.iter().any(|s| s.oauth.is_some())
     }
 
+    /// Whether a server takes the caller's identity by token exchange (its
+    /// calls' tokens are kept sealed when a key is configured).
+    pub fn exchanges_tokens(&self) -> bool {
+        self.servers.iter().any(|s| {
+            s.identity
+                .as_ref()
+                .is_some_and(|i| i.get_ref().mode == IdentityMode::TokenExchange)
+        })
+    }
+
     /// The key sealing stored OAuth tokens: `MCPTASK_SECRET_KEY`, else
     /// `[oauth] secret_key_file`; `None` when neither is set.
     pub fn secret_key(

@@ -5,7 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use mcptask_client::oauth::OAuthRuntime;
+use mcptask_client::identity::Identity;
+use mcptask_client::oauth::{OAuthRuntime, RuntimeSlot};
 use mcptask_client::{ServerDef, Transport};
 use serde::Deserialize;
 use toml::Spanned;
@@ -192,7 +193,13 @@ impl ServerSection {
                     None => settings,
                 }
             }),
-            identity: secrets.map(|s| s.identity.clone()).unwrap_or_default(),
+            identity: match (secrets.map(|s| s.identity.clone()), runtime) {
+                (Some(Identity::TokenExchange(mut x)), Some(r)) => {
+                    x.runtime = RuntimeSlot::new(r.clone());
+                    Identity::TokenExchange(x)
+                }
+                (identity, _) => identity.unwrap_or_default(),
+            },
         }
     }
 

@@ -288,56 +288,80 @@ async fn task_or_error(client: &TestClient) -> String {
     }
 }
 
-/// An exchanged token is held by the process that made the exchange, for
-/// its calls' lives there (docs/AUTHORIZATION.md): a task the gateway adopts
-/// after a restart cannot be authorized any more, and ends `failed` saying
-/// so, its polls never sent with the gateway's own credential (the
-/// upstream would answer them: they would find alice's task foreign and
-/// the call would fail with another reason).
+/// An exchanged token is kept sealed in the database where the gateway has
+/// a secret key: a task the gateway adopts after a restart is polled with
+/// it and completes, with no second exchange. Without a key it is held by
+/// the process that made the exchange (docs/AUTHORIZATION.md): the adopted
+/// task cannot be authorized any more, and ends `failed` saying so, its
+/// polls never sent with the gateway's own credential (the upstream would
+/// answer them: they would find alice's task foreign and the call would
+/// fail with another reason).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_task_that_can_no_longer_be_authorized_fails_saying_so() {
+async fn a_task_outlives_its_gateway_with_a_key_and_fails_saying_so_without() {
     let db = TestDatabase::sqlite();
-    with_deadline(Duration::from_secs(240), async {
+    with_deadline(Duration::from_secs(300), async {
         let demo = upstream(&db).await;
-        let issuer = TokenIssuer::start(&[(ALICE, "xa-1")]).await;
-        let identity = format!(
-            "[servers.identity]\nmode = \"token_exchange\"\ntoken_endpoint = {:?}\n\
-             client_id = {EXCHANGE_CLIENT_ID:?}\nclient_secret_env = \"EXCHANGE_SECRET\"\n",
-            issuer.token_endpoint
-        );
-        let store = TestDatabase::sqlite();
-        let toml = gateway_toml(&store, &demo.url, &identity);
-        let env = [("EXCHANGE_SECRET", EXCHANGE_CLIENT_SECRET)];
-        let mut first = GatewayProcess::start_toml("gateway", &toml, &env).await;
-        let api = first.client(Some(ALICE));
-        let r = api
-            .post(
-                "/api/v1/calls",
-                &json!({"server": "demo", "tool": "whoami", "arguments": {"seconds": 30}}),
-            )
+        for keyed in [true, false] {
+            let issuer = TokenIssuer::start(&[(ALICE, "xa-1")]).await;
+            let identity = format!(
+                "[servers.identity]\nmode = \"token_exchange\"\ntoken_endpoint = {:?}\n\
+                 client_id = {EXCHANGE_CLIENT_ID:?}\nclient_secret_env = \"EXCHANGE_SECRET\"\n",
+                issuer.token_endpoint
+            );
+            let store = TestDatabase::sqlite();
+            let toml = gateway_toml(&store, &demo.url, &identity);
+            let key = mcptask_client::oauth::SecretKey::generate()
+                .unwrap()
+                .to_base64();
+            let env = [
+                ("EXCHANGE_SECRET", EXCHANGE_CLIENT_SECRET),
+                ("MCPTASK_SECRET_KEY", if keyed { key.as_str() } else { "" }),
+            ];
+            let mut first = GatewayProcess::start_toml("gateway", &toml, &env).await;
+            let api = first.client(Some(ALICE));
+            let r = api
+                .post(
+                    "/api/v1/calls",
+                    &json!({"server": "demo", "tool": "whoami", "arguments": {"seconds": 4}}),
+                )
+                .await;
+            assert_eq!(r.status, 202, "{r:#?}");
+            let id = r.json["task"]["id"].as_str().unwrap().to_string();
+            // Polled with the exchanged token while its gateway lives.
+            api.wait_task(&id, "polled", |t| {
+                t["statusMessage"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("whoami"))
+            })
             .await;
-        assert_eq!(r.status, 202, "{r:#?}");
-        let id = r.json["task"]["id"].as_str().unwrap().to_string();
-        // Polled with the exchanged token while its gateway lives.
-        api.wait_task(&id, "polled", |t| {
-            t["statusMessage"]
-                .as_str()
-                .is_some_and(|m| m.contains("whoami"))
-        })
-        .await;
-        first.kill().await;
+            first.kill().await;
 
-        let second = GatewayProcess::start_toml("gateway-again", &toml, &env).await;
-        let failed = second.client(Some(ALICE)).wait_status(&id, "failed").await;
-        assert!(
-            failed.to_string().contains("can no longer be authorized"),
-            "{failed:#}"
-        );
-        assert_eq!(
-            issuer.seen().len(),
-            1,
-            "one exchange, none after the restart"
-        );
+            let second = GatewayProcess::start_toml("gateway-again", &toml, &env).await;
+            let api = second.client(Some(ALICE));
+            let settled = api
+                .wait_task(&id, "settled", |t| {
+                    matches!(t["status"].as_str(), Some("completed" | "failed"))
+                })
+                .await;
+            if keyed {
+                assert_eq!(settled["status"], "completed", "{settled:#}");
+                assert!(
+                    settled.to_string().contains("principal: alice-exchanged"),
+                    "{settled:#}"
+                );
+            } else {
+                assert_eq!(settled["status"], "failed", "{settled:#}");
+                assert!(
+                    settled.to_string().contains("can no longer be authorized"),
+                    "{settled:#}"
+                );
+            }
+            assert_eq!(
+                issuer.seen().len(),
+                1,
+                "one exchange, none after the restart"
+            );
+        }
     })
     .await;
 }
