@@ -60,6 +60,7 @@ mod readme {}
 
 mod config;
 mod feed;
+pub mod identity;
 mod local;
 pub mod notify;
 pub mod oauth;

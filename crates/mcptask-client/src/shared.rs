@@ -75,12 +75,56 @@ pub(crate) struct Inner {
     /// (`workers::resolve`): a later poll that sees the same questions
     /// while the resolver thinks does not ask it again.
     pub resolving: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// What each call carries to its upstream (`crate::identity`).
+    pub identities: crate::identity::Identities,
 }
 
 impl Inner {
     /// The notify targets in force now.
     pub(crate) fn targets(&self) -> Arc<Targets> {
         self.targets.read().expect("targets lock").clone()
+    }
+
+    /// The connection a later exchange of call `record` (a poll, a cancel,
+    /// an answer) is made on: the server's pooled session, pinned to the
+    /// endpoint the call was made on, acting with the call's own credential
+    /// where the server takes the caller's identity (`crate::identity`).
+    /// The one place the tracker's exchanges of a call get their
+    /// credential.
+    pub(crate) async fn connect_for(
+        &self,
+        record: &mcptask_core::client::RemoteTaskRecord,
+    ) -> Result<crate::remote::Connection, crate::remote::RemoteError> {
+        let conn = self
+            .servers
+            .connect(&record.server, Some(&record.server_hash), self.timeouts())
+            .await?;
+        let credential = self
+            .credential_for(&record.server, &record.id, record.principal.as_deref())
+            .await?;
+        Ok(conn.acting_as(credential))
+    }
+
+    /// What a later exchange of call `call_id` of `principal` to `server`
+    /// carries (`crate::identity::Identities::for_call`).
+    pub(crate) async fn credential_for(
+        &self,
+        server: &str,
+        call_id: &str,
+        principal: Option<&str>,
+    ) -> Result<Option<crate::identity::CallCredential>, crate::remote::RemoteError> {
+        let Some((def, _)) = self.servers.get(server) else {
+            return Ok(None);
+        };
+        self.identities
+            .for_call(
+                server,
+                &def.identity,
+                call_id,
+                principal,
+                self.clock.now_ms(),
+            )
+            .await
     }
 
     /// The tracker-wide bounds for servers that set none.

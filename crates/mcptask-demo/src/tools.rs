@@ -100,6 +100,21 @@ pub fn registry() -> ToolRegistry {
         )
         .interrupt(InterruptPolicy::Fail),
     );
+    r.register(TaskTool::new(
+        Tool::new(
+            "whoami",
+            "Report the principal this server authenticated the call as (its bearer token's), \
+             after `seconds` (default 0). Runs as a task when the client supports tasks.",
+            schema(json!({"type": "object", "properties": {
+                "seconds": {"type": "number", "minimum": 0, "maximum": 86400}}})),
+        ),
+        |call| async move {
+            let seconds = arg_seconds(&call, "seconds", 0.0)?;
+            count_down(&call, seconds, "whoami").await?;
+            let principal = call.ctx.principal().unwrap_or("(none)").to_string();
+            Ok(text(format!("principal: {principal}")))
+        },
+    ));
     r.register(
         TaskTool::new(
             Tool::new(

@@ -298,6 +298,9 @@ impl From<TrackerError> for Failure {
             TrackerError::UnknownServer(name) => Failure::UnknownServer(name),
             TrackerError::Remote(data) => Failure::Remote(data),
             TrackerError::Unavailable(detail) => Failure::unreachable(&detail),
+            // Its words name the server and the principal (or the issuer's
+            // error code), written by mcptask: nothing internal.
+            TrackerError::Unauthorized(m) => Failure::Forbidden(m),
             TrackerError::NoAnswer { operation, after } => Failure::no_answer(&operation, after),
             TrackerError::Protocol(m) => Failure::Protocol(m),
             TrackerError::AlreadyTracked(_) => Failure::Protocol(message),
@@ -333,6 +336,7 @@ pub fn class_of(e: &TrackerError) -> &'static str {
         TrackerError::UnknownServer(_) => "unknown_server",
         TrackerError::Remote(_) => "remote_error",
         TrackerError::Unavailable(_) => "unavailable",
+        TrackerError::Unauthorized(_) => "unauthorized",
         TrackerError::NoAnswer { .. } | TrackerError::Timeout(_) => "timeout",
         TrackerError::Protocol(_) | TrackerError::AlreadyTracked(_) => "protocol_error",
         TrackerError::InputNeeded { .. } => "input_needed",

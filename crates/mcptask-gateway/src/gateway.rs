@@ -88,6 +88,17 @@ pub fn oauth_runtime(
     store: &mcptask_sql::Store,
 ) -> anyhow::Result<Option<mcptask_client::oauth::OAuthRuntime>> {
     if !config.uses_oauth() {
+        // Exchanged tokens are kept sealed where a key is configured; without
+        // one they live in this process only (docs/AUTHORIZATION.md).
+        if config.exchanges_tokens()
+            && let Some(key) = config.secret_key(|k| std::env::var(k).ok())?
+        {
+            return Ok(Some(mcptask_client::oauth::OAuthRuntime::new(
+                store.oauth_tokens(),
+                key,
+                Arc::new(mcptask_client::SystemClock),
+            )));
+        }
         return Ok(None);
     }
     let key = config

@@ -47,6 +47,7 @@ pub mod sse;
 pub mod stateless;
 pub mod sync_upstream;
 pub mod tasks;
+pub mod token_issuer;
 pub mod tracker;
 pub mod watched_upstream;
 pub mod webhook;
@@ -75,6 +76,7 @@ pub use sse::*;
 pub use stateless::post_tools_call;
 pub use sync_upstream::SyncUpstream;
 pub use tasks::*;
+pub use token_issuer::*;
 pub use watched_upstream::WatchedUpstream;
 pub use webhook::*;
 

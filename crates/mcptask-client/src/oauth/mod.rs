@@ -19,6 +19,7 @@
 
 mod authorizer;
 mod dpop;
+mod exchange;
 mod grant;
 mod http;
 mod jwt;
@@ -36,6 +37,7 @@ use mcptask_core::store::OAuthTokenStore;
 
 pub use authorizer::ServerAuth;
 pub use dpop::ProofKey;
+pub use exchange::{ACCESS_TOKEN_TYPE, ExchangeSettings, Exchanged, TOKEN_EXCHANGE};
 pub(crate) use resource::AuthorizingClient;
 pub use seal::{SealError, SecretKey};
 pub use settings::{

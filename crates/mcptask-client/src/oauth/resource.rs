@@ -134,7 +134,13 @@ impl AuthorizingClient {
         >,
     {
         let shows = shows_style(message, session_id);
-        let response = self.run("POST", uri, auth_header, custom, send).await;
+        let response = match call_credential(message) {
+            // A call's own credential: sent as it is, in place of whatever
+            // the session sends (the gateway's OAuth token or static
+            // header), and never retried with the gateway's.
+            Some(token) => send(Some(token), custom.clone()).await,
+            None => self.run("POST", uri, auth_header, custom, send).await,
+        };
         if shows {
             use crate::remote::{AnswerStyle, saw};
             match &response {
@@ -230,6 +236,17 @@ fn challenge_summary(challenge: &str) -> String {
     let mut s = challenge.to_string();
     s.truncate(300);
     format!("WWW-Authenticate: {s}")
+}
+
+/// The bearer token of the call `message` is a request of, when the call
+/// carries its own (`crate::identity`).
+fn call_credential(message: &ClientJsonRpcMessage) -> Option<String> {
+    match message {
+        ClientJsonRpcMessage::Request(r) => {
+            crate::identity::CallCredential::of(&r.request).map(|c| c.token().to_string())
+        }
+        _ => None,
+    }
 }
 
 /// Whether the answer to `message` shows how the upstream answers requests

@@ -22,8 +22,7 @@ pub(crate) async fn cancel_remote(
         RemoteDriver::Sep2663 => bounded(
             "tasks/cancel",
             timeout,
-            conn.peer
-                .cancel_task(CancelTaskParams::new(remote_id.to_string())),
+            conn.cancel_task(CancelTaskParams::new(remote_id.to_string())),
         )
         .await
         .map(|_| ()),
@@ -31,7 +30,7 @@ pub(crate) async fn cancel_remote(
             let args = serde_json::json!({"task_id": remote_id});
             let params = CallToolRequestParams::new(cancel_tool.clone())
                 .with_arguments(args.as_object().cloned().unwrap_or_default());
-            bounded("tools/call", timeout, conn.peer.call_tool(params))
+            bounded("tools/call", timeout, conn.call_tool(params))
                 .await
                 .map(|_| ())
         }

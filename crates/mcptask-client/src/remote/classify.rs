@@ -30,6 +30,12 @@ pub enum RemoteError {
     /// The server answered with a JSON-RPC error for a call (not a task lookup).
     #[error("{}", .0.message)]
     Rpc(ErrorData),
+    /// The call cannot be authorized at its upstream as its server's
+    /// `identity` requires (no credential for its principal, a refused
+    /// token exchange): permanent, and never answered with the gateway's
+    /// own credential instead (`crate::identity`).
+    #[error("{0}")]
+    Unauthorized(String),
 }
 
 impl RemoteError {
@@ -43,7 +49,7 @@ impl RemoteError {
             RemoteError::Transient(m) => Observation::Transient(m.clone()),
             RemoteError::NotFound(m) => permanent(FailureKind::NotFound, m),
             RemoteError::Protocol(m) => permanent(FailureKind::ProtocolViolation, m),
-            RemoteError::ConnectionUnavailable(m) => {
+            RemoteError::ConnectionUnavailable(m) | RemoteError::Unauthorized(m) => {
                 permanent(FailureKind::ConnectionUnavailable, m)
             }
             RemoteError::Rpc(e) => {
@@ -59,6 +65,7 @@ impl RemoteError {
             RemoteError::NotFound(_) => "not_found",
             RemoteError::Protocol(_) => "protocol",
             RemoteError::ConnectionUnavailable(_) => "connection_unavailable",
+            RemoteError::Unauthorized(_) => "unauthorized",
         }
     }
 }

@@ -6,7 +6,12 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rmcp::model::{ClientCapabilities, ClientConfig, ErrorCode, Implementation, ProtocolVersion};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+    CancelTaskRequest, ClientCapabilities, ClientConfig, ClientRequest, ErrorCode, GetTaskParams,
+    GetTaskRequest, GetTaskResult, Implementation, ProtocolVersion, ServerResult, UpdateTaskParams,
+    UpdateTaskRequest,
+};
 use rmcp::service::{
     ClientInitializeError, ClientLifecycleMode, ClientServiceExt, RunningService, ServiceError,
 };
@@ -19,6 +24,7 @@ use super::RemoteError;
 use super::handler::UpstreamHandler;
 use super::relabel::Relabel;
 use super::server_def::{ServerDef, Transport};
+use crate::identity::CallCredential;
 
 pub(super) type Session = RunningService<RoleClient, ClientConfig>;
 
@@ -59,6 +65,9 @@ pub struct Connection {
     pub(super) slot: Slot,
     pub(super) stdio: bool,
     pub(super) heard: Heard,
+    /// The credential this call's requests carry instead of the session's
+    /// own ([`Connection::acting_as`]).
+    pub(super) acting: Option<CallCredential>,
 }
 
 impl Connection {
@@ -71,6 +80,100 @@ impl Connection {
             self.call_timeout = timeout;
         }
         self
+    }
+
+    /// This connection with every request made through its methods
+    /// carrying `credential` (a call's own, see [`crate::identity`]) instead
+    /// of the session's credential: the session stays shared, each request
+    /// says whose it is.
+    pub fn acting_as(mut self, credential: Option<CallCredential>) -> Self {
+        self.acting = credential;
+        self
+    }
+
+    /// `request` sent on this connection with its credential.
+    async fn send(&self, mut request: ClientRequest) -> Result<ServerResult, ServiceError> {
+        CallCredential::attach(self.acting.as_ref(), &mut request);
+        self.peer.send_request(request).await
+    }
+
+    /// `tools/call`, once (no input rounds driven).
+    pub async fn call_tool_once(
+        &self,
+        params: CallToolRequestParams,
+    ) -> Result<CallToolResponse, ServiceError> {
+        if self.acting.is_none() {
+            return self.peer.call_tool_once(params).await;
+        }
+        match self
+            .send(ClientRequest::CallToolRequest(CallToolRequest::new(params)))
+            .await?
+        {
+            ServerResult::CallToolResult(r) => Ok(CallToolResponse::Complete(r)),
+            ServerResult::InputRequiredResult(r) => Ok(CallToolResponse::InputRequired(r)),
+            ServerResult::CreateTaskResult(r) => Ok(CallToolResponse::Task(r)),
+            _ => Err(ServiceError::UnexpectedResponse),
+        }
+    }
+
+    /// `tools/call` of a tool that answers at once.
+    pub async fn call_tool(
+        &self,
+        params: CallToolRequestParams,
+    ) -> Result<CallToolResult, ServiceError> {
+        if self.acting.is_none() {
+            return self.peer.call_tool(params).await;
+        }
+        match self.call_tool_once(params).await? {
+            CallToolResponse::Complete(r) => Ok(r),
+            _ => Err(ServiceError::UnexpectedResponse),
+        }
+    }
+
+    /// `tasks/get`.
+    pub async fn get_task(&self, params: GetTaskParams) -> Result<GetTaskResult, ServiceError> {
+        if self.acting.is_none() {
+            return self.peer.get_task(params).await;
+        }
+        match self
+            .send(ClientRequest::GetTaskRequest(GetTaskRequest::new(params)))
+            .await?
+        {
+            ServerResult::GetTaskResult(r) => Ok(r),
+            _ => Err(ServiceError::UnexpectedResponse),
+        }
+    }
+
+    /// `tasks/cancel`.
+    pub async fn cancel_task(&self, params: CancelTaskParams) -> Result<(), ServiceError> {
+        if self.acting.is_none() {
+            return self.peer.cancel_task(params).await;
+        }
+        match self
+            .send(ClientRequest::CancelTaskRequest(CancelTaskRequest::new(
+                params,
+            )))
+            .await?
+        {
+            ServerResult::TaskAckResult(_) | ServerResult::EmptyResult(_) => Ok(()),
+            _ => Err(ServiceError::UnexpectedResponse),
+        }
+    }
+
+    /// `tasks/update`.
+    pub async fn update_task(&self, params: UpdateTaskParams) -> Result<(), ServiceError> {
+        if self.acting.is_none() {
+            return self.peer.update_task(params).await;
+        }
+        match self
+            .send(ClientRequest::UpdateTaskRequest(UpdateTaskRequest::new(
+                params,
+            )))
+            .await?
+        {
+            ServerResult::TaskAckResult(_) | ServerResult::EmptyResult(_) => Ok(()),
+            _ => Err(ServiceError::UnexpectedResponse),
+        }
     }
 
     /// Forget this connection if it is still the pooled one (after a real disconnect).

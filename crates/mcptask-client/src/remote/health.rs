@@ -58,7 +58,8 @@ impl Seen {
     pub fn of_remote(e: &RemoteError) -> Seen {
         match e {
             RemoteError::Transient(why) => Seen::Failed(why.clone()),
-            RemoteError::ConnectionUnavailable(_) => Seen::Nothing,
+            // One call's authorization says nothing of the server.
+            RemoteError::ConnectionUnavailable(_) | RemoteError::Unauthorized(_) => Seen::Nothing,
             RemoteError::NotFound(_) | RemoteError::Protocol(_) | RemoteError::Rpc(_) => {
                 Seen::Answered
             }

@@ -290,6 +290,7 @@ impl ServerRegistry {
             slot: entry.session.clone(),
             stdio: matches!(entry.def.transport, Transport::Stdio { .. }),
             heard: entry.heard.clone(),
+            acting: None,
         };
         let arrived = std::time::Instant::now();
         // Per server: only this server's callers wait here, and while one of

@@ -73,6 +73,10 @@ pub struct ServerDef {
     /// server's live tasks losing it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oauth: Option<crate::oauth::OAuthSettings>,
+    /// Whose credential the server's calls carry (see [`crate::identity`]).
+    /// Not part of the endpoint identity.
+    #[serde(skip)]
+    pub identity: crate::identity::Identity,
 }
 
 /// Three plain tools of a server that together run long work: calling
@@ -165,6 +169,7 @@ impl ServerDef {
             toolsets: Vec::new(),
             max_in_flight: None,
             oauth: None,
+            identity: Default::default(),
         }
     }
 
@@ -183,6 +188,7 @@ impl ServerDef {
             toolsets: Vec::new(),
             max_in_flight: None,
             oauth: None,
+            identity: Default::default(),
         }
     }
 

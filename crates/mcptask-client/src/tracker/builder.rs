@@ -136,6 +136,7 @@ impl TrackerBuilder {
             local: Default::default(),
             server_slots: Default::default(),
             resolving: Default::default(),
+            identities: Default::default(),
         });
         // Every tracker hears and tells the other replicas' changes, also
         // one that only records handles (its inserts wake their waiters).

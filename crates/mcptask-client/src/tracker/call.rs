@@ -58,6 +58,10 @@ pub struct CallOptions {
     /// gateway's route decided it; `None`: the server's own
     /// (`call_timeout`, else the tracker's).
     pub timeout: Option<std::time::Duration>,
+    /// The token the caller authenticated with, for a server that takes the
+    /// caller's identity by token exchange (`crate::identity`); never sent
+    /// upstream itself.
+    pub subject_token: Option<crate::oauth::Secret>,
 }
 
 /// What `call_tool` produced.
@@ -151,6 +155,32 @@ impl Tracker {
         // Before the call: refused after the server created the task, it would
         // leave that task running on the server untracked.
         super::record::bound_correlation(options.correlation.clone(), &inner.config.policy.limits)?;
+        let mut options = options;
+        let (conn, hash) = self.connect_to_make(server, &mut options).await?;
+        let outcome = self
+            .make_call(server, &hash, tool, &arguments, &options, &conn)
+            .await;
+        // A call that is not kept holds nothing for later exchanges.
+        if !matches!(outcome, Ok(CallOutcome::Task(_)))
+            && let Some(id) = &options.id
+        {
+            inner.identities.forget(id);
+        }
+        outcome
+    }
+
+    /// The connection a new call is made on: the server's pooled session,
+    /// acting with the call's own credential where the server takes the
+    /// caller's identity (an exchanging server's exchange is made here, and
+    /// its token held under the call's id, which is minted now if the
+    /// caller gave none). Returns it with the server's endpoint hash.
+    pub(super) async fn connect_to_make(
+        &self,
+        server: &str,
+        options: &mut CallOptions,
+    ) -> Result<(Connection, String), TrackerError> {
+        let inner = &self.inner;
+        let credential = self.new_call_credential(server, options).await?;
         let (_, hash) = inner
             .servers
             .get(server)
@@ -159,7 +189,23 @@ impl Tracker {
             .servers
             .connect(server, Some(&hash), inner.timeouts())
             .await?
-            .bounded_by(options.timeout);
+            .bounded_by(options.timeout)
+            .acting_as(credential);
+        Ok((conn, hash))
+    }
+
+    /// The rounds of `tools/call` on `conn` until a result, a task, or a
+    /// question for the caller.
+    async fn make_call(
+        &self,
+        server: &str,
+        hash: &str,
+        tool: &str,
+        arguments: &JsonObject,
+        options: &CallOptions,
+        conn: &Connection,
+    ) -> Result<CallOutcome, TrackerError> {
+        let inner = &self.inner;
         // The server's opaque state of the round in progress: echoed back
         // unchanged with the answers, as MRTR requires (a server that keeps
         // its progress there would otherwise start over every round).
@@ -181,28 +227,16 @@ impl Tracker {
             }
             let span = crate::trace::tool_call_span(Some(server), tool);
             crate::trace::stamp(&mut params.meta, &span);
-            let response = bounded(
-                "tools/call",
-                conn.call_timeout,
-                conn.peer.call_tool_once(params),
-            )
-            .instrument(span)
-            .await
-            .map_err(|e| call_failure(&inner.servers, server, &conn, &e))?;
+            let response = bounded("tools/call", conn.call_timeout, conn.call_tool_once(params))
+                .instrument(span)
+                .await
+                .map_err(|e| call_failure(&inner.servers, server, conn, &e))?;
             inner.servers.observe(server, Seen::Answered);
             match response {
                 CallToolResponse::Complete(result) => return Ok(CallOutcome::Completed(result)),
                 CallToolResponse::Task(created) => {
                     return self
-                        .record_created(
-                            server,
-                            &hash,
-                            tool,
-                            &arguments,
-                            &created.task,
-                            &options,
-                            &conn,
-                        )
+                        .record_created(server, hash, tool, arguments, &created.task, options, conn)
                         .await;
                 }
                 CallToolResponse::InputRequired(required) => {

@@ -10,6 +10,10 @@ use crate::remote::RemoteError;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TrackerError {
+    /// The call cannot be authorized at its upstream as its server's
+    /// `identity` requires (`crate::identity`); nothing was sent.
+    #[error("{0}")]
+    Unauthorized(String),
     /// No tracked task has this local id.
     #[error("unknown task {0:?}")]
     NotFound(String),
@@ -91,6 +95,7 @@ impl From<RemoteError> for TrackerError {
     fn from(e: RemoteError) -> Self {
         match e {
             RemoteError::Rpc(e) => TrackerError::Remote(e),
+            RemoteError::Unauthorized(m) => TrackerError::Unauthorized(m),
             RemoteError::Protocol(m) => TrackerError::Protocol(m),
             RemoteError::NotFound(m) => TrackerError::Protocol(m),
             RemoteError::ConnectionUnavailable(m) | RemoteError::Transient(m) => {

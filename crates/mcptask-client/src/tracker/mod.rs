@@ -11,6 +11,7 @@ mod call;
 mod commit;
 mod dead_letters;
 mod error;
+mod identity;
 mod intent;
 mod local;
 mod read;

@@ -41,7 +41,7 @@ impl Tracker {
         server: &str,
         submit_tool: &str,
         arguments: Value,
-        options: CallOptions,
+        mut options: CallOptions,
     ) -> Result<CallOutcome, TrackerError> {
         let inner = &self.inner;
         let limits = inner.config.policy.limits;
@@ -62,14 +62,10 @@ impl Tracker {
             status_tool: toolset.status_tool.clone(),
             cancel_tool: toolset.cancel_tool.clone(),
         };
-        let conn = inner
-            .servers
-            .connect(server, Some(&hash), inner.timeouts())
-            .await?
-            .bounded_by(options.timeout);
+        let (conn, _) = self.connect_to_make(server, &mut options).await?;
         let params =
             CallToolRequestParams::new(submit_tool.to_string()).with_arguments(arguments.clone());
-        let result = bounded("tools/call", conn.call_timeout, conn.peer.call_tool(params))
+        let result = bounded("tools/call", conn.call_timeout, conn.call_tool(params))
             .await
             .map_err(|e| super::call::call_failure(&inner.servers, server, &conn, &e))?;
         inner.servers.observe(server, crate::remote::Seen::Answered);

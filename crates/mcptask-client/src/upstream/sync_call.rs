@@ -55,6 +55,9 @@ pub struct SyncOptions {
     /// its client once, at `initialize` (mcptask, for a session shared by
     /// every caller), and this is not sent.
     pub client_info: Option<Implementation>,
+    /// The call's own credential, sent instead of the lane's
+    /// (`crate::identity`).
+    pub credential: Option<crate::identity::CallCredential>,
 }
 
 /// What a synchronous call reports, in order; [`SyncEvent::Done`] is last.
@@ -205,6 +208,7 @@ pub async fn sync_call(
     if let Some(token) = options.progress_token {
         request.extensions_mut().insert(CallerProgressToken(token));
     }
+    crate::identity::CallCredential::attach(options.credential.as_ref(), &mut request);
 
     let (sink, events) = mpsc::unbounded_channel();
     let route = lane.handler().attach_call(sink);

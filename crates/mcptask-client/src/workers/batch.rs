@@ -354,6 +354,11 @@ async fn finish(
             &inner.config.policy,
         ) {
             cancel_abandoned(inner, &claimed.record);
+        } else if let Observation::Snapshot(s) = &observation
+            && s.status.is_some_and(|s| s.is_terminal())
+        {
+            // The call ended upstream: nothing more is sent for it.
+            inner.identities.forget(&claimed.record.id);
         }
         if inner.resolver.is_some()
             && let Observation::Snapshot(s) = observation
@@ -384,6 +389,8 @@ fn cancel_abandoned(inner: &Arc<Inner>, record: &RemoteTaskRecord) {
             o = calls::cancel_best_effort(&inner2, &record) => o,
             _ = inner2.abort.cancelled() => Err("shutting down".to_string()),
         };
+        // Nothing more is sent for it.
+        inner2.identities.forget(&record.id);
         let label = if outcome.is_ok() { "sent" } else { "failed" };
         metrics::counter!("mcptask_abandon_cancels_total", "outcome" => label).increment(1);
         match outcome {

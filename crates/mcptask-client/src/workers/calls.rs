@@ -43,11 +43,7 @@ pub(super) async fn observe(
     if r.driver.is_local() {
         return local(inner, phase, claimed).await;
     }
-    let conn = match inner
-        .servers
-        .connect(&r.server, Some(&r.server_hash), inner.timeouts())
-        .await
-    {
+    let conn = match inner.connect_for(r).await {
         Ok(c) => c,
         Err(e) => return counted(e).observation(),
     };
@@ -162,11 +158,7 @@ pub(super) async fn cancel_best_effort(
             .await
             .map_err(|e| e.to_string());
     }
-    let conn = inner
-        .servers
-        .connect(&record.server, Some(&record.server_hash), inner.timeouts())
-        .await
-        .map_err(|e| e.to_string())?;
+    let conn = inner.connect_for(record).await.map_err(|e| e.to_string())?;
     cancel_remote(
         &conn,
         &record.driver,
@@ -187,7 +179,7 @@ async fn toolset_call(
     let mut args = rmcp::model::JsonObject::new();
     args.insert("task_id".into(), remote_id.into());
     let params = CallToolRequestParams::new(tool.to_string()).with_arguments(args);
-    let result = bounded("tools/call", conn.call_timeout, conn.peer.call_tool(params))
+    let result = bounded("tools/call", conn.call_timeout, conn.call_tool(params))
         .await
         .map_err(|e| (classify::call_error(&e), cut_of(&e)))?;
     Ok(serde_json::to_value(&result).unwrap_or_default())
@@ -219,7 +211,7 @@ async fn poll(
     );
     let mut params = GetTaskParams::new(remote_id.clone());
     crate::trace::stamp(&mut params.meta, &span);
-    let got = bounded("tasks/get", conn.call_timeout, conn.peer.get_task(params))
+    let got = bounded("tasks/get", conn.call_timeout, conn.get_task(params))
         .instrument(span)
         .await
         .map_err(|e| failure("tasks/get", &e))?;
@@ -234,7 +226,7 @@ async fn cancel(conn: &Connection, claimed: &ClaimedTask) -> Result<Observation,
     bounded(
         "tasks/cancel",
         conn.call_timeout,
-        conn.peer.cancel_task(CancelTaskParams::new(remote_id)),
+        conn.cancel_task(CancelTaskParams::new(remote_id)),
     )
     .await
     .map(|_| Observation::CancelAcked)
@@ -252,8 +244,7 @@ async fn update(conn: &Connection, claimed: &ClaimedTask) -> Result<Observation,
     bounded(
         "tasks/update",
         conn.call_timeout,
-        conn.peer
-            .update_task(UpdateTaskParams::new(remote_id, responses)),
+        conn.update_task(UpdateTaskParams::new(remote_id, responses)),
     )
     .await
     .map(|_| Observation::UpdateAcked { keys: keys.clone() })

@@ -291,6 +291,7 @@ pub async fn call_tool(
         input_responses: body.input_responses,
         request_state: body.request_state,
         face: Some(face),
+        subject_token: caller.token.clone(),
         ..Default::default()
     };
     let outcome = state

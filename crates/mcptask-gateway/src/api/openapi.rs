@@ -303,7 +303,7 @@ fn console(doc: &mut Value, with: &dyn Fn(Value) -> Value) {
                         "description": "The server's [[servers]] keys (url or command, headers, args, env, prefix, timeouts, …); null leaves a key out"}}}},
                     "responses": with(json!({
                         "200": ok("Stored, and what applying it here changed", "AdminChange"),
-                        "400": error_response("invalid_config: the configuration file's own message for this definition; not_settable: a key that makes the gateway run a program or read its own files or environment (command, args, env, cwd, oauth); nothing was stored"),
+                        "400": error_response("invalid_config: the configuration file's own message for this definition; not_settable: a key that makes the gateway run a program or read its own files or environment (command, args, env, cwd, oauth, identity); nothing was stored"),
                         "403": error_response("Not an operator token"),
                         "409": error_response("defined_in_file: the configuration file defines this server, and the file wins")
                     }))

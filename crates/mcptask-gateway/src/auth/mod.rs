@@ -42,6 +42,10 @@ pub struct Caller {
     /// A static operator token's short hash (as `GET /api/v1/config` shows
     /// tokens): how an admin change names the operator who made it.
     pub token_print: Option<String>,
+    /// The bearer token it authenticated with: what a server taking the
+    /// caller's identity by token exchange exchanges (never sent upstream
+    /// itself; `mcptask_client::identity`).
+    pub token: Option<mcptask_client::oauth::Secret>,
 }
 
 impl Caller {
@@ -211,8 +215,10 @@ impl Authenticator {
             });
         }
         let token = bearer.filter(|t| !t.is_empty()).ok_or(Refusal::Missing)?;
+        let own = Some(mcptask_client::oauth::Secret(token.to_string()));
         if let Some(principal) = settings.tokens.get(token) {
             return Ok(Caller {
+                token: own,
                 operator: principal.is_none(),
                 principal: principal.clone(),
                 token_print: principal
@@ -238,7 +244,9 @@ impl Authenticator {
         let resource = settings
             .resource()
             .ok_or_else(|| Refusal::invalid("no public_url is configured"))?;
-        issuer.verify(token, &resource).await
+        let mut caller = issuer.verify(token, &resource).await?;
+        caller.token = own;
+        Ok(caller)
     }
 
     /// The protected resource metadata (RFC 9728), when OAuth is

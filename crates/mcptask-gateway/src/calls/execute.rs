@@ -13,8 +13,9 @@
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use mcptask_client::identity::CallCredential;
 use mcptask_client::{CallOptions, CallOutcome, RemoteTaskRecord, TrackerError};
-use mcptask_core::call::{Driver, Face, Plan, TrackDriver};
+use mcptask_core::call::{Driver, Face, Plan, RunDriver, TrackDriver};
 use rmcp::ErrorData;
 use rmcp::model::{CallToolResponse, CallToolResult, JsonObject, Task, TaskPayload};
 use serde_json::Value;
@@ -31,11 +32,13 @@ use crate::upstreams::catalog::Route;
 /// caller went away.
 #[async_trait]
 pub trait Relay: Send + Sync {
-    /// Call `route`'s tool with `arguments` and relay the exchange.
+    /// Call `route`'s tool with `arguments` and relay the exchange, each
+    /// request carrying the call's own `credential` where it has one (see
+    /// `mcptask_client::identity`).
     async fn pass_through(
         &self,
         route: &Route,
-        timeout: Duration,
+        exchange: (Duration, Option<CallCredential>),
         arguments: JsonObject,
     ) -> Result<CallToolResponse, ErrorData>;
 }
@@ -118,6 +121,23 @@ impl Calls {
         let executed = match plan {
             Plan::Run(driver) => {
                 let arguments = object(arguments)?;
+                // Its driver's exchanges read the call's credential back by
+                // its id; an exchanged token is held now, while the
+                // caller's token is at hand.
+                let credential = tracker
+                    .new_call_credential(&route.server, &mut options)
+                    .await?;
+                // A 2025-11-25 task's exchanges cannot carry a call's own
+                // credential yet: refused rather than made with the
+                // gateway's.
+                if driver == RunDriver::Sep1686 && credential.is_some() {
+                    tracker.forget_credential(live.id());
+                    return Err(TrackerError::Unauthorized(format!(
+                        "server {:?} speaks the 2025-11-25 tasks protocol, whose task calls cannot carry the caller's identity ([servers.identity]); use mode = \"gateway\" for it",
+                        route.server
+                    ))
+                    .into());
+                }
                 let inputs = options.input_responses.clone();
                 let (task, record) = self
                     .run(&route, driver, arguments, &options, inputs, timeout)
@@ -163,7 +183,15 @@ impl Calls {
             Plan::PassThrough => match relay {
                 Some(relay) => {
                     let arguments = object(arguments)?;
-                    Executed::Relayed(relay.pass_through(&route, timeout, arguments).await)
+                    let credential = tracker
+                        .new_call_credential(&route.server, &mut options)
+                        .await?;
+                    let relayed = relay
+                        .pass_through(&route, (timeout, credential), arguments)
+                        .await;
+                    // Nothing is kept: nothing is held for later.
+                    tracker.forget_credential(live.id());
+                    Executed::Relayed(relayed)
                 }
                 None => {
                     let began = Instant::now();

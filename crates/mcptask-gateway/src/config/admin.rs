@@ -94,10 +94,10 @@ impl Origins {
 /// The `[[servers]]` keys the admin API does not set: each makes the
 /// gateway read its own host (run a program: `command`, `args`, `env`,
 /// `cwd`; read files or environment variables and send what they hold to
-/// an endpoint: `oauth`'s `*_file` and `*_env` keys). An API token must
-/// not be a way to run programs or read secrets on the gateway's host;
-/// those servers are defined in the file.
-pub const HOST_KEYS: [&str; 5] = ["command", "args", "env", "cwd", "oauth"];
+/// an endpoint: `oauth`'s and `identity`'s `*_file` and `*_env` keys). An
+/// API token must not be a way to run programs or read secrets on the
+/// gateway's host; those servers are defined in the file.
+pub const HOST_KEYS: [&str; 6] = ["command", "args", "env", "cwd", "oauth", "identity"];
 
 /// The first key of `definition` the admin API does not set ([`HOST_KEYS`]).
 pub fn host_key(definition: &Value) -> Option<&'static str> {
@@ -290,6 +290,14 @@ mod tests {
         assert_eq!(back["name"], "reports");
         assert_eq!(back["url"], "http://127.0.0.1:9/mcp");
         assert!(back.get("prefix").is_none());
+        // `[servers.identity]` reads the host's environment and files and
+        // sends what they hold upstream: never set through the API.
+        assert_eq!(
+            super::host_key(&json!({"url": "http://127.0.0.1:9/mcp",
+                "identity": {"mode": "per_principal",
+                    "principals": {"alice": {"token_file": "/etc/shadow"}}}})),
+            Some("identity")
+        );
         let other = server_body("reports", &json!({"name": "other"})).unwrap_err();
         assert!(other.0.contains("the path \"reports\""), "{other}");
     }

@@ -41,6 +41,7 @@ mod check;
 mod database;
 mod env;
 mod error;
+mod identity;
 mod issuers;
 mod limits;
 mod oauth_key;
@@ -70,6 +71,7 @@ pub use database::DatabaseSection;
 pub use env::Overrides;
 pub use error::ConfigError;
 pub(crate) use error::Source;
+pub use identity::{IdentityMode, IdentitySection, PrincipalToken};
 pub use issuers::{ClaimMatch, IssuerSection};
 pub use limits::{DEFAULT_LIVE_CALLS_PER_PRINCIPAL, Limits, LimitsSection, LiveLimits};
 pub use oauth_key::OAuthGlobalSection;
@@ -248,6 +250,16 @@ impl Config {
     /// Whether any server authorizes with OAuth.
     pub fn uses_oauth(&self) -> bool {
         self.servers.iter().any(|s| s.oauth.is_some())
+    }
+
+    /// Whether a server takes the caller's identity by token exchange (its
+    /// calls' tokens are kept sealed when a key is configured).
+    pub fn exchanges_tokens(&self) -> bool {
+        self.servers.iter().any(|s| {
+            s.identity
+                .as_ref()
+                .is_some_and(|i| i.get_ref().mode == IdentityMode::TokenExchange)
+        })
     }
 
     /// The key sealing stored OAuth tokens: `MCPTASK_SECRET_KEY`, else

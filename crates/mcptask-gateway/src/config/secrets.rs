@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use mcptask_client::identity::Identity;
 use mcptask_client::oauth::{IdentityProvider, Secret, TokenSource};
 
 use super::reload::short_hash;
@@ -22,6 +23,8 @@ pub struct ServerSecrets {
     pub assertion: Option<TokenSource>,
     /// `[servers.oauth.identity_provider]` with its secret and ID token.
     pub identity_provider: Option<IdentityProvider>,
+    /// `[servers.identity]` with what it names read.
+    pub identity: Identity,
 }
 
 /// Every server's secrets, by server name.
@@ -69,6 +72,7 @@ impl ServerSecrets {
             private_key,
             assertion,
             identity_provider,
+            identity: Identity::Gateway,
         })
     }
 
@@ -91,6 +95,7 @@ impl ServerSecrets {
                     source(&idp.id_token),
                 )
             }),
+            identity_print(&self.identity, &source),
         ))
     }
 }
@@ -106,11 +111,43 @@ impl Config {
     ) -> Result<(), ConfigError> {
         self.oauth.resolve(base);
         for s in &self.servers {
-            let Some(oauth) = &s.oauth else { continue };
-            let secrets = ServerSecrets::read(s.name(), oauth.get_ref(), base, get)
-                .map_err(|(problem, fix)| src.at(oauth.span(), &problem, &fix))?;
-            self.secrets.insert(s.name().to_string(), secrets);
+            let mut secrets = match &s.oauth {
+                Some(oauth) => ServerSecrets::read(s.name(), oauth.get_ref(), base, get)
+                    .map_err(|(problem, fix)| src.at(oauth.span(), &problem, &fix))?,
+                None => ServerSecrets::default(),
+            };
+            if let Some(identity) = &s.identity {
+                secrets.identity = identity
+                    .get_ref()
+                    .resolve(s.name(), s.url.as_deref(), base, get)
+                    .map_err(|(problem, fix)| src.at(identity.span(), &problem, &fix))?;
+            }
+            if s.oauth.is_some() || s.identity.is_some() {
+                self.secrets.insert(s.name().to_string(), secrets);
+            }
         }
         Ok(())
+    }
+}
+
+/// What a reload compares of an identity: its settings and secrets, hashed
+/// with the rest (a rotated principal token is a changed server).
+fn identity_print(identity: &Identity, source: &impl Fn(&TokenSource) -> String) -> String {
+    match identity {
+        Identity::Gateway => "gateway".into(),
+        Identity::PerPrincipal(tokens) => tokens
+            .iter()
+            .map(|(p, t)| format!("{p}={}", source(t)))
+            .collect::<Vec<_>>()
+            .join(","),
+        Identity::TokenExchange(x) => format!(
+            "{} {} {:?} {:?} {:?} {:?}",
+            x.token_endpoint,
+            x.client_id,
+            x.client_secret.as_ref().map(Secret::expose),
+            x.audience,
+            x.resource,
+            x.scopes
+        ),
     }
 }

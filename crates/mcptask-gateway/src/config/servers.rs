@@ -5,13 +5,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use mcptask_client::oauth::OAuthRuntime;
+use mcptask_client::identity::Identity;
+use mcptask_client::oauth::{OAuthRuntime, RuntimeSlot};
 use mcptask_client::{ServerDef, Transport};
 use serde::Deserialize;
 use toml::Spanned;
 
 use super::url::is_http_url;
-use super::{ConfigError, OAuthSection, Reload, ServerSecrets, Source};
+use super::{ConfigError, IdentitySection, OAuthSection, Reload, ServerSecrets, Source};
 
 /// A remote MCP server: either `url` (Streamable HTTP) or `command` (stdio).
 #[derive(Debug, Clone, Deserialize)]
@@ -78,6 +79,10 @@ pub struct ServerSection {
     /// `[servers.oauth]`: authorize with OAuth 2.1 (HTTP servers).
     #[serde(default)]
     pub oauth: Option<Spanned<OAuthSection>>,
+    /// `[servers.identity]`: whose credential the server's calls carry
+    /// (default: the gateway's own).
+    #[serde(default)]
+    pub identity: Option<Spanned<IdentitySection>>,
 }
 
 /// What the proxy does with a synchronous upstream call whose process died
@@ -188,6 +193,13 @@ impl ServerSection {
                     None => settings,
                 }
             }),
+            identity: match (secrets.map(|s| s.identity.clone()), runtime) {
+                (Some(Identity::TokenExchange(mut x)), Some(r)) => {
+                    x.runtime = RuntimeSlot::new(r.clone());
+                    Identity::TokenExchange(x)
+                }
+                (identity, _) => identity.unwrap_or_default(),
+            },
         }
     }
 
@@ -348,6 +360,9 @@ impl ServerSection {
         for s in servers {
             if let Some(oauth) = &s.oauth {
                 OAuthSection::check(s, oauth, src)?;
+            }
+            if let Some(identity) = &s.identity {
+                IdentitySection::check(s, identity, src)?;
             }
         }
         for s in servers {

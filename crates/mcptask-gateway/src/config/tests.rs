@@ -412,3 +412,78 @@ fn refused_at_their_line(head: &str, cases: &[(&str, &str)]) {
         assert!(e.contains("\n  fix: "), "{e}");
     }
 }
+
+#[test]
+fn identity_is_checked_at_its_table_and_resolved_at_load() {
+    let head =
+        "[api]\nauth = \"none\"\n[[servers]]\nname = \"demo\"\nurl = \"http://127.0.0.1:9/mcp\"\n";
+    let cases = [
+        (
+            "[servers.identity]\nmode = \"per_principal\"\n",
+            "gw.toml:6:1: server \"demo\": mode = \"per_principal\" names no principal's credential",
+        ),
+        (
+            "[servers.identity]\nmode = \"per_principal\"\n[servers.identity.principals.alice]\ntoken_env = \"A\"\ntoken_file = \"a\"\n",
+            "gw.toml:6:1: server \"demo\": principal \"alice\" sets both token_env and token_file",
+        ),
+        (
+            "[servers.identity]\n[servers.identity.principals.alice]\ntoken_env = \"A\"\n",
+            "gw.toml:6:1: server \"demo\": [servers.identity.principals] is for mode = \"per_principal\"",
+        ),
+        (
+            "[servers.identity]\nmode = \"token_exchange\"\nclient_id = \"gw\"\n",
+            "gw.toml:6:1: server \"demo\": mode = \"token_exchange\" needs token_endpoint",
+        ),
+        (
+            "[servers.identity]\nmode = \"token_exchange\"\ntoken_endpoint = \"ftp://idp/token\"\nclient_id = \"gw\"\n",
+            "gw.toml:6:1: server \"demo\": token_endpoint \"ftp://idp/token\" is not an http(s) URL",
+        ),
+        (
+            "[servers.identity]\nmode = \"token_exchange\"\ntoken_endpoint = \"https://idp/token\"\n",
+            "gw.toml:6:1: server \"demo\": mode = \"token_exchange\" needs client_id",
+        ),
+        (
+            "[servers.identity]\nmode = \"per_principal\"\ntoken_endpoint = \"https://idp/token\"\n",
+            "gw.toml:6:1: server \"demo\": token_endpoint, client_id",
+        ),
+        ("[servers.identity]\nmode = \"caller\"\n", "gw.toml:7:8: "),
+    ];
+    refused_at_their_line(head, &cases);
+    // A stdio server's calls cannot carry anyone's identity.
+    let stdio = "[api]\nauth = \"none\"\n[[servers]]\nname = \"local\"\ncommand = \"srv\"\n";
+    refused_at_their_line(
+        stdio,
+        &[(
+            "[servers.identity]\nmode = \"token_exchange\"\ntoken_endpoint = \"https://idp/token\"\nclient_id = \"gw\"\n",
+            "gw.toml:6:1: server \"local\" is a stdio server: its calls cannot carry the caller's identity",
+        )],
+    );
+
+    // What the table names is read at load: a missing variable is an error
+    // at the table, a present one becomes the principal's token.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gw.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "{head}[servers.identity]\nmode = \"per_principal\"\n[servers.identity.principals.alice]\ntoken_env = \"ALICE_DEMO\"\n"
+        ),
+    )
+    .unwrap();
+    let e = Config::load_with_env(&path, |_| None).unwrap_err().0;
+    assert!(
+        e.contains(
+            "gw.toml:6:1: server \"demo\": principal \"alice\" token_env \"ALICE_DEMO\" is not set"
+        ),
+        "{e}"
+    );
+    let c =
+        Config::load_with_env(&path, |k| (k == "ALICE_DEMO").then(|| "t0k".to_string())).unwrap();
+    let def = c.servers[0].def(c.secrets.get("demo"), None);
+    match def.identity {
+        mcptask_client::identity::Identity::PerPrincipal(tokens) => {
+            assert_eq!(tokens["alice"].read().unwrap(), "t0k");
+        }
+        other => panic!("{other:?}"),
+    }
+}

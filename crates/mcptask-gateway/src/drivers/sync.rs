@@ -33,7 +33,17 @@ pub(super) async fn synchronous(
     // kept with the call), like a call that is not a task; the questions of
     // the caller between rounds and mid-call are bounded by the question
     // timeout instead.
-    let bounded = exchange_options(timeout);
+    let mut bounded = exchange_options(timeout);
+    let id = ctx.task_id().unwrap_or_default().to_string();
+    // What is held for the call lives as long as its run here.
+    let _held = Held(upstreams, &id);
+    // The call's own credential where its server takes the caller's
+    // identity; a call that can no longer be authorized ends failed.
+    bounded.credential = upstreams
+        .tracker
+        .call_credential(&route.server, &id, ctx.principal())
+        .await
+        .map_err(|e| internal(e.to_string()))?;
     let mut round = bounded.clone();
     for _ in 0..MAX_ROUNDS {
         let lane = tokio::select! {
@@ -151,5 +161,14 @@ async fn on_event(
             answer.map(Some).map_err(exit_of)
         }
         None => Err(internal("the upstream call ended without a result")),
+    }
+}
+
+/// Forgets the credential held for a call when its run here ends.
+struct Held<'a>(&'a Upstreams, &'a str);
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.0.tracker.forget_credential(self.1);
     }
 }

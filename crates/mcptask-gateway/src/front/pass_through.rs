@@ -335,15 +335,16 @@ fn parse_call(parts: &axum::http::request::Parts, bytes: &Bytes) -> Option<Call>
 
 /// The byte relay as the transport of `routed`, where it can carry it: a
 /// pass-through plan to a stateless HTTP upstream whose credentials are
-/// static (an upstream with OAuth gets its tokens from rmcp's authorizing
-/// client, the full way).
+/// the gateway's own and static (an upstream with OAuth gets its tokens
+/// from rmcp's authorizing client, and one that takes the caller's
+/// identity gets each call's own credential, the full way).
 fn byte_relay(calls: &Calls, routed: &Routed) -> Option<Upstream> {
     let server = &routed.route.server;
     if routed.plan != Plan::PassThrough || !calls.upstreams.is_stateless(server) {
         return None;
     }
     let (def, _) = calls.upstreams.tracker.servers().get(server)?;
-    if def.oauth.is_some() {
+    if def.oauth.is_some() || def.identity != mcptask_client::identity::Identity::Gateway {
         return None;
     }
     let Transport::Http { url, headers } = &def.transport else {

@@ -38,6 +38,7 @@ use crate::metrics::{CallLabels, PASS_THROUGH};
 use crate::route::{self, Ask, Decided, Intent, Target};
 use crate::upstreams::Upstreams;
 use crate::upstreams::catalog::Route;
+use mcptask_client::identity::CallCredential;
 
 /// Who the caller of a front request is.
 pub type CallerFn = Arc<dyn Fn(&RequestContext<RoleServer>) -> Caller + Send + Sync>;
@@ -158,14 +159,19 @@ impl FrontServer {
     async fn pass_through(
         &self,
         route: &Route,
-        (timeout, principal, via): (std::time::Duration, Option<&str>, Option<&str>),
+        (timeout, principal, via, credential): (
+            std::time::Duration,
+            Option<&str>,
+            Option<&str>,
+            Option<CallCredential>,
+        ),
         arguments: JsonObject,
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let started = std::time::Instant::now();
         let answer = self
-            .relay_call(route, timeout, arguments, request, context)
+            .relay_call(route, (timeout, credential), arguments, request, context)
             .await;
         let labels = CallLabels::new(
             &self.upstreams,
@@ -198,7 +204,7 @@ impl FrontServer {
     async fn relay_call(
         &self,
         route: &Route,
-        timeout: std::time::Duration,
+        (timeout, credential): (std::time::Duration, Option<CallCredential>),
         arguments: JsonObject,
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
@@ -224,6 +230,7 @@ impl FrontServer {
                 // the token its progress is for, as the caller sent them.
                 progress_token: context.meta.get_progress_token(),
                 client_info: caller_info(context),
+                credential,
                 ..crate::drivers::exchange_options(timeout)
             },
         )
@@ -307,13 +314,13 @@ impl Relay for FrontRelay<'_> {
     async fn pass_through(
         &self,
         route: &Route,
-        timeout: std::time::Duration,
+        (timeout, credential): (std::time::Duration, Option<CallCredential>),
         arguments: JsonObject,
     ) -> Result<CallToolResponse, ErrorData> {
         self.front
             .pass_through(
                 route,
-                (timeout, self.principal, self.via),
+                (timeout, self.principal, self.via, credential),
                 arguments,
                 self.request,
                 self.context,
@@ -550,6 +557,7 @@ impl ServerHandler for FrontServer {
                 request_state: request.request_state.clone(),
                 // The caller's answers go to the upstream, which judges them.
                 relay_answers: true,
+                subject_token: caller.token.clone(),
                 ..Default::default()
             },
             as_tasks: true,

@@ -20,7 +20,8 @@
 //! ([`own_errors`]); resource subscriptions relayed to their servers and
 //! their updates to the subscribed sessions ([`resource_subscriptions`]);
 //! the front's name in its handshake, the upstream's in what it answers
-//! ([`who_answers`]).
+//! ([`who_answers`]); each caller's own identity at an upstream, per
+//! principal or by token exchange ([`identity`]).
 
 mod answer_within;
 mod audit;
@@ -28,6 +29,7 @@ mod call_timeout;
 mod fastmcp;
 mod guards;
 mod health;
+mod identity;
 mod late_listing;
 mod live_limits;
 mod metrics;
