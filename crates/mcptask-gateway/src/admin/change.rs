@@ -159,29 +159,6 @@ impl Admin {
         made
     }
 
-    /// [`Admin::put_object`] of a server.
-    pub async fn put_server(
-        &self,
-        gateway: &Gateway,
-        caller: &Caller,
-        name: &str,
-        definition: &Value,
-    ) -> Result<Changed, ChangeError> {
-        self.put_object(gateway, caller, Kind::Server, name, definition)
-            .await
-    }
-
-    /// [`Admin::delete_object`] of a server.
-    pub async fn delete_server(
-        &self,
-        gateway: &Gateway,
-        caller: &Caller,
-        name: &str,
-    ) -> Result<Changed, ChangeError> {
-        self.delete_object(gateway, caller, Kind::Server, name)
-            .await
-    }
-
     async fn put(
         &self,
         gateway: &Gateway,

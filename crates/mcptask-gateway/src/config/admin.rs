@@ -66,9 +66,6 @@ impl Kind {
     }
 }
 
-/// The kind of the `[[servers]]` entries, as stored.
-pub const SERVERS: &str = "servers";
-
 /// Where a configuration's objects came from, beyond the file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Origins {
@@ -138,11 +135,6 @@ pub fn body(kind: Kind, name: &str, definition: &Value) -> Result<String, Config
     })
 }
 
-/// [`body`] of a server.
-pub fn server_body(name: &str, definition: &Value) -> Result<String, ConfigError> {
-    body(Kind::Server, name, definition)
-}
-
 /// `value` with every `null` member and element left out (TOML has none).
 fn without_nulls(value: Value) -> Value {
     match value {
@@ -168,11 +160,6 @@ pub fn definition(kind: Kind, body: &str) -> Option<Value> {
     let table: toml::Table = toml::from_str(body).ok()?;
     let object = table.get(kind.table())?.as_array()?.first()?.clone();
     serde_json::to_value(object).ok()
-}
-
-/// [`definition`] of a server.
-pub fn server_definition(body: &str) -> Option<Value> {
-    definition(Kind::Server, body)
 }
 
 impl Config {
@@ -236,11 +223,6 @@ impl Config {
         defined && !self.origins.from_api(kind, name)
     }
 
-    /// Whether the file (not the admin API) defines server `name`.
-    pub fn file_defines_server(&self, name: &str) -> bool {
-        self.file_defines(Kind::Server, name)
-    }
-
     /// The names of the `kind` objects in force.
     pub fn names_of(&self, kind: Kind) -> Vec<String> {
         match kind {
@@ -259,13 +241,13 @@ mod tests {
     use mcptask_core::admin::AdminEntry;
     use serde_json::json;
 
-    use super::{Config, SERVERS, server_body, server_definition};
+    use super::{Config, Kind};
 
     fn entry(name: &str, definition: serde_json::Value) -> AdminEntry {
         AdminEntry {
-            kind: SERVERS.into(),
+            kind: Kind::Server.table().into(),
             name: name.into(),
-            body: server_body(name, &definition).unwrap(),
+            body: super::body(Kind::Server, name, &definition).unwrap(),
             changed_by: "ops".into(),
             changed_at_ms: 1,
         }
@@ -283,10 +265,10 @@ mod tests {
     fn a_definition_becomes_the_table_the_file_would_hold_and_back() {
         let definition = json!({"url": "http://127.0.0.1:9/mcp", "prefix": null,
             "oauth": {"client_id": "x"}, "args": []});
-        let body = server_body("reports", &definition).unwrap();
+        let body = super::body(Kind::Server, "reports", &definition).unwrap();
         assert!(body.starts_with("[[servers]]\n"), "{body}");
         assert!(body.contains("[servers.oauth]"), "{body}");
-        let back = server_definition(&body).unwrap();
+        let back = super::definition(Kind::Server, &body).unwrap();
         assert_eq!(back["name"], "reports");
         assert_eq!(back["url"], "http://127.0.0.1:9/mcp");
         assert!(back.get("prefix").is_none());
@@ -298,7 +280,7 @@ mod tests {
                     "principals": {"alice": {"token_file": "/etc/shadow"}}}})),
             Some("identity")
         );
-        let other = server_body("reports", &json!({"name": "other"})).unwrap_err();
+        let other = super::body(Kind::Server, "reports", &json!({"name": "other"})).unwrap_err();
         assert!(other.0.contains("the path \"reports\""), "{other}");
     }
 
@@ -312,10 +294,10 @@ mod tests {
         let config = Config::load_with_admin(f.path(), |_| None, &entries).unwrap();
         let names: Vec<&str> = config.servers.iter().map(|s| s.name()).collect();
         assert_eq!(names, ["files", "added"]);
-        assert!(config.origins.from_api(super::Kind::Server, "added"));
-        assert!(config.origins.is_shadowed(super::Kind::Server, "files"));
-        assert!(config.file_defines_server("files"));
-        assert!(!config.file_defines_server("added"));
+        assert!(config.origins.from_api(Kind::Server, "added"));
+        assert!(config.origins.is_shadowed(Kind::Server, "files"));
+        assert!(config.file_defines(Kind::Server, "files"));
+        assert!(!config.file_defines(Kind::Server, "added"));
     }
 
     #[test]
